@@ -1,0 +1,74 @@
+#include "cli.h"
+
+#include "cli/commands.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <new>
+
+namespace sl::cli {
+
+namespace {
+constexpr std::string_view kSubcommands[] = { "ls" };
+}
+
+bool wantsCommandLine(std::string_view arg)
+{
+    for (auto s : kSubcommands)
+        if (arg == s)
+            return true;
+    return arg == "--help" || arg == "-h" || arg == "--version" || arg == "help";
+}
+
+void emit(const std::string& text, const std::string& outputPath)
+{
+    if (outputPath.empty() || outputPath == "-") {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+        return;
+    }
+    writeFileAtomically(outputPath, text);
+}
+
+int run(int argc, char** argv)
+{
+    CLI::App app { "StateLens: inspect PyTorch state dicts.\nWithout a subcommand, `statelens [A [B]]` opens the GUI.",
+        "statelens" };
+    app.set_version_flag("--version", std::string("statelens ") + STATELENS_VERSION);
+    app.require_subcommand(1);
+    bool verbose = false;
+    app.add_flag("-v,--verbose", verbose, "Log what the readers do (to stderr)");
+
+    std::vector<std::pair<CLI::App*, Runner>> commands;
+    Runner ls = addLsCommand(app);
+    commands.emplace_back(app.get_subcommand("ls"), ls);
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        int code = app.exit(e);
+        return code == 0 ? 0 : 2;
+    }
+    spdlog::set_default_logger(spdlog::default_logger());
+    spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
+    try {
+        for (auto& [sub, runner] : commands)
+            if (sub->parsed())
+                return runner();
+    } catch (const LoadError& e) {
+        std::fprintf(stderr, "statelens: %s\n", e.what());
+        return 2;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "statelens: out of memory\n");
+        return 2;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "statelens: %s\n", e.what());
+        return 2;
+    }
+    return 2;
+}
+
+} // namespace sl::cli

@@ -1,0 +1,72 @@
+// statelens ls PATH [--format table|json] [--container PATH] [--containers] [--fail-on LEVEL] [-o FILE]
+
+#include "cli/commands.h"
+
+#include "formats/loader.h"
+#include "report/source_report.h"
+
+#include <memory>
+
+namespace sl::cli {
+
+namespace {
+
+struct LsOptions {
+    std::string path;
+    std::string format = "table";
+    std::string container;
+    bool containerGiven = false;
+    bool listContainers = false;
+    std::string failOn = "none";
+    std::string output;
+};
+
+std::string containersTable(const Source& s)
+{
+    std::string out = "containers in " + s.path + " (* = selected):\n";
+    for (const auto& c : s.containers) {
+        out += (c.path == s.container ? "* " : "  ");
+        out += c.path.empty() ? std::string("(top level)") : c.path;
+        out += "  [" + std::string(containerRoleName(c.role)) + ", " + std::to_string(c.tensorCount) + " tensors]\n";
+    }
+    if (s.containers.empty())
+        out += "  (none: the file holds one state dict)\n";
+    return out;
+}
+
+int runLs(const LsOptions& o)
+{
+    OpenOptions options;
+    if (o.containerGiven)
+        options.container = o.container;
+    Source s = openSource(o.path, options);
+    if (o.listContainers) {
+        emit(containersTable(s), o.output);
+        return 0;
+    }
+    emit(o.format == "json" ? sourceToJson(s) : sourceToTable(s), o.output);
+    if (o.failOn == "danger" && s.countFindings(Severity::Danger))
+        return 1;
+    if (o.failOn == "warning" && (s.countFindings(Severity::Danger) || s.countFindings(Severity::Warning)))
+        return 1;
+    return 0;
+}
+
+} // namespace
+
+Runner addLsCommand(CLI::App& app)
+{
+    auto o = std::make_shared<LsOptions>();
+    CLI::App* ls = app.add_subcommand("ls", "List the entries of a checkpoint's state dict (metadata only)");
+    ls->add_option("path", o->path, "Checkpoint file, index file or checkpoint folder")->required();
+    ls->add_option("--format", o->format, "Output format")->check(CLI::IsMember({ "table", "json" }));
+    ls->add_option("--container", o->container, "Select this container instead of the picked one (see --containers)")
+        ->each([o](const std::string&) { o->containerGiven = true; });
+    ls->add_flag("--containers", o->listContainers, "List the containers (state dicts) the file holds");
+    ls->add_option("--fail-on", o->failOn, "Exit 1 when a finding of this severity or worse exists")
+        ->check(CLI::IsMember({ "none", "warning", "danger" }));
+    ls->add_option("-o,--output", o->output, "Write to this file (atomically) instead of stdout");
+    return [o] { return runLs(*o); };
+}
+
+} // namespace sl::cli

@@ -1,0 +1,179 @@
+#include "loader.h"
+
+#include "formats/hf_index_reader.h"
+#include "formats/safetensors_reader.h"
+#include "formats/torch_legacy_reader.h"
+#include "formats/torch_zip_reader.h"
+#include "io/mapped_file.h"
+#include "io/tar_archive.h"
+#include "io/zip_archive.h"
+#include "util/error.h"
+
+#include <filesystem>
+#include <new>
+
+namespace sl {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kLfsPointer = "version https://git-lfs.github.com/spec";
+
+std::string hexPrefix(Bytes b)
+{
+    std::string out;
+    char buf[4];
+    for (size_t i = 0; i < b.size() && i < 8; ++i) {
+        std::snprintf(buf, sizeof buf, "%02x ", b[i]);
+        out += buf;
+    }
+    if (!out.empty())
+        out.pop_back();
+    return out;
+}
+
+bool looksLikeIndexJson(Bytes b)
+{
+    size_t i = 0;
+    while (i < b.size() && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t'))
+        ++i;
+    if (i == b.size() || b[i] != '{')
+        return false;
+    std::string_view text(reinterpret_cast<const char*>(b.data()), std::min<size_t>(b.size(), 1 << 20));
+    return text.find("\"weight_map\"") != std::string_view::npos;
+}
+
+// Sniffs bytes; `path` only names the file in errors.
+std::string sniff(const std::string& path, Bytes b)
+{
+    if (b.empty())
+        throw LoadError(path, "the file is empty");
+    if (looksLikeZip(b)) {
+        try {
+            ZipArchive zip(b);
+            if (!zip.entries().empty()) {
+                std::string_view first = zip.entries().front().name;
+                std::string prefix(first.substr(0, first.find('/') + 1));
+                if (isTorchScriptArchive(zip, prefix))
+                    return "torchscript";
+            }
+        } catch (const FormatError&) {
+            // Let the torch-zip reader report what is wrong with the archive.
+        }
+        return "torch-zip";
+    }
+    if (looksLikeLegacyTorch(b) || looksLikeTar(b))
+        return "torch-legacy";
+    std::string_view text(reinterpret_cast<const char*>(b.data()), b.size());
+    if (text.substr(0, kLfsPointer.size()) == kLfsPointer)
+        throw LoadError(path, "is a Git LFS pointer, not checkpoint data (run `git lfs pull`)");
+    if (looksLikeIndexJson(b))
+        return "index";
+    if (looksLikeSafetensors(b))
+        return "safetensors";
+    throw LoadError(path, "unrecognised format (first bytes: " + hexPrefix(b) + ")");
+}
+
+std::string indexInDirectory(const std::string& dir)
+{
+    for (const char* name : { "model.safetensors.index.json", "pytorch_model.bin.index.json" }) {
+        fs::path p = fs::path(dir) / name;
+        if (fs::is_regular_file(p))
+            return p.string();
+    }
+    for (const char* name : { "model.safetensors", "pytorch_model.bin" }) {
+        fs::path p = fs::path(dir) / name;
+        if (fs::is_regular_file(p))
+            return p.string();
+    }
+    return {};
+}
+
+Source dispatch(const std::string& path, const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
+{
+    std::string format = sniff(path, file->bytes());
+    if (format == "torch-zip")
+        return readTorchZip(file, options);
+    if (format == "torch-legacy")
+        return readTorchLegacy(file, options);
+    if (format == "safetensors")
+        return readSafetensors(file, options);
+    if (format == "index")
+        return readHfIndex(path, options);
+    throw LoadError(path, "TorchScript archives are not supported yet (use torch.jit.load, or save a state_dict)");
+}
+
+template <typename F> Source guarded(const std::string& path, F&& f)
+{
+    try {
+        return f();
+    } catch (const LoadError&) {
+        throw;
+    } catch (const FormatError& e) {
+        throw LoadError(path, e.what());
+    } catch (const std::bad_alloc&) {
+        throw LoadError(path, "out of memory while reading");
+    } catch (const std::length_error&) {
+        throw LoadError(path, "a length in the file is too large to allocate");
+    } catch (const fs::filesystem_error& e) {
+        throw LoadError(path, e.code().message());
+    }
+}
+
+} // namespace
+
+const std::vector<std::string>& knownFormats()
+{
+    static const std::vector<std::string> formats { "safetensors", "safetensors-index", "torch-zip", "torch-legacy",
+        "torch-bin-index" };
+    return formats;
+}
+
+std::string detectFormat(const std::string& path)
+{
+    return guarded(path, [&] {
+               Source s;
+               std::error_code ec;
+               if (fs::is_directory(path, ec)) {
+                   std::string inner = indexInDirectory(path);
+                   if (inner.empty())
+                       throw LoadError(path, "the folder holds no checkpoint StateLens recognises");
+                   s.format = detectFormat(inner);
+                   return s;
+               }
+               auto file = MappedFile::open(path);
+               s.format = sniff(path, file->bytes());
+               if (s.format == "index")
+                   s.format = path.find(".bin.index") != std::string::npos ? "torch-bin-index" : "safetensors-index";
+               return s;
+           })
+        .format;
+}
+
+Source openSource(const std::string& path, const OpenOptions& options)
+{
+    return guarded(path, [&] {
+        std::error_code ec;
+        if (fs::is_directory(path, ec)) {
+            std::string inner = indexInDirectory(path);
+            if (inner.empty())
+                throw LoadError(path, "the folder holds no checkpoint StateLens recognises");
+            return openSource(inner, options);
+        }
+        auto file = MappedFile::open(path);
+        return dispatch(path, file, options);
+    });
+}
+
+Source openSourceFromMemory(const std::string& name, std::vector<uint8_t> bytes, const OpenOptions& options)
+{
+    return guarded(name, [&] {
+        auto file = MappedFile::fromBuffer(name, std::move(bytes));
+        if (sniff(name, file->bytes()) == "index")
+            throw LoadError(name, "an index must be opened from disk, next to its shards");
+        return dispatch(name, file, options);
+    });
+}
+
+} // namespace sl

@@ -1,0 +1,23 @@
+#pragma once
+// The one entry point for opening anything StateLens reads: it sniffs the format from the bytes (not the
+// file name) and dispatches to the reader. Errors are LoadErrors naming the path.
+
+#include "formats/open_options.h"
+#include "model/source.h"
+
+#include <string>
+#include <vector>
+
+namespace sl {
+
+// Format id for a path ("safetensors", "torch-zip", ...), or throws LoadError saying why it is none.
+std::string detectFormat(const std::string& path);
+
+Source openSource(const std::string& path, const OpenOptions& options = {});
+// Same for bytes in memory (embedded demo files, fuzzers); `name` stands in for the path.
+Source openSourceFromMemory(const std::string& name, std::vector<uint8_t> bytes, const OpenOptions& options = {});
+
+// Format ids in the order the README lists them.
+const std::vector<std::string>& knownFormats();
+
+} // namespace sl

@@ -1,0 +1,15 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace sl {
+
+struct OpenOptions {
+    // The container to select instead of the picked one ("optimizer", "state_dict", ...).
+    std::optional<std::string> container;
+    // Threads for opening shards; 0 means one per core.
+    unsigned threads = 0;
+};
+
+} // namespace sl

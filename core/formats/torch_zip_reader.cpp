@@ -1,0 +1,155 @@
+#include "torch_zip_reader.h"
+
+#include "io/zip_archive.h"
+#include "pickle/unpickler.h"
+#include "torch/pickled_checkpoint.h"
+#include "util/error.h"
+
+#include <charconv>
+#include <unordered_map>
+
+namespace sl {
+
+namespace {
+
+// torch's kMaxSupportedFileFormatVersion (caffe2/serialize/versions.h) at the time of writing.
+constexpr int64_t kNewestKnownVersion = 10;
+// data.pkl deflated by a re-zipping tool is inflated into memory; beyond this it is refused.
+constexpr uint64_t kMaxInflatedPickle = uint64_t(4) << 30;
+
+std::string_view asText(Bytes b) { return { reinterpret_cast<const char*>(b.data()), b.size() }; }
+
+} // namespace
+
+bool isTorchScriptArchive(const ZipArchive& zip, const std::string& prefix)
+{
+    if (zip.find(prefix + "constants.pkl") || zip.find(prefix + "bytecode.pkl"))
+        return true;
+    const std::string code = prefix + "code/";
+    for (const auto& e : zip.entries())
+        if (e.name.compare(0, code.size(), code) == 0)
+            return true;
+    return false;
+}
+
+namespace {
+
+} // namespace
+
+Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
+{
+    Source out;
+    out.path = file->path();
+    out.format = "torch-zip";
+    out.files.push_back(file->path());
+    try {
+        ZipArchive zip(file->bytes());
+        if (zip.entries().empty())
+            throw FormatError("the zip archive is empty");
+        std::string_view first = zip.entries().front().name;
+        size_t slash = first.find('/');
+        if (slash == std::string_view::npos)
+            throw FormatError("first zip record '" + std::string(first) + "' is not inside a folder; not a torch.save archive");
+        const std::string prefix(first.substr(0, slash + 1));
+
+        const ZipEntry* pkl = zip.find(prefix + "data.pkl");
+        if (!pkl)
+            throw FormatError("no " + prefix + "data.pkl record; not a torch.save archive");
+        if (isTorchScriptArchive(zip, prefix))
+            throw FormatError("this is a TorchScript archive, not a torch.save checkpoint");
+
+        // Small text records: versions and byte order.
+        for (const char* rec : { "version", ".data/version", "byteorder", ".format_version", ".storage_alignment",
+                 ".data/serialization_id" }) {
+            const ZipEntry* e = zip.find(prefix + rec);
+            if (!e || e->size > 64 || e->method != 0)
+                continue;
+            std::string text(asText(zip.storedData(*e)));
+            while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
+                text.pop_back();
+            out.metadata.emplace_back(rec, text);
+        }
+        auto meta = [&](const char* key) -> const std::string* {
+            for (const auto& [k, v] : out.metadata)
+                if (k == key)
+                    return &v;
+            return nullptr;
+        };
+        const std::string* version = meta(".data/version") ? meta(".data/version") : meta("version");
+        if (!version) {
+            out.addFinding(Severity::Warning, "no version record; torch.load refuses archives without one");
+        } else {
+            int64_t v = 0;
+            auto [p, ec] = std::from_chars(version->data(), version->data() + version->size(), v);
+            if (ec != std::errc() || v < 1)
+                out.addFinding(Severity::Warning, "version record '" + *version + "' is not a positive number");
+            else if (v > kNewestKnownVersion)
+                out.addFinding(Severity::Info, "archive version " + *version + " is newer than StateLens knows");
+        }
+        auto ck = std::make_shared<torch::PickledCheckpoint>(torch::TorchSemantics::PersistentIds::Zip);
+        ck->file = file;
+        if (const std::string* order = meta("byteorder"); order && *order == "big") {
+            ck->context.bigEndian = true;
+            out.addFinding(Severity::Info, "tensor data is big-endian (byteorder record)");
+        }
+
+        // Run the pickle over the mapped bytes (inflated first only if the archive was re-compressed).
+        Bytes pickleBytes = zip.contents(*pkl, ck->ownedPickle, kMaxInflatedPickle);
+        uint64_t pickleOffset = pkl->method == 0 ? zip.dataOffset(*pkl) : 0;
+        pickle::Unpickler unpickler(pickleBytes, ck->arena, ck->semantics, pickleOffset);
+        ck->root = unpickler.load();
+
+        // Resolve each storage to its record without reading it.
+        const std::string dataPrefix = prefix + "data/";
+        std::unordered_map<std::string_view, const ZipEntry*> records;
+        records.reserve(ck->semantics.storages().size());
+        for (const auto& e : zip.entries())
+            if (e.name.size() > dataPrefix.size() && e.name.compare(0, dataPrefix.size(), dataPrefix) == 0)
+                records.emplace(e.name.substr(dataPrefix.size()), &e);
+        size_t missing = 0;
+        for (pickle::StorageValue* s : ck->semantics.storages()) {
+            if (s->viewOf)
+                continue;
+            auto it = records.find(s->key);
+            if (it == records.end()) {
+                if (++missing <= 5)
+                    out.addFinding(Severity::Danger,
+                        "storage " + std::string(s->key) + " has no " + dataPrefix + std::string(s->key)
+                            + " record; torch.load would fail");
+                continue;
+            }
+            const ZipEntry& rec = *it->second;
+            try {
+                s->fileOffset = static_cast<int64_t>(zip.dataOffset(rec));
+            } catch (const FormatError& e) {
+                out.addFinding(Severity::Danger, e.what());
+                continue;
+            }
+            s->recordSize = rec.size;
+            s->compressed = rec.method != 0;
+            unsigned item = s->untyped ? 1 : std::max(1u, dtypeItemSize(s->dtype));
+            uint64_t need = static_cast<uint64_t>(s->numel) * item;
+            if (s->numel > 0 && (need / item != static_cast<uint64_t>(s->numel) || need > rec.size))
+                out.addFinding(Severity::Danger,
+                    "storage " + std::string(s->key) + " needs " + std::to_string(need) + " bytes but its record holds "
+                        + std::to_string(rec.size) + "; torch.load would fail");
+        }
+        if (missing > 5)
+            out.addFinding(Severity::Danger, std::to_string(missing) + " storages have no record in all");
+        size_t compressed = 0;
+        for (const auto& [k, e] : records)
+            compressed += e->method != 0;
+        if (compressed)
+            out.addFinding(Severity::Info,
+                std::to_string(compressed)
+                    + " storage records are compressed (the archive was re-zipped); their bytes cannot be mapped");
+
+        const std::string* container = options.container ? &*options.container : nullptr;
+        torch::finishSource(ck, out, container);
+    } catch (const FormatError& e) {
+        throw LoadError(file->path(), e.what());
+    }
+    return out;
+}
+
+} // namespace sl

@@ -1,0 +1,29 @@
+#pragma once
+// torch.save archives (torch >= 1.6, `_use_new_zipfile_serialization=True`), format id "torch-zip".
+//
+// Layout (see io/zip_archive.h for the container itself):
+//   <archive>/data.pkl            the pickled object; tensors reference storages by persistent id
+//                                 ('storage', <StorageClass>, key, location, numel)
+//   <archive>/data/<key>          one record per storage, raw little-endian bytes, 64-byte aligned
+//   <archive>/version             "3" (".data/version" in TorchScript archives)
+//   <archive>/byteorder           "little" or "big" (torch >= 2.1)
+//   <archive>/.format_version, .storage_alignment, .data/serialization_id   (newer 2.x)
+// <archive> is whatever precedes the first "/" of the first record (the file's stem, or "archive").
+// Only data.pkl and the local headers of the storage records are read; tensor bytes are never touched.
+
+#include "formats/open_options.h"
+#include "io/mapped_file.h"
+#include "model/source.h"
+
+#include <memory>
+
+namespace sl {
+
+class ZipArchive;
+
+Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options);
+
+// TorchScript archives are zips too; they carry constants.pkl, bytecode.pkl or code/ records.
+bool isTorchScriptArchive(const ZipArchive& zip, const std::string& prefix);
+
+} // namespace sl

@@ -1,0 +1,66 @@
+#include "mapped_file.h"
+
+#include "util/error.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace sl {
+
+std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path)
+{
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        throw LoadError(path, std::string("cannot open: ") + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        int err = errno;
+        ::close(fd);
+        throw LoadError(path, std::string("cannot stat: ") + std::strerror(err));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        ::close(fd);
+        throw LoadError(path, "is a directory, not a checkpoint file");
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw LoadError(path, "is not a regular file");
+    }
+    std::shared_ptr<MappedFile> f(new MappedFile);
+    f->m_path = path;
+    f->m_size = static_cast<size_t>(st.st_size);
+    if (f->m_size > 0) {
+        void* p = ::mmap(nullptr, f->m_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            int err = errno;
+            ::close(fd);
+            throw LoadError(path, std::string("cannot map: ") + std::strerror(err));
+        }
+        f->m_data = static_cast<const uint8_t*>(p);
+        f->m_mapped = true;
+    }
+    ::close(fd);
+    return f;
+}
+
+std::shared_ptr<const MappedFile> MappedFile::fromBuffer(std::string name, std::vector<uint8_t> bytes)
+{
+    std::shared_ptr<MappedFile> f(new MappedFile);
+    f->m_path = std::move(name);
+    f->m_owned = std::move(bytes);
+    f->m_data = f->m_owned.data();
+    f->m_size = f->m_owned.size();
+    return f;
+}
+
+MappedFile::~MappedFile()
+{
+    if (m_mapped)
+        ::munmap(const_cast<uint8_t*>(m_data), m_size);
+}
+
+} // namespace sl

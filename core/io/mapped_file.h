@@ -1,0 +1,38 @@
+#pragma once
+// Read-only view of a whole file's bytes: mmap for regular files (so a 100 GB checkpoint costs nothing
+// until a page is touched), or an owned buffer for in-memory inputs (embedded demo files, fuzzers).
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace sl {
+
+using Bytes = std::span<const uint8_t>;
+
+class MappedFile {
+public:
+    // Throws LoadError naming the path when it cannot be opened or mapped.
+    static std::shared_ptr<const MappedFile> open(const std::string& path);
+    static std::shared_ptr<const MappedFile> fromBuffer(std::string name, std::vector<uint8_t> bytes);
+
+    ~MappedFile();
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+
+    const std::string& path() const { return m_path; }
+    Bytes bytes() const { return { m_data, m_size }; }
+    uint64_t size() const { return m_size; }
+
+private:
+    MappedFile() = default;
+    std::string m_path;
+    const uint8_t* m_data = nullptr;
+    size_t m_size = 0;
+    bool m_mapped = false;
+    std::vector<uint8_t> m_owned;
+};
+
+} // namespace sl

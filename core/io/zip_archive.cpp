@@ -1,0 +1,231 @@
+#include "zip_archive.h"
+
+#include "io/byte_reader.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+
+namespace sl {
+
+namespace {
+
+constexpr uint32_t kLocalHeaderSig = 0x04034b50;
+constexpr uint32_t kCentralHeaderSig = 0x02014b50;
+constexpr uint32_t kEndSig = 0x06054b50;
+constexpr uint32_t kZip64EndSig = 0x06064b50;
+constexpr uint32_t kZip64LocatorSig = 0x07064b50;
+constexpr size_t kEndSize = 22;
+constexpr size_t kZip64LocatorSize = 20;
+constexpr size_t kCentralHeaderSize = 46;
+constexpr size_t kLocalHeaderSize = 30;
+constexpr size_t kMaxCommentSize = 0xFFFF;
+
+uint32_t readU32At(Bytes d, size_t pos)
+{
+    return static_cast<uint32_t>(d[pos]) | static_cast<uint32_t>(d[pos + 1]) << 8
+        | static_cast<uint32_t>(d[pos + 2]) << 16 | static_cast<uint32_t>(d[pos + 3]) << 24;
+}
+
+} // namespace
+
+bool looksLikeZip(Bytes data) { return data.size() >= 4 && readU32At(data, 0) == kLocalHeaderSig; }
+
+ZipArchive::ZipArchive(Bytes data, uint64_t baseOffset)
+    : m_data(data)
+    , m_base(baseOffset)
+{
+    if (data.size() < kEndSize)
+        throw FormatError("too small to be a zip archive (" + std::to_string(data.size()) + " bytes)");
+
+    // Step 1: find the end record, scanning back over at most a maximal comment.
+    size_t lowest = data.size() > kEndSize + kMaxCommentSize ? data.size() - kEndSize - kMaxCommentSize : 0;
+    size_t endPos = SIZE_MAX;
+    for (size_t pos = data.size() - kEndSize + 1; pos-- > lowest;) {
+        if (readU32At(data, pos) != kEndSig)
+            continue;
+        size_t commentLen = static_cast<size_t>(data[pos + 20]) | static_cast<size_t>(data[pos + 21]) << 8;
+        if (pos + kEndSize + commentLen <= data.size()) {
+            endPos = pos;
+            break;
+        }
+    }
+    if (endPos == SIZE_MAX)
+        throw FormatError("zip end-of-central-directory record not found (truncated or not a zip archive)");
+
+    ByteReader end(data.subspan(endPos), baseOffset + endPos);
+    end.skip(4, "end record");
+    uint16_t diskNumber = end.u16le();
+    uint16_t cdDisk = end.u16le();
+    end.u16le(); // entries on this disk
+    uint64_t count = end.u16le();
+    uint64_t cdSize = end.u32le();
+    uint64_t cdOffset = end.u32le();
+    if (diskNumber != 0 || cdDisk != 0)
+        throw FormatError("multi-disk zip archives are not supported");
+
+    // Step 2: the ZIP64 records, when present, hold the real counts and offsets.
+    if (endPos >= kZip64LocatorSize && readU32At(data, endPos - kZip64LocatorSize) == kZip64LocatorSig) {
+        ByteReader loc(data.subspan(endPos - kZip64LocatorSize, kZip64LocatorSize));
+        loc.skip(8, "zip64 locator");
+        uint64_t z64Offset = loc.u64le();
+        if (z64Offset > endPos - kZip64LocatorSize || endPos - kZip64LocatorSize - z64Offset < 56)
+            throw FormatError("zip64 end record offset " + std::to_string(z64Offset) + " is out of range");
+        ByteReader z(data.subspan(z64Offset, endPos - kZip64LocatorSize - z64Offset), baseOffset + z64Offset);
+        if (z.u32le("zip64 end record") != kZip64EndSig)
+            z.fail("zip64 end record signature missing");
+        z.skip(8 + 2 + 2 + 4 + 4 + 8, "zip64 end record");
+        count = z.u64le();
+        cdSize = z.u64le();
+        cdOffset = z.u64le();
+    } else if (count == 0xFFFF || cdSize == 0xFFFFFFFF || cdOffset == 0xFFFFFFFF) {
+        throw FormatError("zip end record needs ZIP64 values but the ZIP64 locator is missing");
+    }
+
+    if (cdOffset > endPos || cdSize > endPos - cdOffset)
+        throw FormatError("zip central directory (offset " + std::to_string(cdOffset) + ", size "
+            + std::to_string(cdSize) + ") lies outside the archive");
+    if (count > cdSize / kCentralHeaderSize)
+        throw FormatError("zip claims " + std::to_string(count) + " entries but its central directory has room for "
+            + std::to_string(cdSize / kCentralHeaderSize));
+    parseCentralDirectory(cdOffset, cdSize, count);
+}
+
+void ZipArchive::parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint64_t count)
+{
+    ByteReader r(m_data.subspan(cdOffset, cdSize), m_base + cdOffset);
+    m_entries.reserve(count);
+    m_byName.reserve(count);
+    for (uint64_t i = 0; i < count; ++i) {
+        if (r.u32le("central directory header") != kCentralHeaderSig)
+            r.fail("zip central directory entry " + std::to_string(i) + " has a bad signature");
+        ZipEntry e;
+        r.skip(4, "central directory header"); // versions
+        e.flags = r.u16le();
+        e.method = r.u16le();
+        r.skip(4, "central directory header"); // time, date
+        e.crc32 = r.u32le();
+        e.compressedSize = r.u32le();
+        e.size = r.u32le();
+        uint16_t nameLen = r.u16le();
+        uint16_t extraLen = r.u16le();
+        uint16_t commentLen = r.u16le();
+        uint16_t diskStart = r.u16le();
+        r.skip(6, "central directory header"); // attributes
+        e.localHeaderOffset = r.u32le();
+        e.name = r.takeString(nameLen, "zip entry name");
+        ByteReader extra(r.take(extraLen, "zip extra field"));
+        r.skip(commentLen, "zip entry comment");
+
+        // ZIP64 extended information: only the fields whose 32-bit value overflowed, in this order.
+        while (extra.remaining() >= 4) {
+            uint16_t id = extra.u16le();
+            uint16_t len = extra.u16le();
+            ByteReader field(extra.take(len, "zip extra field"));
+            if (id != 0x0001)
+                continue;
+            if (e.size == 0xFFFFFFFF)
+                e.size = field.u64le("zip64 size");
+            if (e.compressedSize == 0xFFFFFFFF)
+                e.compressedSize = field.u64le("zip64 compressed size");
+            if (e.localHeaderOffset == 0xFFFFFFFF)
+                e.localHeaderOffset = field.u64le("zip64 header offset");
+            if (diskStart == 0xFFFF)
+                field.u32le("zip64 disk number");
+        }
+        if (e.localHeaderOffset > m_data.size() || e.compressedSize > m_data.size())
+            r.fail("zip entry '" + std::string(e.name) + "' points outside the archive");
+        // First occurrence wins for lookups; duplicates stay visible in entries().
+        m_byName.emplace(e.name, m_entries.size());
+        m_entries.push_back(e);
+    }
+}
+
+const ZipEntry* ZipArchive::find(std::string_view name) const
+{
+    auto it = m_byName.find(name);
+    return it == m_byName.end() ? nullptr : &m_entries[it->second];
+}
+
+uint64_t ZipArchive::dataOffset(const ZipEntry& e) const
+{
+    const std::string name(e.name);
+    if (e.localHeaderOffset > m_data.size() || m_data.size() - e.localHeaderOffset < kLocalHeaderSize)
+        throw FormatError("zip record '" + name + "': local header at " + std::to_string(e.localHeaderOffset)
+            + " is past the end");
+    if (readU32At(m_data, e.localHeaderOffset) != kLocalHeaderSig)
+        throw FormatError("zip record '" + name + "': bad local header signature at "
+            + std::to_string(m_base + e.localHeaderOffset));
+    size_t p = e.localHeaderOffset + 26;
+    uint64_t nameLen = m_data[p] | m_data[p + 1] << 8;
+    uint64_t extraLen = m_data[p + 2] | m_data[p + 3] << 8;
+    uint64_t start = e.localHeaderOffset + kLocalHeaderSize + nameLen + extraLen;
+    if (start > m_data.size() || e.compressedSize > m_data.size() - start)
+        throw FormatError("zip record '" + name + "': data (" + std::to_string(e.compressedSize)
+            + " bytes at " + std::to_string(m_base + start) + ") runs past the end of the archive");
+    return start;
+}
+
+Bytes ZipArchive::storedData(const ZipEntry& e) const
+{
+    if (e.method != 0)
+        throw FormatError("zip record '" + std::string(e.name) + "' is compressed (method "
+            + std::to_string(e.method) + ")");
+    if (e.flags & 1)
+        throw FormatError("zip record '" + std::string(e.name) + "' is encrypted");
+    if (e.size != e.compressedSize)
+        throw FormatError("zip record '" + std::string(e.name) + "' is stored but its sizes disagree ("
+            + std::to_string(e.size) + " vs " + std::to_string(e.compressedSize) + ")");
+    return m_data.subspan(dataOffset(e), e.size);
+}
+
+Bytes ZipArchive::contents(const ZipEntry& e, std::vector<uint8_t>& buffer, uint64_t maxSize) const
+{
+    if (e.method == 0)
+        return storedData(e);
+    const std::string name(e.name);
+    if (e.method != 8)
+        throw FormatError("zip record '" + name + "' uses unsupported compression method " + std::to_string(e.method));
+    if (e.flags & 1)
+        throw FormatError("zip record '" + name + "' is encrypted");
+    if (e.size > maxSize)
+        throw FormatError("zip record '" + name + "' inflates to " + std::to_string(e.size) + " bytes, more than the "
+            + std::to_string(maxSize) + "-byte limit");
+    Bytes in = m_data.subspan(dataOffset(e), e.compressedSize);
+    buffer.assign(e.size, 0);
+
+    z_stream zs {};
+    if (inflateInit2(&zs, -MAX_WBITS) != Z_OK)
+        throw FormatError("zlib initialisation failed");
+    uint64_t inPos = 0;
+    uint64_t outPos = 0;
+    int rc = Z_OK;
+    // zlib counts in uInt; feed and drain in chunks so records over 4 GiB work too.
+    while (rc == Z_OK) {
+        constexpr uint64_t kChunk = 1u << 30;
+        zs.next_in = const_cast<Bytef*>(in.data() + inPos);
+        zs.avail_in = static_cast<uInt>(std::min<uint64_t>(kChunk, in.size() - inPos));
+        zs.next_out = buffer.data() + outPos;
+        zs.avail_out = static_cast<uInt>(std::min<uint64_t>(kChunk, buffer.size() - outPos));
+        uInt inBefore = zs.avail_in;
+        uInt outBefore = zs.avail_out;
+        rc = inflate(&zs, Z_NO_FLUSH);
+        inPos += inBefore - zs.avail_in;
+        outPos += outBefore - zs.avail_out;
+        if (rc == Z_BUF_ERROR && outPos == buffer.size()) {
+            rc = Z_DATA_ERROR; // more output than the declared size
+            break;
+        }
+        if (rc == Z_BUF_ERROR && inPos == in.size())
+            break; // input exhausted before the stream ended
+        if (rc == Z_BUF_ERROR)
+            rc = Z_OK;
+    }
+    inflateEnd(&zs);
+    if (rc != Z_STREAM_END || outPos != e.size)
+        throw FormatError("zip record '" + name + "': corrupt deflate data (inflated " + std::to_string(outPos)
+            + " of " + std::to_string(e.size) + " bytes)");
+    return { buffer.data(), buffer.size() };
+}
+
+} // namespace sl

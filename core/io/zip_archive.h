@@ -1,0 +1,72 @@
+#pragma once
+// A bounded, read-only ZIP reader for torch.save archives (torch >= 1.6), TorchScript archives and the
+// zips embedded in DCP .distcp files.
+//
+// Layout it relies on (APPNOTE 6.3.x; what PyTorchStreamWriter writes):
+//  1. Records, each "local file header" (PK\3\4, 30 bytes + name + extra) followed by the record data.
+//     torch writes every record stored (method 0), pads the extra field ("FB" + 'Z' filler) so the data
+//     starts on a 64-byte boundary, and puts CRC and sizes in a trailing data descriptor, leaving zeros in
+//     the local header. So sizes come from the central directory; only name and extra lengths from the
+//     local header.
+//  2. The central directory: one PK\1\2 header (46 bytes + name + extra + comment) per record, with the
+//     local header offset and sizes, widened by a ZIP64 extra field (id 0x0001) when they overflow 32 bits.
+//  3. End records: optional ZIP64 end-of-central-directory (PK\6\6) and its locator (PK\6\7), then the
+//     classic end record (PK\5\6, 22 bytes + comment) in the last 64 KiB of the file. torch always writes
+//     the ZIP64 records.
+//
+// Every offset and length is checked against the bytes present before use; nothing is decompressed or
+// copied unless a caller asks for a record's contents.
+
+#include "io/mapped_file.h"
+
+#include <cstdint>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace sl {
+
+struct ZipEntry {
+    std::string_view name; // points into the archive bytes
+    uint64_t localHeaderOffset = 0;
+    uint64_t compressedSize = 0;
+    uint64_t size = 0;
+    uint16_t method = 0; // 0 stored, 8 deflated
+    uint16_t flags = 0;
+    uint32_t crc32 = 0;
+};
+
+class ZipArchive {
+public:
+    // Parses the end records and the central directory of `data`. `baseOffset` is where `data` starts in
+    // its file (for embedded zips), added to reported offsets. Throws FormatError.
+    explicit ZipArchive(Bytes data, uint64_t baseOffset = 0);
+
+    const std::vector<ZipEntry>& entries() const { return m_entries; }
+    const ZipEntry* find(std::string_view name) const;
+
+    // Offset of the record's first data byte, relative to `data` (add baseOffset() for the file offset).
+    // Reads the local header; throws FormatError when it is malformed or the data runs past the end.
+    uint64_t dataOffset(const ZipEntry& e) const;
+    // The stored bytes of a method-0 record (a view into `data`). Throws for other methods.
+    Bytes storedData(const ZipEntry& e) const;
+    // The record's contents: a view for stored records, or inflated into `buffer` (at most `maxSize` bytes)
+    // for deflated ones. Throws FormatError on corrupt data or when the record is larger than maxSize.
+    Bytes contents(const ZipEntry& e, std::vector<uint8_t>& buffer, uint64_t maxSize) const;
+
+    uint64_t baseOffset() const { return m_base; }
+    Bytes data() const { return m_data; }
+
+private:
+    void parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint64_t count);
+
+    Bytes m_data;
+    uint64_t m_base = 0;
+    std::vector<ZipEntry> m_entries;
+    std::unordered_map<std::string_view, size_t> m_byName;
+};
+
+// True when the bytes start like a zip archive (what torch.load itself checks).
+bool looksLikeZip(Bytes data);
+
+} // namespace sl

@@ -1,0 +1,74 @@
+#pragma once
+// One item of a state dict: a tensor (dense, quantized, subclass, view), a group of tensors that form one
+// logical parameter, or a non-tensor value that still occupies a key (`_extra_state`, `_packed_params.dtype`).
+// Readers fill what their format knows; later stages (sharding, quantization, values) add to `attributes`
+// and `parts` instead of reshaping this struct.
+
+#include "dtype.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sl {
+
+using Shape = std::vector<int64_t>;
+
+// Where a tensor's bytes live. Offsets are absolute byte offsets in `Source::files[file]`.
+struct TensorLocation {
+    enum class Kind : uint8_t {
+        None, // no bytes anywhere: meta tensors, storage-less wrapper subclasses, non-tensor values
+        Mapped, // plain bytes at [offset, offset+length) of the file
+        Compressed, // inside a deflated zip record; `offset` is the record's data offset
+        Inline, // bytes embedded in the pickle itself (numpy arrays, XLA tensors)
+        Unavailable, // the file that holds them is missing or unreadable
+    };
+    Kind kind = Kind::None;
+    int32_t file = -1; // index into Source::files
+    uint64_t offset = 0; // first byte of this tensor's span
+    uint64_t length = 0; // bytes spanned by the view (0 for an empty tensor)
+    // The storage the tensor views. Tensors with the same non-empty storageId share bytes (tied weights,
+    // views); storageOffset and strides are in elements, as torch reports them.
+    std::string storageId;
+    uint64_t storageByteOffset = 0; // absolute offset of the storage's first byte
+    uint64_t storageNbytes = 0;
+    int64_t storageOffset = 0;
+    std::vector<int64_t> strides; // empty when the reader only knows the tensor is contiguous
+};
+
+enum class EntryKind : uint8_t {
+    Tensor,
+    Group, // one logical parameter stored as several tensors (quantized weights, packed params)
+    Object, // a non-tensor value under a state-dict key
+};
+
+struct Entry {
+    std::string name;
+    EntryKind kind = EntryKind::Tensor;
+    DType dtype = DType::Unknown;
+    Shape shape;
+    TensorLocation location;
+
+    bool requiresGrad = false;
+    bool isParameter = false; // saved as torch.nn.Parameter
+    std::string device; // "cpu", "cuda:0", "meta", ...; empty when the format does not say
+    std::string typeName; // tensor subclass or Python class ("torch.distributed.tensor.DTensor", "int")
+    std::string value; // short repr of an Object entry's value
+
+    // Format- and stage-specific facts shown as-is (qscheme, scale, placements, "header_shape", ...).
+    std::vector<std::pair<std::string, std::string>> attributes;
+    // Component tensors of a Group, or the inner tensors of a wrapper subclass; `name` holds the role.
+    std::vector<Entry> parts;
+
+    uint64_t numel() const;
+    // Bytes the tensor's elements occupy (numel * bits / 8, rounded up); 0 for non-tensors.
+    uint64_t nbytes() const;
+    const std::string* attribute(const std::string& key) const;
+};
+
+// "[2, 3]" as torch.Size prints inside brackets.
+std::string shapeToString(const Shape& s);
+
+} // namespace sl

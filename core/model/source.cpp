@@ -1,0 +1,133 @@
+#include "source.h"
+
+#include "util/error.h"
+
+#include <algorithm>
+
+namespace sl {
+
+std::string_view severityName(Severity s)
+{
+    switch (s) {
+    case Severity::Info:
+        return "info";
+    case Severity::Warning:
+        return "warning";
+    case Severity::Danger:
+        return "danger";
+    }
+    return "info";
+}
+
+std::string_view containerRoleName(ContainerInfo::Role r)
+{
+    switch (r) {
+    case ContainerInfo::Role::Model:
+        return "model";
+    case ContainerInfo::Role::Optimizer:
+        return "optimizer";
+    case ContainerInfo::Role::Ema:
+        return "ema";
+    case ContainerInfo::Role::Other:
+        return "other";
+    }
+    return "other";
+}
+
+uint64_t Entry::numel() const
+{
+    uint64_t n = 1;
+    for (int64_t d : shape) {
+        if (d <= 0)
+            return 0;
+        // Shapes were checked for overflow by the readers; saturate instead of wrapping just in case.
+        if (n > UINT64_MAX / static_cast<uint64_t>(d))
+            return UINT64_MAX;
+        n *= static_cast<uint64_t>(d);
+    }
+    return n;
+}
+
+uint64_t Entry::nbytes() const
+{
+    if (kind == EntryKind::Object)
+        return 0;
+    if (kind == EntryKind::Group) {
+        uint64_t sum = 0;
+        for (const auto& p : parts)
+            sum += p.nbytes();
+        return sum;
+    }
+    uint64_t n = numel();
+    unsigned bits = dtypeBits(dtype);
+    if (n > UINT64_MAX / 128)
+        return UINT64_MAX;
+    return (n * bits + 7) / 8;
+}
+
+const std::string* Entry::attribute(const std::string& key) const
+{
+    for (const auto& [k, v] : attributes)
+        if (k == key)
+            return &v;
+    return nullptr;
+}
+
+std::string shapeToString(const Shape& s)
+{
+    std::string out = "[";
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (i)
+            out += ", ";
+        out += std::to_string(s[i]);
+    }
+    out += "]";
+    return out;
+}
+
+void SourceBacking::selectContainer(Source& s, const std::string& container) const
+{
+    if (container != s.container)
+        throw LoadError(s.path, "no container '" + container + "' (this format has only one)");
+}
+
+Source Source::withContainer(const std::string& container) const
+{
+    Source out = *this;
+    if (backing) {
+        backing->selectContainer(out, container);
+    } else if (container != this->container) {
+        throw LoadError(path, "no container '" + container + "' (this format has only one)");
+    }
+    return out;
+}
+
+void Source::addFinding(Severity s, std::string message, std::string entry)
+{
+    findings.push_back(Finding { s, std::move(message), std::move(entry) });
+}
+
+size_t Source::countFindings(Severity s) const
+{
+    return static_cast<size_t>(
+        std::count_if(findings.begin(), findings.end(), [s](const Finding& f) { return f.severity == s; }));
+}
+
+uint64_t Source::totalParameters() const
+{
+    uint64_t sum = 0;
+    for (const auto& e : entries)
+        if (e.kind != EntryKind::Object)
+            sum += e.numel();
+    return sum;
+}
+
+uint64_t Source::totalBytes() const
+{
+    uint64_t sum = 0;
+    for (const auto& e : entries)
+        sum += e.nbytes();
+    return sum;
+}
+
+} // namespace sl

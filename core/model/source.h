@@ -1,0 +1,66 @@
+#pragma once
+// A loaded source: one checkpoint (a file, an index with its shards, later a DCP directory or a live model
+// dump) presented as the entries of one selected state dict, plus what the reader noticed on the way.
+
+#include "entry.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sl {
+
+enum class Severity : uint8_t { Info, Warning, Danger };
+std::string_view severityName(Severity s);
+
+struct Finding {
+    Severity severity = Severity::Info;
+    std::string message;
+    std::string entry; // the entry it concerns, when there is one
+};
+
+// A place inside the file that holds a state dict (or something shaped like one). `path` is the dotted
+// key path from the top object: "" for the top itself, "state_dict", "model", "optimizer.state".
+struct ContainerInfo {
+    enum class Role : uint8_t { Model, Optimizer, Ema, Other };
+    std::string path;
+    Role role = Role::Other;
+    size_t tensorCount = 0; // tensors directly or in nested dicts under it
+};
+std::string_view containerRoleName(ContainerInfo::Role r);
+
+class Source;
+
+// What keeps a Source's data alive (mapped files, the parsed object tree) and what can be done with it
+// again without reading the files a second time.
+class SourceBacking {
+public:
+    virtual ~SourceBacking() = default;
+    // Replaces s.container, s.entries and the entry-level findings with those of another container.
+    // The default has only one container: it throws LoadError for anything but the current one.
+    virtual void selectContainer(Source& s, const std::string& container) const;
+};
+
+class Source {
+public:
+    std::string path;
+    std::string format; // "safetensors", "safetensors-index", "torch-zip", "torch-legacy", "torch-bin-index"
+    std::string container; // path of the selected container ("" when tensors sit at the top)
+    std::vector<std::string> files; // every file the entries' locations refer to
+    std::vector<Entry> entries;
+    std::vector<Finding> findings;
+    std::vector<ContainerInfo> containers; // every candidate, the selected one included
+    std::vector<std::pair<std::string, std::string>> metadata; // safetensors __metadata__, zip records, ...
+
+    std::shared_ptr<const SourceBacking> backing;
+
+    // A copy of this source showing another container. Throws LoadError when there is no such container.
+    Source withContainer(const std::string& container) const;
+
+    void addFinding(Severity s, std::string message, std::string entry = {});
+    size_t countFindings(Severity s) const;
+    uint64_t totalParameters() const; // sum of numel over tensor and group entries
+    uint64_t totalBytes() const;
+};
+
+} // namespace sl

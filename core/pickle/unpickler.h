@@ -1,0 +1,102 @@
+#pragma once
+// A pickle virtual machine (protocols 0-5) that never imports or executes anything.
+//
+// The VM handles the opcodes; what GLOBAL, REDUCE, NEWOBJ, BUILD and persistent ids *mean* is decided
+// by a Semantics object. The default one (InertSemantics) turns every global into a GlobalValue and every
+// call into an ObjectValue holding its arguments; the torch layer subclasses it to rebuild tensors.
+//
+// Safety: every length prefix is checked against the bytes that remain before anything is allocated;
+// each opcode consumes at least one byte, so stack, mark stack and memo are bounded by the input size;
+// semantic work that copies (e.g. OrderedDict(list)) is charged against a budget proportional to the
+// input, so GET-amplified pickles cannot make the VM run for long. Malformed input throws FormatError
+// naming the opcode and its byte offset.
+
+#include "pickle/value.h"
+#include "io/mapped_file.h"
+
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace sl::pickle {
+
+class Unpickler;
+
+class Semantics {
+public:
+    virtual ~Semantics() = default;
+    virtual Value* global(Unpickler& u, std::string_view module, std::string_view name) = 0;
+    virtual Value* call(Unpickler& u, Value* callable, SeqValue* args) = 0; // REDUCE
+    virtual Value* instantiate(Unpickler& u, Value* cls, SeqValue* args, Value* kwargs) = 0; // NEWOBJ, INST, OBJ
+    virtual void build(Unpickler& u, Value* obj, Value* state) = 0; // BUILD
+    virtual Value* persistentLoad(Unpickler& u, Value* pid) = 0; // PERSID, BINPERSID
+};
+
+// Globals stay references, calls become ObjectValues, BUILD stores the state, persistent ids are refused.
+class InertSemantics : public Semantics {
+public:
+    Value* global(Unpickler& u, std::string_view module, std::string_view name) override;
+    Value* call(Unpickler& u, Value* callable, SeqValue* args) override;
+    Value* instantiate(Unpickler& u, Value* cls, SeqValue* args, Value* kwargs) override;
+    void build(Unpickler& u, Value* obj, Value* state) override;
+    Value* persistentLoad(Unpickler& u, Value* pid) override;
+};
+
+class Unpickler {
+public:
+    // `baseOffset` is where `data` starts in its file, used in error messages.
+    Unpickler(Bytes data, Arena& arena, Semantics& semantics, uint64_t baseOffset = 0);
+
+    // Runs until STOP and returns the top of the stack. Throws FormatError.
+    Value* load();
+    // Bytes consumed by load(), STOP included (legacy files hold several pickles back to back).
+    size_t consumed() const { return m_pos; }
+    int protocol() const { return m_protocol; }
+
+    Arena& arena() { return m_arena; }
+    Value* makeInt(int64_t v);
+    Value* makeStr(std::string_view s) { return m_arena.make<StrValue>(Kind::Str, s); }
+    SeqValue* makeSeq(Kind k) { return m_arena.make<SeqValue>(k, m_arena.resource()); }
+    // Semantics call this for work beyond the opcode itself (copies, conversions). Throws when the
+    // total exceeds the budget derived from the input size.
+    void charge(size_t units);
+    [[noreturn]] void fail(const std::string& message) const;
+
+private:
+    Value* pop();
+    Value* top();
+    void push(Value* v) { m_stack.push_back(v); }
+    size_t popMark(); // returns the stack index where the marked items start
+    SeqValue* popMarkedSeq(Kind k);
+    std::string_view readLine();
+    std::string_view readBytes(uint64_t n);
+    uint64_t readUInt(unsigned n);
+    void memoPut(uint64_t index, Value* v);
+    Value* memoGet(uint64_t index);
+    Value* parseTextInt(std::string_view line, bool isLongOpcode);
+    Value* decodeTextString(std::string_view quoted); // STRING
+    Value* decodeRawUnicodeEscape(std::string_view raw); // UNICODE
+    void appendTo(Value* target, Value* item);
+    void setItem(Value* target, Value* key, Value* value);
+
+    Bytes m_data;
+    Arena& m_arena;
+    Semantics& m_semantics;
+    uint64_t m_base = 0;
+    size_t m_pos = 0;
+    size_t m_opStart = 0;
+    uint8_t m_op = 0;
+    int m_protocol = 0;
+    std::vector<Value*> m_stack;
+    std::vector<size_t> m_marks;
+    std::vector<Value*> m_memo;
+    std::unordered_map<uint64_t, Value*> m_sparseMemo;
+    uint64_t m_memoCount = 0;
+    size_t m_work = 0;
+    size_t m_workBudget = 0;
+};
+
+// The name pickletools gives an opcode, for messages ("BINUNICODE").
+const char* opcodeName(uint8_t op);
+
+} // namespace sl::pickle

@@ -1,0 +1,243 @@
+#include "value.h"
+
+#include <cstring>
+#include <string>
+
+namespace sl::pickle {
+
+Value* DictValue::lookup(std::string_view key) const
+{
+    for (auto it = items.rbegin(); it != items.rend(); ++it) {
+        auto* k = asStr(it->first);
+        if (k && k->s == key)
+            return it->second;
+    }
+    return nullptr;
+}
+
+const GlobalValue* ObjectValue::cls() const
+{
+    // For NEWOBJ the class is the callable; for REDUCE of copyreg._reconstructor it is args[0].
+    if (auto* g = asGlobal(callable)) {
+        if (g->id == KnownGlobal::CopyregReconstructor) {
+            auto* a = asSeq(args);
+            if (a && !a->items.empty())
+                return asGlobal(a->items[0]);
+        }
+        return g;
+    }
+    return nullptr;
+}
+
+std::string_view Arena::copy(std::string_view s)
+{
+    if (s.empty())
+        return {};
+    char* p = static_cast<char*>(m_resource.allocate(s.size(), 1));
+    std::memcpy(p, s.data(), s.size());
+    return { p, s.size() };
+}
+
+Value* noneValue()
+{
+    static Value none(Kind::None);
+    return &none;
+}
+
+Value* boolValue(bool b)
+{
+    static BoolValue t(true);
+    static BoolValue f(false);
+    return b ? &t : &f;
+}
+
+const GlobalValue* asGlobal(const Value* v)
+{
+    return v && v->kind == Kind::Global ? static_cast<const GlobalValue*>(v) : nullptr;
+}
+const StrValue* asStr(const Value* v) { return v && v->kind == Kind::Str ? static_cast<const StrValue*>(v) : nullptr; }
+const SeqValue* asSeq(const Value* v)
+{
+    return v && (v->kind == Kind::Tuple || v->kind == Kind::List || v->kind == Kind::Set)
+        ? static_cast<const SeqValue*>(v)
+        : nullptr;
+}
+const DictValue* asDict(const Value* v)
+{
+    return v && v->kind == Kind::Dict ? static_cast<const DictValue*>(v) : nullptr;
+}
+const TensorValue* asTensor(const Value* v)
+{
+    return v && v->kind == Kind::Tensor ? static_cast<const TensorValue*>(v) : nullptr;
+}
+const ObjectValue* asObject(const Value* v)
+{
+    return v && v->kind == Kind::Object ? static_cast<const ObjectValue*>(v) : nullptr;
+}
+
+bool toInt(const Value* v, int64_t& out)
+{
+    if (!v)
+        return false;
+    if (v->kind == Kind::Int) {
+        out = static_cast<const IntValue*>(v)->v;
+        return true;
+    }
+    if (v->kind == Kind::Bool) {
+        out = static_cast<const BoolValue*>(v)->v ? 1 : 0;
+        return true;
+    }
+    return false;
+}
+
+bool toDouble(const Value* v, double& out)
+{
+    if (v && v->kind == Kind::Float) {
+        out = static_cast<const FloatValue*>(v)->v;
+        return true;
+    }
+    int64_t i = 0;
+    if (toInt(v, i)) {
+        out = static_cast<double>(i);
+        return true;
+    }
+    return false;
+}
+
+std::string qualifiedName(const GlobalValue& g)
+{
+    std::string s(g.module);
+    if (!s.empty())
+        s += '.';
+    s += g.name;
+    return s;
+}
+
+namespace {
+
+void appendRepr(std::string& out, const Value* v, size_t maxLength, int depth)
+{
+    if (out.size() > maxLength)
+        return;
+    if (!v) {
+        out += "?";
+        return;
+    }
+    if (depth > 4) {
+        out += "...";
+        return;
+    }
+    switch (v->kind) {
+    case Kind::None:
+        out += "None";
+        return;
+    case Kind::Bool:
+        out += static_cast<const BoolValue*>(v)->v ? "True" : "False";
+        return;
+    case Kind::Int:
+        out += std::to_string(static_cast<const IntValue*>(v)->v);
+        return;
+    case Kind::BigInt:
+        out += "<int of " + std::to_string(static_cast<const BigIntValue*>(v)->bytes.size()) + " bytes>";
+        return;
+    case Kind::Float: {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.17g", static_cast<const FloatValue*>(v)->v);
+        out += buf;
+        return;
+    }
+    case Kind::Str: {
+        auto s = static_cast<const StrValue*>(v)->s;
+        out += '\'';
+        out.append(s.substr(0, maxLength));
+        if (s.size() > maxLength)
+            out += "...";
+        out += '\'';
+        return;
+    }
+    case Kind::Bytes:
+        out += "<" + std::to_string(static_cast<const StrValue*>(v)->s.size()) + " bytes>";
+        return;
+    case Kind::Tuple:
+    case Kind::List:
+    case Kind::Set: {
+        auto* s = static_cast<const SeqValue*>(v);
+        const char* open = v->kind == Kind::Tuple ? "(" : v->kind == Kind::List ? "[" : "{";
+        const char* close = v->kind == Kind::Tuple ? ")" : v->kind == Kind::List ? "]" : "}";
+        out += open;
+        for (size_t i = 0; i < s->items.size(); ++i) {
+            if (i)
+                out += ", ";
+            if (out.size() > maxLength) {
+                out += "...";
+                break;
+            }
+            appendRepr(out, s->items[i], maxLength, depth + 1);
+        }
+        if (v->kind == Kind::Tuple && s->items.size() == 1)
+            out += ",";
+        out += close;
+        return;
+    }
+    case Kind::Dict: {
+        auto* d = static_cast<const DictValue*>(v);
+        out += "{";
+        for (size_t i = 0; i < d->items.size(); ++i) {
+            if (i)
+                out += ", ";
+            if (out.size() > maxLength) {
+                out += "...";
+                break;
+            }
+            appendRepr(out, d->items[i].first, maxLength, depth + 1);
+            out += ": ";
+            appendRepr(out, d->items[i].second, maxLength, depth + 1);
+        }
+        out += "}";
+        return;
+    }
+    case Kind::Global: {
+        auto* g = static_cast<const GlobalValue*>(v);
+        out += qualifiedName(*g);
+        return;
+    }
+    case Kind::Object: {
+        auto* o = static_cast<const ObjectValue*>(v);
+        const GlobalValue* c = o->cls();
+        out += c ? qualifiedName(*c) : std::string("object");
+        out += "(...)";
+        return;
+    }
+    case Kind::Storage:
+        out += "<storage " + std::string(static_cast<const StorageValue*>(v)->key) + ">";
+        return;
+    case Kind::Tensor: {
+        auto* t = static_cast<const TensorValue*>(v);
+        out += "tensor(";
+        out += dtypeName(t->dtype);
+        out += ", [";
+        for (size_t i = 0; i < t->size.size(); ++i) {
+            if (i)
+                out += ", ";
+            out += std::to_string(t->size[i]);
+        }
+        out += "])";
+        return;
+    }
+    }
+}
+
+} // namespace
+
+std::string shortRepr(const Value* v, size_t maxLength)
+{
+    std::string out;
+    appendRepr(out, v, maxLength, 0);
+    if (out.size() > maxLength + 3) {
+        out.resize(maxLength);
+        out += "...";
+    }
+    return out;
+}
+
+} // namespace sl::pickle

@@ -1,0 +1,303 @@
+#pragma once
+// The object graph a pickle describes, built without importing or running anything.
+//
+// Values live in an Arena and are never freed one by one: the whole graph goes away with the arena.
+// Strings are views: into the pickle bytes themselves (which the caller keeps mapped) or into the arena.
+// Nodes are shared by pointer exactly as the pickle's memo shares them, so mutations after memoisation
+// (APPENDS/SETITEMS/BUILD on a memoised object) are visible everywhere, and cycles are possible: every
+// traversal must bound its depth.
+
+#include "model/dtype.h"
+
+#include <cstdint>
+#include <memory_resource>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace sl::pickle {
+
+enum class Kind : uint8_t {
+    None,
+    Bool,
+    Int, // fits in int64
+    BigInt, // larger LONG1/LONG4 values, kept as little-endian two's complement bytes
+    Float,
+    Str,
+    Bytes,
+    Tuple,
+    List,
+    Set,
+    Dict,
+    Global, // a reference to module.name; never imported
+    Object, // the inert result of calling or instantiating something we do not model
+    Storage, // a torch storage reference from persistent_load
+    Tensor, // a tensor rebuilt from torch's reduce functions
+};
+
+// Globals the torch layer gives meaning to. Everything else is Unknown and stays inert.
+enum class KnownGlobal : uint16_t {
+    Unknown,
+    OrderedDict,
+    DefaultDict,
+    BuiltinSet,
+    BuiltinFrozenSet,
+    BuiltinBytearray,
+    BuiltinGetattr,
+    CodecsEncode,
+    CopyregReconstructor,
+    RebuildTensor,
+    RebuildTensorV2,
+    RebuildTensorV3,
+    RebuildParameter,
+    RebuildParameterWithState,
+    RebuildFromTypeV2,
+    RebuildWrapperSubclass,
+    RebuildQTensor,
+    RebuildMetaTensorNoStorage,
+    RebuildSparseTensor,
+    RebuildSparseCsrTensor,
+    RebuildNestedTensor,
+    RebuildDeviceTensorFromCpuTensor,
+    RebuildDeviceTensorFromNumpy,
+    TypedStorageClass, // torch.FloatStorage etc.; dtype in GlobalValue::dtype
+    UntypedStorage,
+    TorchDType, // torch.float32 etc.; dtype in GlobalValue::dtype
+    TorchSize,
+    TorchDevice,
+    GetLayout,
+    TorchLayout, // torch.strided, torch.sparse_coo, ...
+    QScheme, // torch.per_tensor_affine, ...
+    NumpyReconstruct,
+    NumpyDType,
+    NumpyScalar,
+    NumpyNDArray,
+};
+
+struct Value {
+    explicit Value(Kind k)
+        : kind(k)
+    {
+    }
+    Kind kind;
+};
+
+struct BoolValue : Value {
+    explicit BoolValue(bool b)
+        : Value(Kind::Bool)
+        , v(b)
+    {
+    }
+    bool v;
+};
+
+struct IntValue : Value {
+    explicit IntValue(int64_t i)
+        : Value(Kind::Int)
+        , v(i)
+    {
+    }
+    int64_t v;
+};
+
+struct BigIntValue : Value {
+    BigIntValue(std::string_view digits, bool decimal)
+        : Value(Kind::BigInt)
+        , bytes(digits)
+        , decimal(decimal)
+    {
+    }
+    std::string_view bytes; // little-endian two's complement (LONG1/LONG4), or decimal text (INT/LONG)
+    bool decimal;
+};
+
+struct FloatValue : Value {
+    explicit FloatValue(double d)
+        : Value(Kind::Float)
+        , v(d)
+    {
+    }
+    double v;
+};
+
+// Str holds UTF-8 as written (Python's surrogatepass encoding); Bytes holds raw bytes.
+struct StrValue : Value {
+    StrValue(Kind k, std::string_view s)
+        : Value(k)
+        , s(s)
+    {
+    }
+    std::string_view s;
+};
+
+using ValueList = std::pmr::vector<Value*>;
+
+// Tuple, List and Set.
+struct SeqValue : Value {
+    SeqValue(Kind k, std::pmr::memory_resource* r)
+        : Value(k)
+        , items(r)
+    {
+    }
+    ValueList items;
+};
+
+struct GlobalValue;
+
+struct DictValue : Value {
+    explicit DictValue(std::pmr::memory_resource* r)
+        : Value(Kind::Dict)
+        , items(r)
+    {
+    }
+    // Insertion order as pickled. A key set twice appears twice; lookups take the last (Python's result).
+    std::pmr::vector<std::pair<Value*, Value*>> items;
+    const GlobalValue* cls = nullptr; // OrderedDict/defaultdict/...; null for a plain dict
+    Value* state = nullptr; // BUILD state: OrderedDict's `_metadata` lives here
+    Value* lookup(std::string_view key) const;
+};
+
+struct GlobalValue : Value {
+    GlobalValue(std::string_view module, std::string_view name, KnownGlobal id)
+        : Value(Kind::Global)
+        , module(module)
+        , name(name)
+        , id(id)
+    {
+    }
+    std::string_view module;
+    std::string_view name;
+    KnownGlobal id;
+    DType dtype = DType::Unknown; // for TypedStorageClass and TorchDType
+    Value* owner = nullptr; // for getattr(owner, name) results: the object it was taken from
+};
+
+// What REDUCE/NEWOBJ/INST/OBJ produced for something we do not model. `callable` is usually a GlobalValue.
+struct ObjectValue : Value {
+    explicit ObjectValue(std::pmr::memory_resource* r)
+        : Value(Kind::Object)
+        , listItems(r)
+        , dictItems(r)
+    {
+    }
+    Value* callable = nullptr;
+    Value* args = nullptr; // usually a Tuple
+    Value* kwargs = nullptr; // NEWOBJ_EX only
+    Value* state = nullptr; // from BUILD
+    ValueList listItems; // APPEND(S) onto a list subclass
+    std::pmr::vector<std::pair<Value*, Value*>> dictItems; // SETITEM(S) onto a dict subclass
+    bool viaNewObj = false; // cls.__new__(cls, *args) rather than callable(*args)
+    const GlobalValue* cls() const;
+};
+
+struct StorageValue : Value {
+    StorageValue()
+        : Value(Kind::Storage)
+    {
+    }
+    std::string_view key; // "0", "1", ... (zip) or a pointer-like number (legacy)
+    std::string_view location; // "cpu", "cuda:0", ...
+    DType dtype = DType::Unknown;
+    bool untyped = false; // UntypedStorage: numel counts bytes
+    int64_t numel = 0; // elements (bytes when untyped) as written in the persistent id
+    // Legacy view_metadata: this storage is a byte range of another one.
+    StorageValue* viewOf = nullptr;
+    int64_t viewOffset = 0;
+    // Filled by the reader: where the bytes are, or -1 when not found.
+    int64_t fileOffset = -1;
+    uint64_t recordSize = 0;
+    bool compressed = false;
+    uint32_t index = 0; // order of first appearance
+};
+
+// The kinds of tensor a rebuild function can produce.
+enum class TensorOrigin : uint8_t {
+    Dense, // _rebuild_tensor(_v2/_v3)
+    Quantized, // _rebuild_qtensor
+    Meta, // _rebuild_meta_tensor_no_storage
+    WrapperSubclass, // _rebuild_wrapper_subclass: no storage of its own
+    Sparse,
+    Nested,
+    Numpy, // numpy ndarray (inline bytes) or a device tensor rebuilt from one
+};
+
+struct QuantParams {
+    const GlobalValue* scheme = nullptr;
+    double scale = 0; // per-tensor
+    int64_t zeroPoint = 0;
+    Value* scales = nullptr; // per-channel: tensors
+    Value* zeroPoints = nullptr;
+    int64_t axis = 0;
+};
+
+struct TensorValue : Value {
+    TensorValue()
+        : Value(Kind::Tensor)
+    {
+    }
+    TensorOrigin origin = TensorOrigin::Dense;
+    DType dtype = DType::Unknown;
+    std::span<const int64_t> size;
+    std::span<const int64_t> stride;
+    bool hasStride = true;
+    int64_t storageOffset = 0;
+    StorageValue* storage = nullptr;
+    bool requiresGrad = false;
+    bool isParameter = false;
+    std::string_view device;
+    std::string_view layout;
+    const GlobalValue* subclass = nullptr; // _rebuild_from_type_v2 / _rebuild_wrapper_subclass class
+    Value* state = nullptr; // subclass or parameter state
+    QuantParams* quant = nullptr;
+    std::span<Value* const> components; // sparse/nested: the tensors it is built from
+    std::string_view inlineBytes; // numpy payloads
+};
+
+// The arena every Value of one graph lives in. Values are trivially destructible or own only
+// arena memory, so nothing is destroyed individually.
+class Arena {
+public:
+    explicit Arena(size_t initialBytes = 1 << 16)
+        : m_resource(initialBytes)
+    {
+    }
+    std::pmr::memory_resource* resource() { return &m_resource; }
+    template <typename T, typename... Args> T* make(Args&&... args)
+    {
+        void* p = m_resource.allocate(sizeof(T), alignof(T));
+        return new (p) T(std::forward<Args>(args)...);
+    }
+    template <typename T> std::span<T> array(size_t n)
+    {
+        if (n == 0)
+            return {};
+        T* p = static_cast<T*>(m_resource.allocate(n * sizeof(T), alignof(T)));
+        for (size_t i = 0; i < n; ++i)
+            new (p + i) T();
+        return { p, n };
+    }
+    std::string_view copy(std::string_view s);
+
+private:
+    std::pmr::monotonic_buffer_resource m_resource;
+};
+
+// Shared immutable singletons: None, True, False and small ints, as CPython caches them.
+Value* noneValue();
+Value* boolValue(bool b);
+
+// Helpers for reading a graph.
+const GlobalValue* asGlobal(const Value* v);
+const StrValue* asStr(const Value* v); // Str only
+const SeqValue* asSeq(const Value* v); // Tuple, List or Set
+const DictValue* asDict(const Value* v);
+const TensorValue* asTensor(const Value* v);
+const ObjectValue* asObject(const Value* v);
+bool toInt(const Value* v, int64_t& out); // Int or Bool
+bool toDouble(const Value* v, double& out); // Float, Int or Bool
+// "module.name" of a global (for display).
+std::string qualifiedName(const GlobalValue& g);
+// A short, bounded, Python-like repr for showing non-tensor values.
+std::string shortRepr(const Value* v, size_t maxLength = 80);
+
+} // namespace sl::pickle

@@ -1,0 +1,90 @@
+#include "json_writer.h"
+
+#include <cmath>
+
+namespace sl {
+
+namespace {
+
+// Length of the valid UTF-8 sequence at s[i], or 0 when it is invalid (overlong, surrogate, > U+10FFFF).
+size_t validSequence(std::string_view s, size_t i)
+{
+    auto byte = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
+    uint8_t c = byte(i);
+    if (c < 0x80)
+        return 1;
+    size_t n = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (n == 0 || i + n > s.size())
+        return 0;
+    uint32_t cp = c & (0x7F >> n);
+    for (size_t k = 1; k < n; ++k) {
+        if ((byte(i + k) & 0xC0) != 0x80)
+            return 0;
+        cp = cp << 6 | (byte(i + k) & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = { 0, 0, 0x80, 0x800, 0x10000 };
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return n;
+}
+
+} // namespace
+
+bool isValidUtf8(std::string_view s)
+{
+    for (size_t i = 0; i < s.size();) {
+        size_t n = validSequence(s, i);
+        if (!n)
+            return false;
+        i += n;
+    }
+    return true;
+}
+
+std::string sanitizeUtf8(std::string_view s)
+{
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size();) {
+        size_t n = validSequence(s, i);
+        if (n) {
+            out.append(s.substr(i, n));
+            i += n;
+        } else {
+            out += "\xEF\xBF\xBD";
+            ++i;
+        }
+    }
+    return out;
+}
+
+void JsonWriter::key(std::string_view k)
+{
+    if (isValidUtf8(k)) {
+        m_writer.Key(k.data(), static_cast<rapidjson::SizeType>(k.size()));
+    } else {
+        std::string clean = sanitizeUtf8(k);
+        m_writer.Key(clean.data(), static_cast<rapidjson::SizeType>(clean.size()));
+    }
+}
+
+void JsonWriter::string(std::string_view s)
+{
+    if (isValidUtf8(s)) {
+        m_writer.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+    } else {
+        std::string clean = sanitizeUtf8(s);
+        m_writer.String(clean.data(), static_cast<rapidjson::SizeType>(clean.size()));
+    }
+}
+
+void JsonWriter::number(double v)
+{
+    // JSON has no NaN or infinity; null keeps the document valid.
+    if (std::isfinite(v))
+        m_writer.Double(v);
+    else
+        m_writer.Null();
+}
+
+} // namespace sl

@@ -1,0 +1,71 @@
+#pragma once
+// Streaming JSON output over rapidjson's Writer. Strings from checkpoints are not guaranteed to be valid
+// UTF-8 (pickled names may carry lone surrogates), so every string goes through `sanitizeUtf8` first and
+// the output is always valid JSON.
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace sl {
+
+// Replaces each invalid UTF-8 sequence with U+FFFD. Returns the input unchanged when it is valid.
+std::string sanitizeUtf8(std::string_view s);
+bool isValidUtf8(std::string_view s);
+
+class JsonWriter {
+public:
+    JsonWriter()
+        : m_writer(m_buffer)
+    {
+    }
+    void beginObject() { m_writer.StartObject(); }
+    void endObject() { m_writer.EndObject(); }
+    void beginArray() { m_writer.StartArray(); }
+    void endArray() { m_writer.EndArray(); }
+    void key(std::string_view k);
+    void string(std::string_view s);
+    void integer(int64_t v) { m_writer.Int64(v); }
+    void unsignedInteger(uint64_t v) { m_writer.Uint64(v); }
+    void number(double v);
+    void boolean(bool b) { m_writer.Bool(b); }
+    void null() { m_writer.Null(); }
+
+    // Convenience: "k": value.
+    void field(std::string_view k, std::string_view v)
+    {
+        key(k);
+        string(v);
+    }
+    void field(std::string_view k, const char* v)
+    {
+        key(k);
+        string(v);
+    }
+    void field(std::string_view k, int64_t v)
+    {
+        key(k);
+        integer(v);
+    }
+    void field(std::string_view k, uint64_t v)
+    {
+        key(k);
+        unsignedInteger(v);
+    }
+    void field(std::string_view k, bool v)
+    {
+        key(k);
+        boolean(v);
+    }
+
+    std::string_view text() const { return { m_buffer.GetString(), m_buffer.GetSize() }; }
+
+private:
+    rapidjson::StringBuffer m_buffer;
+    rapidjson::Writer<rapidjson::StringBuffer> m_writer;
+};
+
+} // namespace sl

@@ -1,0 +1,28 @@
+#pragma once
+// `statelens ls` output: the JSON object documented in the README, and the human-readable table.
+
+#include "model/source.h"
+#include "report/json_writer.h"
+
+#include <string>
+
+namespace sl {
+
+// Writes the `source` object: {"path", "format", "container", "containers", "files", "metadata"}.
+void writeSourceJson(JsonWriter& w, const Source& s);
+void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s);
+void writeFindingsJson(JsonWriter& w, const std::vector<Finding>& findings);
+
+// {"source": {...}, "entries": [...], "findings": [...]}
+std::string sourceToJson(const Source& s);
+// A table of entries with a header and the findings underneath.
+std::string sourceToTable(const Source& s);
+
+// "1.2 MB"-style sizes and "3.4M"-style counts for humans.
+std::string humanBytes(uint64_t bytes);
+std::string humanCount(uint64_t n);
+
+std::string_view locationKindName(TensorLocation::Kind k);
+std::string_view entryKindName(EntryKind k);
+
+} // namespace sl

@@ -1,0 +1,36 @@
+#pragma once
+// What the torch readers (zip, legacy) share once the pickle has run: the parsed object graph, kept
+// alive inside the Source so another container can be selected without reading the file again, and the
+// step that turns it into containers, entries and findings.
+
+#include "model/source.h"
+#include "pickle/value.h"
+#include "torch/state_dict_tree.h"
+#include "torch/torch_semantics.h"
+#include "io/mapped_file.h"
+
+#include <memory>
+
+namespace sl::torch {
+
+struct PickledCheckpoint : SourceBacking {
+    explicit PickledCheckpoint(TorchSemantics::PersistentIds mode)
+        : semantics(mode)
+    {
+    }
+    void selectContainer(Source& s, const std::string& container) const override;
+
+    std::shared_ptr<const MappedFile> file;
+    std::vector<uint8_t> ownedPickle; // inflated data.pkl when the archive was re-zipped with deflate
+    pickle::Arena arena;
+    TorchSemantics semantics;
+    pickle::Value* root = nullptr;
+    ContainerScan scan;
+    EntryContext context;
+};
+
+// Scans containers, selects `container` (or picks one when null), builds entries and adds the findings
+// about globals and rebuild problems. Throws LoadError when `container` names nothing.
+void finishSource(const std::shared_ptr<PickledCheckpoint>& ckpt, Source& out, const std::string* container);
+
+} // namespace sl::torch

@@ -1,0 +1,781 @@
+#include "state_dict_tree.h"
+
+#include "util/error.h"
+
+#include <algorithm>
+#include <cctype>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace sl::torch {
+
+using namespace sl::pickle;
+
+namespace {
+
+constexpr int kMaxDepth = 64;
+constexpr size_t kMaxVisits = 50'000'000;
+
+constexpr std::string_view kPreferredKeys[] = { "state_dict", "model_state_dict", "model", "module", "net",
+    "network", "model_state", "weights", "params" };
+
+std::string keyString(const Value* k)
+{
+    if (auto* s = asStr(k))
+        return std::string(s->s);
+    int64_t i = 0;
+    if (toInt(k, i) && k->kind == Kind::Int)
+        return std::to_string(i);
+    if (k && k->kind == Kind::Bytes)
+        return std::string(static_cast<const StrValue*>(k)->s);
+    return shortRepr(k, 60);
+}
+
+std::string joinPath(const std::string& prefix, const std::string& key)
+{
+    if (prefix.empty())
+        return key;
+    return prefix + "." + key;
+}
+
+// The attribute dict of an object: BUILD state as a dict, or the slots dict of a (dict, slots) pair.
+const DictValue* objectAttributes(const ObjectValue* o, const DictValue** slots = nullptr)
+{
+    if (!o)
+        return nullptr;
+    if (auto* d = asDict(o->state))
+        return d;
+    if (auto* t = asSeq(o->state); t && t->kind == Kind::Tuple && t->items.size() == 2) {
+        if (slots)
+            *slots = asDict(t->items[1]);
+        if (auto* d = asDict(t->items[0]))
+            return d;
+        return asDict(t->items[1]);
+    }
+    return nullptr;
+}
+
+bool isModuleObject(const Value* v)
+{
+    auto* attrs = objectAttributes(asObject(v));
+    return attrs && attrs->lookup("_parameters") && attrs->lookup("_modules");
+}
+
+bool isOptimizerDict(const Value* v)
+{
+    auto* d = asDict(v);
+    if (!d)
+        return false;
+    auto* state = d->lookup("state");
+    auto* groups = d->lookup("param_groups");
+    return state && groups && state->kind == Kind::Dict && (groups->kind == Kind::List || groups->kind == Kind::Tuple);
+}
+
+bool tupleHoldsTensor(const Value* v)
+{
+    auto* s = asSeq(v);
+    if (!s || v->kind != Kind::Tuple)
+        return false;
+    return std::any_of(s->items.begin(), s->items.end(), [](const Value* i) { return i->kind == Kind::Tensor; });
+}
+
+// Tensors held directly: as values, or inside a tuple value (torch.ao packed params).
+size_t directTensors(const DictValue* d)
+{
+    size_t n = 0;
+    for (const auto& [k, v] : d->items)
+        if (v->kind == Kind::Tensor || tupleHoldsTensor(v))
+            ++n;
+    return n;
+}
+
+// Whether a subtree holds tensors, memoised per node (the graph is a DAG with possible cycles).
+class TensorPresence {
+public:
+    bool operator()(const Value* v, int depth = 0)
+    {
+        if (!v || depth > kMaxDepth)
+            return false;
+        if (v->kind == Kind::Tensor)
+            return true;
+        auto memo = m_memo.find(v);
+        if (memo != m_memo.end())
+            return memo->second;
+        m_memo[v] = false; // breaks cycles
+        bool found = false;
+        if (auto* d = asDict(v)) {
+            for (const auto& [k, item] : d->items)
+                if ((found = (*this)(item, depth + 1)))
+                    break;
+        } else if (auto* s = asSeq(v)) {
+            for (auto* item : s->items)
+                if ((found = (*this)(item, depth + 1)))
+                    break;
+        } else if (isModuleObject(v)) {
+            found = true;
+        }
+        m_memo[v] = found;
+        return found;
+    }
+
+private:
+    std::unordered_map<const Value*, bool> m_memo;
+};
+
+std::vector<std::string> tokens(const std::string& component)
+{
+    std::vector<std::string> out;
+    std::string cur;
+    for (char c : component) {
+        if (c == '_' || c == '.' || c == '-') {
+            if (!cur.empty())
+                out.push_back(cur);
+            cur.clear();
+        } else {
+            cur += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        }
+    }
+    if (!cur.empty())
+        out.push_back(cur);
+    return out;
+}
+
+ContainerInfo::Role roleForPath(const std::vector<std::string>& path)
+{
+    for (const auto& comp : path) {
+        for (const auto& tok : tokens(comp)) {
+            if (tok.rfind("optim", 0) == 0)
+                return ContainerInfo::Role::Optimizer;
+            if (tok == "ema" || tok == "shadow" || tok == "swa" || tok == "averaged")
+                return ContainerInfo::Role::Ema;
+            if (tok == "callbacks" || tok == "loops" || tok == "scaler" || tok == "scheduler" || tok == "schedulers"
+                || tok == "rng")
+                return ContainerInfo::Role::Other;
+        }
+    }
+    return ContainerInfo::Role::Model;
+}
+
+std::string joinComponents(const std::vector<std::string>& path)
+{
+    std::string out;
+    for (const auto& c : path)
+        out = joinPath(out, c);
+    return out;
+}
+
+class Scanner {
+public:
+    explicit Scanner(ContainerScan& out)
+        : m_out(out)
+    {
+    }
+
+    void visit(const Value* v)
+    {
+        if (!v || ++m_visits > kMaxVisits)
+            throw FormatError("the pickled object graph is too large to walk (shared subtrees?)");
+        if (v->kind == Kind::Tensor) {
+            ++m_out.totalTensors;
+            return;
+        }
+        if (m_path.size() >= kMaxDepth || !m_onPath.insert(v).second)
+            return; // too deep, or a cycle back to an ancestor
+        visitChildren(v);
+        m_onPath.erase(v);
+    }
+
+private:
+    // Optimizer states, pickled modules and nested module trees are one container each: the dicts inside
+    // them are parts of it, not candidates of their own.
+    bool addWhole(const Value* v, Container::Shape shape, ContainerInfo::Role role)
+    {
+        add(v, shape, role, 0);
+        return true;
+    }
+
+    // A dict without tensors of its own whose values include two or more dicts of model weights:
+    // {"encoder": {...}, "decoder": {...}} flattens to what the parent module's state_dict() would be.
+    bool isNestedModuleTree(const DictValue* d)
+    {
+        if (directTensors(d))
+            return false;
+        size_t branches = 0;
+        for (const auto& [k, item] : d->items) {
+            if (item->kind != Kind::Dict || !m_hasTensors(item))
+                continue;
+            std::vector<std::string> childPath = m_path;
+            childPath.push_back(keyString(k));
+            if (roleForPath(childPath) == ContainerInfo::Role::Model && !isOptimizerDict(item))
+                ++branches;
+        }
+        return branches >= 2;
+    }
+
+    void add(const Value* v, Container::Shape shape, ContainerInfo::Role role, size_t direct)
+    {
+        if (m_suppressed)
+            return;
+        Container c;
+        c.node = v;
+        c.shape = shape;
+        c.info.path = joinComponents(m_path);
+        c.info.role = role;
+        c.info.tensorCount = direct; // replaced by the flattened count once every container is known
+        m_out.containers.push_back(std::move(c));
+    }
+
+    void child(const std::string& key, const Value* v)
+    {
+        m_path.push_back(key);
+        visit(v);
+        m_path.pop_back();
+    }
+
+    void visitChildren(const Value* v)
+    {
+        switch (v->kind) {
+        case Kind::Dict: {
+            auto* d = static_cast<const DictValue*>(v);
+            bool whole = false;
+            if (isOptimizerDict(v))
+                whole = addWhole(v, Container::Shape::Optimizer, ContainerInfo::Role::Optimizer);
+            else if (size_t direct = directTensors(d))
+                add(v, Container::Shape::Dict, roleForPath(m_path), direct);
+            else if (isNestedModuleTree(d))
+                whole = addWhole(v, Container::Shape::Dict, roleForPath(m_path));
+            m_suppressed += whole;
+            for (const auto& [k, item] : d->items)
+                child(keyString(k), item);
+            m_suppressed -= whole;
+            return;
+        }
+        case Kind::List:
+        case Kind::Tuple: {
+            auto* s = static_cast<const SeqValue*>(v);
+            // A bare list or tuple of tensors at the top (torch.save([t1, t2])) is a container of its own.
+            if (m_path.empty()
+                && std::any_of(s->items.begin(), s->items.end(), [](auto* i) { return i->kind == Kind::Tensor; }))
+                add(v, Container::Shape::Sequence, ContainerInfo::Role::Model, s->items.size());
+            for (size_t i = 0; i < s->items.size(); ++i)
+                child(std::to_string(i), s->items[i]);
+            return;
+        }
+        case Kind::Object: {
+            auto* o = static_cast<const ObjectValue*>(v);
+            bool whole = isModuleObject(v) && addWhole(v, Container::Shape::Module, roleForPath(m_path));
+            m_suppressed += whole;
+            const DictValue* slots = nullptr;
+            if (auto* attrs = objectAttributes(o, &slots))
+                for (const auto& [k, item] : attrs->items)
+                    child(keyString(k), item);
+            if (slots && slots != objectAttributes(o))
+                for (const auto& [k, item] : slots->items)
+                    child(keyString(k), item);
+            for (const auto& [k, item] : o->dictItems)
+                child(keyString(k), item);
+            for (size_t i = 0; i < o->listItems.size(); ++i)
+                child(std::to_string(i), o->listItems[i]);
+            m_suppressed -= whole;
+            return;
+        }
+        default:
+            return;
+        }
+    }
+
+    ContainerScan& m_out;
+    TensorPresence m_hasTensors;
+    int m_suppressed = 0;
+    std::vector<std::string> m_path;
+    std::unordered_set<const Value*> m_onPath;
+    size_t m_visits = 0;
+};
+
+// Turns a container into entries. In counting mode it only counts the tensors it would emit.
+class Flattener {
+public:
+    Flattener(const ContainerScan& scan, const Container& self, const EntryContext& ctx, Source* out)
+        : m_scan(scan)
+        , m_self(self)
+        , m_ctx(ctx)
+        , m_out(out)
+    {
+        for (const auto& c : scan.containers)
+            m_containerRole.emplace(c.node, c.info.role);
+    }
+
+    size_t run()
+    {
+        const Value* v = m_self.node;
+        switch (m_self.shape) {
+        case Container::Shape::Module:
+            flattenModule(static_cast<const ObjectValue*>(v), "", 0);
+            break;
+        case Container::Shape::Sequence: {
+            if (v->kind == Kind::Tensor) { // torch.save(tensor)
+                flattenValue(v, "", 1);
+                break;
+            }
+            auto* s = static_cast<const SeqValue*>(v);
+            for (size_t i = 0; i < s->items.size(); ++i)
+                flattenValue(s->items[i], std::to_string(i), 1);
+            break;
+        }
+        case Container::Shape::Dict:
+        case Container::Shape::Optimizer:
+            flattenItems(static_cast<const DictValue*>(v)->items, "", 1);
+            break;
+        }
+        return m_tensors;
+    }
+
+private:
+    bool excluded(const Value* v) const
+    {
+        // A nested container with another role (an optimizer inside a training dict) is selectable on its
+        // own and stays out of this one.
+        auto it = m_containerRole.find(v);
+        return it != m_containerRole.end() && v != m_self.node && it->second != m_self.info.role;
+    }
+
+    bool hasTensors(const Value* v, int depth) { return m_hasTensors(v, depth); }
+
+    void flattenItems(const std::pmr::vector<std::pair<Value*, Value*>>& items, const std::string& prefix, int depth)
+    {
+        for (const auto& [k, v] : items)
+            flattenValue(v, joinPath(prefix, keyString(k)), depth);
+    }
+
+    void flattenValue(const Value* v, const std::string& name, int depth)
+    {
+        if (++m_visits > kMaxVisits)
+            throw FormatError("the state dict is too large to flatten (shared subtrees?)");
+        if (depth > kMaxDepth || excluded(v))
+            return;
+        switch (v->kind) {
+        case Kind::Tensor:
+            ++m_tensors;
+            if (m_out)
+                emitTensor(*static_cast<const TensorValue*>(v), name);
+            return;
+        case Kind::Dict:
+            if (hasTensors(v, depth) && m_onPath.insert(v).second) {
+                flattenItems(static_cast<const DictValue*>(v)->items, name, depth + 1);
+                m_onPath.erase(v);
+                return;
+            }
+            break;
+        case Kind::Tuple:
+            if (tupleHoldsTensor(v)) {
+                emitGroup(*static_cast<const SeqValue*>(v), name);
+                return;
+            }
+            [[fallthrough]];
+        case Kind::List:
+            if (hasTensors(v, depth) && m_onPath.insert(v).second) {
+                auto* s = static_cast<const SeqValue*>(v);
+                for (size_t i = 0; i < s->items.size(); ++i)
+                    flattenValue(s->items[i], joinPath(name, std::to_string(i)), depth + 1);
+                m_onPath.erase(v);
+                return;
+            }
+            break;
+        case Kind::Object:
+            if (isModuleObject(v) && m_onPath.insert(v).second) {
+                flattenModule(static_cast<const ObjectValue*>(v), name, depth + 1);
+                m_onPath.erase(v);
+                return;
+            }
+            break;
+        default:
+            break;
+        }
+        emitObject(v, name);
+    }
+
+    void flattenModule(const ObjectValue* m, const std::string& prefix, int depth)
+    {
+        // nn.Module.state_dict() order: parameters, persistent buffers, then submodules.
+        auto* attrs = objectAttributes(m);
+        if (!attrs || depth > kMaxDepth)
+            return;
+        std::unordered_set<std::string_view> nonPersistent;
+        if (auto* np = asSeq(attrs->lookup("_non_persistent_buffers_set")))
+            for (auto* n : np->items)
+                if (auto* s = asStr(n))
+                    nonPersistent.insert(s->s);
+        if (auto* params = asDict(attrs->lookup("_parameters")))
+            for (const auto& [k, v] : params->items)
+                if (v->kind != Kind::None)
+                    flattenValue(v, joinPath(prefix, keyString(k)), depth + 1);
+        if (auto* buffers = asDict(attrs->lookup("_buffers")))
+            for (const auto& [k, v] : buffers->items) {
+                auto* ks = asStr(k);
+                if (v->kind != Kind::None && !(ks && nonPersistent.count(ks->s)))
+                    flattenValue(v, joinPath(prefix, keyString(k)), depth + 1);
+            }
+        if (auto* modules = asDict(attrs->lookup("_modules")))
+            for (const auto& [k, v] : modules->items)
+                if (isModuleObject(v) && m_onPath.insert(v).second) {
+                    flattenModule(static_cast<const ObjectValue*>(v), joinPath(prefix, keyString(k)), depth + 1);
+                    m_onPath.erase(v);
+                }
+    }
+
+    void emitTensor(const TensorValue& t, const std::string& name)
+    {
+        m_out->entries.push_back(tensorEntry(t, name, m_ctx));
+    }
+
+    void emitGroup(const SeqValue& s, const std::string& name)
+    {
+        // torch.ao packed params: (weight, bias) under one key. The logical shape is the weight's.
+        m_tensors += 1;
+        if (!m_out)
+            return;
+        Entry e;
+        e.name = name;
+        e.kind = EntryKind::Group;
+        e.typeName = "tuple";
+        for (size_t i = 0; i < s.items.size(); ++i) {
+            const Value* item = s.items[i];
+            if (auto* t = asTensor(item)) {
+                Entry part = tensorEntry(*t, std::to_string(i), m_ctx);
+                if (e.dtype == DType::Unknown) {
+                    e.dtype = part.dtype;
+                    e.shape = part.shape;
+                    e.device = part.device;
+                }
+                e.parts.push_back(std::move(part));
+            } else {
+                Entry part;
+                part.name = std::to_string(i);
+                part.kind = EntryKind::Object;
+                part.value = shortRepr(item);
+                e.parts.push_back(std::move(part));
+            }
+        }
+        m_out->entries.push_back(std::move(e));
+    }
+
+    void emitObject(const Value* v, const std::string& name)
+    {
+        if (!m_out)
+            return;
+        Entry e;
+        e.name = name;
+        e.kind = EntryKind::Object;
+        e.value = shortRepr(v, 120);
+        switch (v->kind) {
+        case Kind::None: e.typeName = "NoneType"; break;
+        case Kind::Bool: e.typeName = "bool"; break;
+        case Kind::Int:
+        case Kind::BigInt: e.typeName = "int"; break;
+        case Kind::Float: e.typeName = "float"; break;
+        case Kind::Str: e.typeName = "str"; break;
+        case Kind::Bytes: e.typeName = "bytes"; break;
+        case Kind::Tuple: e.typeName = "tuple"; break;
+        case Kind::List: e.typeName = "list"; break;
+        case Kind::Set: e.typeName = "set"; break;
+        case Kind::Dict: e.typeName = "dict"; break;
+        case Kind::Global:
+            e.typeName = static_cast<const GlobalValue*>(v)->id == KnownGlobal::TorchDType ? "torch.dtype" : "type";
+            break;
+        case Kind::Object: {
+            const GlobalValue* cls = static_cast<const ObjectValue*>(v)->cls();
+            e.typeName = cls ? qualifiedName(*cls) : "object";
+            break;
+        }
+        case Kind::Storage: e.typeName = "torch.storage"; break;
+        case Kind::Tensor: break;
+        }
+        m_out->entries.push_back(std::move(e));
+    }
+
+    const ContainerScan& m_scan;
+    const Container& m_self;
+    const EntryContext& m_ctx;
+    Source* m_out;
+    std::unordered_map<const Value*, ContainerInfo::Role> m_containerRole;
+    TensorPresence m_hasTensors;
+    std::unordered_set<const Value*> m_onPath;
+    size_t m_tensors = 0;
+    size_t m_visits = 0;
+};
+
+bool mulOverflow(uint64_t a, uint64_t b, uint64_t& out) { return __builtin_mul_overflow(a, b, &out); }
+bool addOverflow(uint64_t a, uint64_t b, uint64_t& out) { return __builtin_add_overflow(a, b, &out); }
+
+// Storage bytes and where they start, following legacy storage views to their root.
+void locateStorage(const StorageValue& s, Entry& e, const EntryContext& ctx)
+{
+    auto& loc = e.location;
+    const StorageValue* root = s.viewOf ? s.viewOf : &s;
+    loc.storageId = std::string(root->key);
+    loc.file = ctx.fileIndex;
+    unsigned storageItem = s.untyped ? 1 : std::max(1u, dtypeItemSize(s.dtype));
+    uint64_t nbytes = 0;
+    if (mulOverflow(static_cast<uint64_t>(s.numel), storageItem, nbytes))
+        nbytes = UINT64_MAX;
+    loc.storageNbytes = nbytes;
+    if (root->fileOffset < 0) {
+        loc.kind = TensorLocation::Kind::Unavailable;
+        return;
+    }
+    uint64_t viewBytes = static_cast<uint64_t>(s.viewOffset) * storageItem;
+    loc.storageByteOffset = static_cast<uint64_t>(root->fileOffset) + viewBytes;
+    loc.kind = root->compressed ? TensorLocation::Kind::Compressed : TensorLocation::Kind::Mapped;
+}
+
+void describeQuant(const TensorValue& t, Entry& e)
+{
+    if (!t.quant)
+        return;
+    const QuantParams& q = *t.quant;
+    if (q.scheme)
+        e.attributes.emplace_back("qscheme", std::string(q.scheme->name));
+    if (q.scales) {
+        e.attributes.emplace_back("axis", std::to_string(q.axis));
+        EntryContext none;
+        if (auto* s = asTensor(q.scales))
+            e.parts.push_back(tensorEntry(*s, "scales", none));
+        if (auto* z = asTensor(q.zeroPoints))
+            e.parts.push_back(tensorEntry(*z, "zero_points", none));
+    } else {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.9g", q.scale);
+        e.attributes.emplace_back("scale", buf);
+        e.attributes.emplace_back("zero_point", std::to_string(q.zeroPoint));
+    }
+}
+
+void describeSubclassState(const TensorValue& t, Entry& e, const EntryContext& ctx)
+{
+    // Subclass state: a __dict__ (torchao), (None, slots) (DTensor), or a plain dict of extra attributes.
+    const DictValue* attrs = asDict(t.state);
+    const DictValue* slots = nullptr;
+    if (auto* tup = asSeq(t.state); tup && tup->kind == Kind::Tuple && tup->items.size() == 2) {
+        attrs = asDict(tup->items[0]);
+        slots = asDict(tup->items[1]);
+    }
+    for (const DictValue* d : { attrs, slots }) {
+        if (!d)
+            continue;
+        for (const auto& [k, v] : d->items) {
+            std::string key = keyString(k);
+            if (auto* inner = asTensor(v))
+                e.parts.push_back(tensorEntry(*inner, key, ctx));
+            else if (e.attributes.size() < 32)
+                e.attributes.emplace_back(key, shortRepr(v, 120));
+        }
+    }
+}
+
+} // namespace
+
+Entry tensorEntry(const TensorValue& t, std::string name, const EntryContext& ctx)
+{
+    Entry e;
+    e.name = std::move(name);
+    e.kind = EntryKind::Tensor;
+    e.dtype = t.dtype;
+    e.shape.assign(t.size.begin(), t.size.end());
+    e.requiresGrad = t.requiresGrad;
+    e.isParameter = t.isParameter;
+    e.device = std::string(t.device);
+    if (t.subclass)
+        e.typeName = qualifiedName(*t.subclass);
+    auto& loc = e.location;
+    loc.storageOffset = t.storageOffset;
+    if (t.hasStride)
+        loc.strides.assign(t.stride.begin(), t.stride.end());
+
+    switch (t.origin) {
+    case TensorOrigin::Dense:
+    case TensorOrigin::Quantized:
+        break;
+    case TensorOrigin::Meta:
+        e.attributes.emplace_back("storage", "meta (no data)");
+        break;
+    case TensorOrigin::WrapperSubclass:
+        e.attributes.emplace_back("storage", "none (wrapper subclass; data in its inner tensors)");
+        break;
+    case TensorOrigin::Sparse:
+    case TensorOrigin::Nested: {
+        e.attributes.emplace_back("layout", std::string(t.layout));
+        static constexpr const char* kSparseRoles[] = { "indices", "values", "", "" };
+        static constexpr const char* kCompressedRoles[] = { "compressed_indices", "plain_indices", "values", "" };
+        static constexpr const char* kNestedRoles[] = { "buffer", "sizes", "strides", "offsets" };
+        const char* const* roles = t.origin == TensorOrigin::Nested ? kNestedRoles
+            : t.components.size() == 2                              ? kSparseRoles
+                                                                    : kCompressedRoles;
+        for (size_t i = 0; i < t.components.size() && i < 4; ++i)
+            if (auto* c = asTensor(t.components[i]))
+                e.parts.push_back(tensorEntry(*c, roles[i], ctx));
+        break;
+    }
+    case TensorOrigin::Numpy:
+        e.typeName = e.typeName.empty() ? "numpy.ndarray" : e.typeName;
+        if (!t.inlineBytes.empty()) {
+            loc.kind = TensorLocation::Kind::Inline;
+            loc.length = t.inlineBytes.size();
+        }
+        break;
+    }
+    describeQuant(t, e);
+    describeSubclassState(t, e, ctx);
+
+    if (!t.storage)
+        return e;
+    locateStorage(*t.storage, e, ctx);
+
+    // The byte span this view covers: [offset, offset + sum((size_i - 1) * stride_i) + 1) elements.
+    unsigned item = dtypeItemSize(t.dtype);
+    uint64_t numel = e.numel();
+    if (item == 0 || numel == 0) {
+        loc.length = 0;
+        loc.offset = loc.storageByteOffset + static_cast<uint64_t>(t.storageOffset) * item;
+        return e;
+    }
+    uint64_t lastElement = static_cast<uint64_t>(t.storageOffset);
+    bool overflow = false;
+    for (size_t i = 0; i < t.size.size() && i < t.stride.size(); ++i) {
+        if (t.stride[i] < 0) {
+            overflow = true;
+            break;
+        }
+        uint64_t step = 0;
+        overflow |= mulOverflow(static_cast<uint64_t>(t.size[i] - 1), static_cast<uint64_t>(t.stride[i]), step);
+        overflow |= addOverflow(lastElement, step, lastElement);
+    }
+    uint64_t startByte = 0;
+    uint64_t endByte = 0;
+    overflow |= mulOverflow(static_cast<uint64_t>(t.storageOffset), item, startByte);
+    overflow |= mulOverflow(lastElement + 1, item, endByte);
+    if (overflow) {
+        e.attributes.emplace_back("invalid_view", "size/stride arithmetic overflows");
+        return e;
+    }
+    if (endByte > loc.storageNbytes)
+        e.attributes.emplace_back("invalid_view",
+            "views bytes [" + std::to_string(startByte) + ", " + std::to_string(endByte) + ") of a "
+                + std::to_string(loc.storageNbytes) + "-byte storage");
+    loc.offset = loc.storageByteOffset + startByte;
+    loc.length = endByte - startByte;
+    return e;
+}
+
+ContainerScan scanContainers(const Value* root)
+{
+    ContainerScan scan;
+    if (root && root->kind == Kind::Tensor) {
+        // torch.save(tensor): one unnamed entry.
+        Container c;
+        c.node = root;
+        c.shape = Container::Shape::Sequence;
+        c.info.role = ContainerInfo::Role::Model;
+        c.info.tensorCount = 1;
+        scan.containers.push_back(c);
+        scan.totalTensors = 1;
+        return scan;
+    }
+    Scanner(scan).visit(root);
+    // Direct counts served the scan; report what each container would list.
+    EntryContext none;
+    for (auto& c : scan.containers)
+        c.info.tensorCount = Flattener(scan, c, none, nullptr).run();
+    return scan;
+}
+
+int pickContainer(const ContainerScan& scan, std::string* reason)
+{
+    if (scan.containers.empty())
+        return -1;
+    auto byPath = [&](const std::string& p) -> int {
+        for (size_t i = 0; i < scan.containers.size(); ++i)
+            if (scan.containers[i].info.path == p)
+                return static_cast<int>(i);
+        return -1;
+    };
+    auto leadsToContainer = [&](const std::string& prefix) {
+        for (const auto& c : scan.containers)
+            if (c.info.path == prefix || c.info.path.rfind(prefix + ".", 0) == 0)
+                return true;
+        return false;
+    };
+    auto at = [&](int idx) -> const Container& { return scan.containers[static_cast<size_t>(idx)]; };
+    auto directOf = [&](int idx) -> size_t {
+        const Container& c = at(idx);
+        return c.shape == Container::Shape::Dict ? directTensors(static_cast<const DictValue*>(c.node))
+                                                 : c.info.tensorCount;
+    };
+    int top = byPath("");
+    bool topIsModel = top >= 0 && at(top).info.role == ContainerInfo::Role::Model;
+
+    // Rule 2: walk down through well-known wrapper keys ({"model": {"module": sd}} takes two steps).
+    std::string path;
+    int walked = -1;
+    for (int step = 0; step < 8; ++step) {
+        bool moved = false;
+        for (std::string_view key : kPreferredKeys) {
+            std::string next = joinPath(path, std::string(key));
+            if (leadsToContainer(next)) {
+                path = next;
+                moved = true;
+                break;
+            }
+        }
+        if (!moved)
+            break;
+        if (int idx = byPath(path); idx >= 0 && at(idx).info.role != ContainerInfo::Role::Optimizer)
+            walked = idx;
+    }
+    // Rule 1 wins over rule 2 only when the top holds more tensors itself (nanoGPT keeps a 0-d
+    // best_val_loss tensor next to "model"; that must not make the top the state dict).
+    if (walked >= 0 && (!topIsModel || directOf(walked) >= directOf(top))) {
+        if (reason)
+            *reason = "found under the well-known key path '" + at(walked).info.path + "'";
+        return walked;
+    }
+    if (topIsModel) {
+        if (reason)
+            *reason = "the top object holds the tensors";
+        return top;
+    }
+
+    // Rules 3 and 4: the largest model container, else the largest of any role; shallow first on ties.
+    auto better = [&](size_t a, size_t b) {
+        const auto& ca = scan.containers[a].info;
+        const auto& cb = scan.containers[b].info;
+        if (ca.tensorCount != cb.tensorCount)
+            return ca.tensorCount > cb.tensorCount;
+        return std::count(ca.path.begin(), ca.path.end(), '.') < std::count(cb.path.begin(), cb.path.end(), '.');
+    };
+    int best = -1;
+    for (size_t i = 0; i < scan.containers.size(); ++i)
+        if (scan.containers[i].info.role == ContainerInfo::Role::Model && scan.containers[i].info.tensorCount > 0
+            && (best < 0 || better(i, static_cast<size_t>(best))))
+            best = static_cast<int>(i);
+    if (best >= 0) {
+        if (reason)
+            *reason = "the model state dict with the most tensors";
+        return best;
+    }
+    for (size_t i = 0; i < scan.containers.size(); ++i)
+        if (best < 0 || better(i, static_cast<size_t>(best)))
+            best = static_cast<int>(i);
+    if (reason)
+        *reason = "no model state dict; the container with the most tensors";
+    return best;
+}
+
+void buildEntries(const ContainerScan& scan, const Container& c, const EntryContext& ctx, Source& out)
+{
+    Flattener(scan, c, ctx, &out).run();
+    for (const auto& e : out.entries)
+        if (const std::string* bad = e.attribute("invalid_view"))
+            out.addFinding(Severity::Danger, "tensor " + *bad + "; torch.load would fail or read garbage", e.name);
+}
+
+} // namespace sl::torch

@@ -1,0 +1,54 @@
+#pragma once
+// From the object a torch.save pickle holds to the entries of one state dict.
+//
+// Training checkpoints nest the state dict ({"model": sd, "optimizer": ..., "epoch": 3}, Lightning's
+// {"state_dict": ..., "optimizer_states": [...]}, DeepSpeed's {"module": ...}, EMA copies) or pickle whole
+// nn.Modules. The whole tree is kept; `scanContainers` lists every place that holds a state dict, and
+// `pickContainer` chooses the model state dict:
+//   1. the top object, when it holds tensors itself;
+//   2. else follow well-known wrapper keys down from the top (kPreferredKeys: "state_dict",
+//      "model_state_dict", "model", "module", "net", "network", "model_state", "weights", "params"),
+//      as long as they lead to a candidate;
+//   3. else the model-role candidate (not optimizer, not EMA) with the most tensors, the shallowest first;
+//   4. else any candidate with the most tensors (a file that holds only an optimizer state).
+// Candidates: dicts with tensors among their values (directly or in a tuple, like packed params),
+// optimizer state dicts ({"state", "param_groups"}), and pickled nn.Module objects.
+
+#include "model/source.h"
+#include "pickle/value.h"
+
+#include <string>
+#include <vector>
+
+namespace sl::torch {
+
+struct Container {
+    ContainerInfo info;
+    const pickle::Value* node = nullptr;
+    enum class Shape : uint8_t { Dict, Optimizer, Module, Sequence } shape = Shape::Dict;
+};
+
+struct ContainerScan {
+    std::vector<Container> containers;
+    size_t totalTensors = 0; // every tensor anywhere in the tree
+};
+
+ContainerScan scanContainers(const pickle::Value* root);
+
+// Index into scan.containers of the pick, or -1 when nothing holds tensors. `reason` says which rule won.
+int pickContainer(const ContainerScan& scan, std::string* reason = nullptr);
+
+// Where storages' bytes are, for turning TensorValues into entries.
+struct EntryContext {
+    int32_t fileIndex = 0;
+    bool bigEndian = false;
+};
+
+// Appends the flattened entries of `c` to `out.entries` and entry-level findings to `out.findings`.
+// Other containers of a different role nested inside `c` are left out (they are selectable on their own).
+void buildEntries(const ContainerScan& scan, const Container& c, const EntryContext& ctx, Source& out);
+
+// Entry for one tensor value (exposed for readers that meet tensors outside a container walk).
+Entry tensorEntry(const pickle::TensorValue& t, std::string name, const EntryContext& ctx);
+
+} // namespace sl::torch

@@ -1,0 +1,86 @@
+#pragma once
+// What torch.load's unpickler would build, reproduced without importing anything: torch's rebuild
+// functions (torch/_utils.py, torch/_tensor.py) become TensorValues, persistent ids become
+// StorageValues, and the handful of Python builtins torch checkpoints use (OrderedDict, set,
+// _codecs.encode, getattr for enums, numpy arrays) become plain values. Every other global stays an inert
+// GlobalValue and every call on it an ObjectValue; the globals are recorded so the reader can report the
+// ones torch.load would import or execute.
+
+#include "pickle/global_policy.h"
+#include "pickle/unpickler.h"
+
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace sl::torch {
+
+using namespace sl::pickle;
+
+class TorchSemantics : public InertSemantics {
+public:
+    enum class PersistentIds {
+        Zip, // ('storage', cls, key, location, numel)
+        Legacy, // ('storage', cls, key, location, numel, view_metadata) and ('module', cls, file, source)
+        Tar, // pre-0.1.10 tar layout: a key of a tensor or storage built from the tar's other members
+    };
+    explicit TorchSemantics(PersistentIds mode)
+        : m_mode(mode)
+    {
+    }
+
+    Value* global(Unpickler& u, std::string_view module, std::string_view name) override;
+    Value* call(Unpickler& u, Value* callable, SeqValue* args) override;
+    Value* instantiate(Unpickler& u, Value* cls, SeqValue* args, Value* kwargs) override;
+    void build(Unpickler& u, Value* obj, Value* state) override;
+    Value* persistentLoad(Unpickler& u, Value* pid) override;
+
+    struct GlobalUse {
+        GlobalRisk risk = GlobalRisk::Unknown;
+        std::string reason;
+        size_t count = 0;
+    };
+    // A storage (creating it on first use) for a storage class, key, location and element count.
+    StorageValue* storage(Unpickler& u, Value* cls, std::string_view key, std::string_view location, int64_t numel);
+    // A slice of `root` (in elements) under its own key, as legacy view_metadata and tar storage views make.
+    StorageValue* view(Unpickler& u, StorageValue* root, std::string_view viewKey, int64_t offset, int64_t size);
+    StorageValue* storagesByKey(const std::string& key) const
+    {
+        auto it = m_storageByKey.find(key);
+        return it == m_storageByKey.end() ? nullptr : it->second;
+    }
+    // Tar layout: objects the main pickle refers to by key.
+    void addPrebuilt(std::string key, Value* v) { m_prebuilt.emplace(std::move(key), v); }
+
+    // Every distinct global the pickle referenced, by "module.name".
+    const std::map<std::string, GlobalUse>& globals() const { return m_globals; }
+    // Storages in order of first reference.
+    const std::vector<StorageValue*>& storages() const { return m_storages; }
+    // Problems found while rebuilding (malformed arguments to rebuild functions, ...): not fatal.
+    const std::vector<std::string>& problems() const { return m_problems; }
+
+private:
+    // Each takes the callable so a malformed call still shows what was called.
+    Value* rebuildTensor(Unpickler& u, GlobalValue* fn, SeqValue* args);
+    Value* rebuildQTensor(Unpickler& u, GlobalValue* fn, SeqValue* args);
+    Value* rebuildWrapperSubclass(Unpickler& u, GlobalValue* fn, SeqValue* args);
+    Value* rebuildFromType(Unpickler& u, GlobalValue* fn, SeqValue* args);
+    Value* rebuildSparse(Unpickler& u, GlobalValue* fn, SeqValue* args);
+    Value* rebuildNested(Unpickler& u, GlobalValue* fn, SeqValue* args);
+    Value* numpyReconstruct(Unpickler& u);
+    void buildNumpyArray(Unpickler& u, TensorValue* t, Value* state);
+    Value* inert(Unpickler& u, Value* callable, SeqValue* args, const char* problem = nullptr);
+    bool readShape(Unpickler& u, Value* v, std::span<const int64_t>& out);
+
+    PersistentIds m_mode;
+    std::map<std::string, GlobalUse> m_globals;
+    std::unordered_map<std::string_view, StorageValue*> m_storageByKey;
+    std::vector<StorageValue*> m_storages;
+    std::vector<std::string> m_problems;
+    int m_rebuildDepth = 0;
+    std::unordered_map<std::string, Value*> m_prebuilt;
+    bool m_inlineStorageNoted = false;
+};
+
+} // namespace sl::torch
