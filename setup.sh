@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# StateLens entry point on Debian 12 (run as root, or with sudo available):
+#   ./setup.sh gui     install what is missing, build, open the GUI on the bundled demo pair
+#   ./setup.sh test    install what is missing, build, run the whole test suite (what CI runs)
+# Also: ./setup.sh build | fuzz [SECONDS] | bench
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# Debian packages, and why: see README "Dependencies".
+PACKAGES=(
+  cmake ninja-build g++ pkg-config
+  qt6-base-dev libgl-dev
+  libsimdjson-dev rapidjson-dev libspdlog-dev libcli11-dev zlib1g-dev
+  python3-torch python3-numpy
+  clang libfuzzer-14-dev libclang-rt-14-dev
+  xvfb xauth
+)
+
+install_missing() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "setup: installing ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+build() {
+  local preset=$1
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset"
+}
+
+jobs() { nproc 2>/dev/null || echo 2; }
+
+fuzz_smoke() {
+  local seconds=${1:-10}
+  build fuzz
+  tests/fuzz/run_fuzzers.sh build-fuzz "$seconds"
+}
+
+case "${1:-}" in
+  gui)
+    install_missing
+    build dev
+    if [ -z "${DISPLAY:-}" ] && [ -z "${WAYLAND_DISPLAY:-}" ]; then
+      echo
+      echo "No display found, so the GUI cannot open here. Headless, the same demo looks like this:"
+      echo "  build/app/statelens demo /tmp/statelens-demo && build/app/statelens ls /tmp/statelens-demo/checkpoint.pt"
+      echo "Or run the GUI on a virtual display: xvfb-run build/app/statelens"
+      echo
+      build/app/statelens demo /tmp/statelens-demo >/dev/null
+      build/app/statelens ls /tmp/statelens-demo/checkpoint.pt
+      exit 0
+    fi
+    exec build/app/statelens
+    ;;
+  test)
+    install_missing
+    build dev
+    ctest --preset dev -j "$(jobs)"
+    build asan
+    ctest --preset asan -j "$(jobs)"
+    build core-only
+    ctest --preset core-only -j "$(jobs)"
+    fuzz_smoke "${FUZZ_SECONDS:-10}"
+    echo "setup: all tests passed"
+    ;;
+  build)
+    install_missing
+    build dev
+    ;;
+  fuzz)
+    install_missing
+    fuzz_smoke "${2:-300}"
+    ;;
+  bench)
+    install_missing
+    build dev
+    /usr/bin/python3 tests/bench/bench.py --statelens build/app/statelens
+    ;;
+  *)
+    sed -n '2,6p' "$0"
+    exit 2
+    ;;
+esac
