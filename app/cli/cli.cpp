@@ -12,7 +12,7 @@
 namespace sl::cli {
 
 namespace {
-constexpr std::string_view kSubcommands[] = { "ls" };
+constexpr std::string_view kSubcommands[] = { "ls", "demo" };
 }
 
 bool wantsCommandLine(std::string_view arg)
@@ -45,6 +45,8 @@ int run(int argc, char** argv)
     std::vector<std::pair<CLI::App*, Runner>> commands;
     Runner ls = addLsCommand(app);
     commands.emplace_back(app.get_subcommand("ls"), ls);
+    Runner demo = addDemoCommand(app);
+    commands.emplace_back(app.get_subcommand("demo"), demo);
 
     try {
         app.parse(argc, argv);

@@ -10,6 +10,7 @@ namespace sl::cli {
 using Runner = std::function<int()>;
 
 Runner addLsCommand(CLI::App& app);
+Runner addDemoCommand(CLI::App& app);
 
 // Writes `text` to `outputPath` atomically, or to stdout when the path is empty or "-".
 void emit(const std::string& text, const std::string& outputPath);

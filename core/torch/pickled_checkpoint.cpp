@@ -2,6 +2,8 @@
 
 #include "util/error.h"
 
+#include <unordered_map>
+
 namespace sl::torch {
 
 namespace {
@@ -29,6 +31,57 @@ void reportGlobals(const TorchSemantics& sem, Source& out)
     }
     for (const auto& p : sem.problems())
         out.addFinding(Severity::Warning, p);
+}
+
+// Entries that share a storage: identical views are tied weights (lm_head/embed), others are views
+// (slices of one buffer). Each entry learns its partners through the "tied_with" attribute.
+void reportSharedStorage(Source& out)
+{
+    std::unordered_map<std::string_view, size_t> groupOf;
+    std::vector<std::vector<size_t>> groups; // in order of first appearance, for stable output
+    groupOf.reserve(out.entries.size());
+    for (size_t i = 0; i < out.entries.size(); ++i) {
+        const auto& e = out.entries[i];
+        if (e.kind != EntryKind::Tensor || e.location.storageId.empty())
+            continue;
+        auto [it, inserted] = groupOf.emplace(e.location.storageId, groups.size());
+        if (inserted)
+            groups.emplace_back();
+        groups[it->second].push_back(i);
+    }
+    size_t reported = 0;
+    std::vector<std::pair<size_t, std::string>> tied;
+    for (const auto& members : groups) {
+        if (members.size() < 2)
+            continue;
+        for (size_t i : members) {
+            const Entry& a = out.entries[i];
+            std::string partners;
+            for (size_t j : members) {
+                const Entry& b = out.entries[j];
+                if (i == j || a.shape != b.shape || a.dtype != b.dtype || a.location.offset != b.location.offset
+                    || a.location.strides != b.location.strides)
+                    continue;
+                partners += (partners.empty() ? "" : ", ") + b.name;
+            }
+            if (!partners.empty())
+                tied.emplace_back(i, partners);
+        }
+        if (reported++ < 20) {
+            std::string names;
+            for (size_t k = 0; k < members.size() && k < 6; ++k)
+                names += (k ? ", " : "") + out.entries[members[k]].name;
+            if (members.size() > 6)
+                names += ", ...";
+            // Attached to the first member so that selecting another container drops it.
+            out.addFinding(Severity::Info,
+                std::to_string(members.size()) + " entries share storage "
+                    + out.entries[members[0]].location.storageId + ": " + names,
+                out.entries[members[0]].name);
+        }
+    }
+    for (auto& [i, partners] : tied)
+        out.entries[i].attributes.emplace_back("tied_with", std::move(partners));
 }
 
 void fillEntries(const PickledCheckpoint& ck, Source& out, const std::string* container)
@@ -61,6 +114,7 @@ void fillEntries(const PickledCheckpoint& ck, Source& out, const std::string* co
     const Container& c = ck.scan.containers[static_cast<size_t>(idx)];
     out.container = c.info.path;
     buildEntries(ck.scan, c, ck.context, out);
+    reportSharedStorage(out);
     if (!container && ck.scan.containers.size() > 1)
         out.addFinding(Severity::Info,
             "picked container '" + c.info.path + "' (" + reason + "); " + std::to_string(ck.scan.containers.size() - 1)

@@ -1,0 +1,37 @@
+// The GUI half of statelens: `statelens [A [B]]`, or the demo pair when no file is given.
+
+#include "main_window.h"
+
+#include <QApplication>
+#include <QCommandLineParser>
+
+namespace sl::gui {
+
+int run(int argc, char** argv)
+{
+    QApplication app(argc, argv);
+    QApplication::setApplicationName(QStringLiteral("StateLens"));
+    QApplication::setOrganizationName(QStringLiteral("StateLens"));
+    QApplication::setApplicationVersion(QStringLiteral(STATELENS_VERSION));
+
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral("Shows why a checkpoint will not load into a model."));
+    parser.addHelpOption();
+    parser.addPositionalArgument(QStringLiteral("A"), QStringLiteral("Checkpoint (what is loaded)"));
+    parser.addPositionalArgument(QStringLiteral("B"), QStringLiteral("Model or second checkpoint (what receives it)"));
+    parser.process(app);
+
+    MainWindow window;
+    const QStringList files = parser.positionalArguments();
+    if (files.isEmpty()) {
+        window.openDemo();
+    } else {
+        window.openA(files.value(0));
+        if (files.size() > 1)
+            window.openB(files.value(1));
+    }
+    window.show();
+    return app.exec();
+}
+
+} // namespace sl::gui
