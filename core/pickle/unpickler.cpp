@@ -265,8 +265,9 @@ Unpickler::Unpickler(Bytes data, Arena& arena, Semantics& semantics, uint64_t ba
     , m_semantics(semantics)
     , m_base(baseOffset)
 {
-    // Generous but proportional: semantics may copy each input byte's worth of items many times over.
-    m_workBudget = 64 * data.size() + (1u << 20);
+    // Real pickles copy each item about once (OrderedDict(pairs), set(list)); a few times the input
+    // size is plenty, and it also bounds the arena memory those copies take.
+    m_workBudget = 4 * data.size() + (1u << 20);
 }
 
 void Unpickler::fail(const std::string& message) const

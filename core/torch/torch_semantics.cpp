@@ -24,6 +24,7 @@ const std::unordered_map<std::string, Known>& knownTable()
         add("builtins.set", KnownGlobal::BuiltinSet);
         add("builtins.frozenset", KnownGlobal::BuiltinFrozenSet);
         add("builtins.bytearray", KnownGlobal::BuiltinBytearray);
+        add("builtins.bytes", KnownGlobal::BuiltinBytearray); // bytes() is how protocol < 3 spells b""
         add("builtins.getattr", KnownGlobal::BuiltinGetattr);
         add("_codecs.encode", KnownGlobal::CodecsEncode);
         add("copyreg._reconstructor", KnownGlobal::CopyregReconstructor);
@@ -340,6 +341,9 @@ Value* TorchSemantics::rebuildSparse(Unpickler& u, GlobalValue* fn, SeqValue* ar
     std::string_view layout = strOf(arg(args, 0));
     if (auto* g = asGlobal(arg(args, 0)))
         layout = g->name;
+    // _get_layout('torch.sparse_coo') spells the name as str(layout); keep one spelling, like dtypes.
+    if (layout.substr(0, 6) == "torch.")
+        layout.remove_prefix(6);
     t->layout = layout;
     bool coo = layout.find("coo") != std::string_view::npos;
     size_t valuesAt = coo ? 1 : 2;

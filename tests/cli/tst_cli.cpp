@@ -1,0 +1,216 @@
+// The statelens executable as a CI job or a user at a terminal meets it: output formats, the JSON
+// schema the README documents, container selection, exit codes and error lines.
+
+#include "common/test_paths.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QTest>
+
+using sl::test::runStatelens;
+
+class TestCli : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir m_dir;
+    QString m_checkpoint;
+    QString m_model;
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        auto r = runStatelens({ QStringLiteral("demo"), m_dir.path() });
+        QCOMPARE(r.exitCode, 0);
+        m_checkpoint = m_dir.filePath(QStringLiteral("checkpoint.pt"));
+        m_model = m_dir.filePath(QStringLiteral("model.pt"));
+        QVERIFY(QFileInfo::exists(m_checkpoint));
+        QVERIFY(QFileInfo::exists(m_model));
+    }
+
+    void demoFilesAreTheBundledOnes()
+    {
+        for (const QString& name : { QStringLiteral("checkpoint.pt"), QStringLiteral("model.pt") }) {
+            QFile written(m_dir.filePath(name));
+            QFile bundled(sl::test::sourceDir() + QStringLiteral("/resources/demo/") + name);
+            QVERIFY(written.open(QIODevice::ReadOnly) && bundled.open(QIODevice::ReadOnly));
+            QCOMPARE(written.readAll(), bundled.readAll());
+        }
+    }
+
+    void lsTable()
+    {
+        auto r = runStatelens({ QStringLiteral("ls"), m_checkpoint });
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY(r.err.isEmpty());
+        QVERIFY(r.out.contains("format:    torch-zip"));
+        QVERIFY(r.out.contains("container: model"));
+        QVERIFY(r.out.contains("_orig_mod.embed.weight"));
+        QVERIFY(r.out.contains("[104, 32]"));
+        QVERIFY(r.out.contains("19 entries"));
+    }
+
+    void lsJsonFollowsTheSchema()
+    {
+        auto r = runStatelens({ QStringLiteral("ls"), m_checkpoint, QStringLiteral("--format"), QStringLiteral("json") });
+        QCOMPARE(r.exitCode, 0);
+        QJsonParseError err;
+        QJsonObject doc = QJsonDocument::fromJson(r.out, &err).object();
+        QCOMPARE(err.error, QJsonParseError::NoError);
+        QJsonObject source = doc.value(QStringLiteral("source")).toObject();
+        QCOMPARE(source.value(QStringLiteral("path")).toString(), m_checkpoint);
+        QCOMPARE(source.value(QStringLiteral("format")).toString(), QStringLiteral("torch-zip"));
+        QCOMPARE(source.value(QStringLiteral("container")).toString(), QStringLiteral("model"));
+        QJsonArray entries = doc.value(QStringLiteral("entries")).toArray();
+        QCOMPARE(entries.size(), 19);
+        QJsonObject first = entries.at(0).toObject();
+        QCOMPARE(first.value(QStringLiteral("name")).toString(), QStringLiteral("_orig_mod.embed.weight"));
+        QCOMPARE(first.value(QStringLiteral("dtype")).toString(), QStringLiteral("float32"));
+        QCOMPARE(first.value(QStringLiteral("shape")).toArray(), (QJsonArray { 104, 32 }));
+        QJsonObject loc = first.value(QStringLiteral("location")).toObject();
+        QCOMPARE(loc.value(QStringLiteral("length")).toInt(), 104 * 32 * 4);
+        QVERIFY(loc.value(QStringLiteral("offset")).toInteger() % 64 == 0); // torch aligns records to 64 bytes
+        for (const auto& f : doc.value(QStringLiteral("findings")).toArray()) {
+            QString sev = f.toObject().value(QStringLiteral("severity")).toString();
+            QVERIFY(sev == QStringLiteral("info") || sev == QStringLiteral("warning") || sev == QStringLiteral("danger"));
+            QVERIFY(!f.toObject().value(QStringLiteral("message")).toString().isEmpty());
+        }
+    }
+
+    void tiedWeightsAreVisible()
+    {
+        auto r = runStatelens({ QStringLiteral("ls"), m_model, QStringLiteral("--format"), QStringLiteral("json") });
+        QCOMPARE(r.exitCode, 0);
+        QJsonArray entries = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("entries")).toArray();
+        QString embedStorage;
+        QString headStorage;
+        for (const auto& v : entries) {
+            QJsonObject e = v.toObject();
+            QString storage = e.value(QStringLiteral("location")).toObject().value(QStringLiteral("storage")).toString();
+            if (e.value(QStringLiteral("name")).toString() == QStringLiteral("embed.weight"))
+                embedStorage = storage;
+            if (e.value(QStringLiteral("name")).toString() == QStringLiteral("lm_head.weight")) {
+                headStorage = storage;
+                QCOMPARE(e.value(QStringLiteral("attributes")).toObject().value(QStringLiteral("tied_with")).toString(),
+                    QStringLiteral("embed.weight"));
+            }
+        }
+        QVERIFY(!embedStorage.isEmpty());
+        QCOMPARE(headStorage, embedStorage);
+    }
+
+    void containers()
+    {
+        auto r = runStatelens({ QStringLiteral("ls"), m_checkpoint, QStringLiteral("--containers") });
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY(r.out.contains("* model"));
+        QVERIFY(r.out.contains("optimizer  [optimizer"));
+
+        r = runStatelens({ QStringLiteral("ls"), m_checkpoint, QStringLiteral("--container"), QStringLiteral("optimizer"),
+            QStringLiteral("--format"), QStringLiteral("json") });
+        QCOMPARE(r.exitCode, 0);
+        QJsonObject doc = QJsonDocument::fromJson(r.out).object();
+        QCOMPARE(doc.value(QStringLiteral("source")).toObject().value(QStringLiteral("container")).toString(),
+            QStringLiteral("optimizer"));
+        QCOMPARE(doc.value(QStringLiteral("entries")).toArray().at(0).toObject().value(QStringLiteral("name")).toString(),
+            QStringLiteral("state.0.step"));
+    }
+
+    void errorsAreOneLineWithExitCode2_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("needle");
+        QTest::addRow("missing file") << QStringList { QStringLiteral("ls"), QStringLiteral("/nonexistent/x.pt") }
+                                      << QStringLiteral("/nonexistent/x.pt: cannot open");
+        QTest::addRow("unknown container")
+            << QStringList { QStringLiteral("ls"), QStringLiteral("@checkpoint"), QStringLiteral("--container"), QStringLiteral("nope") }
+            << QStringLiteral("no container 'nope'");
+        QTest::addRow("directory without checkpoint") << QStringList { QStringLiteral("ls"), QStringLiteral("@dir") }
+                                                      << QStringLiteral("holds no checkpoint");
+        QTest::addRow("bad format option")
+            << QStringList { QStringLiteral("ls"), QStringLiteral("@checkpoint"), QStringLiteral("--format"), QStringLiteral("xml") }
+            << QStringLiteral("xml");
+    }
+
+    void errorsAreOneLineWithExitCode2()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, needle);
+        QTemporaryDir empty;
+        for (QString& a : args) {
+            if (a == QStringLiteral("@checkpoint"))
+                a = m_checkpoint;
+            if (a == QStringLiteral("@dir"))
+                a = empty.path();
+        }
+        auto r = runStatelens(args);
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY(r.out.isEmpty());
+        QVERIFY2(QString::fromUtf8(r.err).contains(needle), r.err.constData());
+    }
+
+    void corruptFileIsOneLine()
+    {
+        QTemporaryDir dir;
+        QFile f(dir.filePath(QStringLiteral("cut.pt")));
+        QFile src(m_checkpoint);
+        QVERIFY(src.open(QIODevice::ReadOnly) && f.open(QIODevice::WriteOnly));
+        f.write(src.read(5000)); // a zip cut short: no central directory
+        f.close();
+        auto r = runStatelens({ QStringLiteral("ls"), f.fileName() });
+        QCOMPARE(r.exitCode, 2);
+        QCOMPARE(r.err.count('\n'), 1);
+        QVERIFY2(r.err.startsWith("statelens: " + f.fileName().toUtf8() + ": "), r.err.constData());
+    }
+
+    void failOn()
+    {
+        QTemporaryDir dir;
+        // A legacy file would be nicer; a safetensors file with trailing bytes is simplest to build.
+        QByteArray header = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+        while ((header.size() + 8) % 8)
+            header += ' ';
+        QByteArray file;
+        quint64 n = static_cast<quint64>(header.size());
+        for (int i = 0; i < 8; ++i)
+            file += static_cast<char>((n >> (8 * i)) & 0xff);
+        file += header + QByteArray(4, '\0') + QByteArray("junk");
+        QFile f(dir.filePath(QStringLiteral("t.safetensors")));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(file);
+        f.close();
+        QCOMPARE(runStatelens({ QStringLiteral("ls"), f.fileName() }).exitCode, 0);
+        QCOMPARE(runStatelens({ QStringLiteral("ls"), f.fileName(), QStringLiteral("--fail-on"), QStringLiteral("danger") }).exitCode, 1);
+        QCOMPARE(runStatelens({ QStringLiteral("ls"), m_model, QStringLiteral("--fail-on"), QStringLiteral("warning") }).exitCode, 0);
+    }
+
+    void outputFileIsWrittenAtomically()
+    {
+        QTemporaryDir dir;
+        QString out = dir.filePath(QStringLiteral("report.json"));
+        auto r = runStatelens({ QStringLiteral("ls"), m_checkpoint, QStringLiteral("--format"), QStringLiteral("json"),
+            QStringLiteral("-o"), out });
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY(r.out.isEmpty());
+        QFile f(out);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        auto stdoutRun = runStatelens({ QStringLiteral("ls"), m_checkpoint, QStringLiteral("--format"), QStringLiteral("json") });
+        QCOMPARE(f.readAll(), stdoutRun.out);
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files).size(), 1); // no temporary left behind
+    }
+
+    void versionAndHelp()
+    {
+        auto v = runStatelens({ QStringLiteral("--version") });
+        QCOMPARE(v.exitCode, 0);
+        QVERIFY(v.out.startsWith("statelens "));
+        auto h = runStatelens({ QStringLiteral("--help") });
+        QCOMPARE(h.exitCode, 0);
+        QVERIFY(h.out.contains("ls"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "tst_cli.moc"

@@ -1,0 +1,107 @@
+"""Pickles made by CPython's own pickle module, with the value each must decode to.
+
+Prints one JSON object per line: {"name", "protocol", "hex", "expected"}. `expected` is a canonical,
+type-tagged form of the value (see canon()); the C++ suite turns what StateLens's VM builds into the
+same form and compares. Run with any Python 3; no torch needed.
+"""
+import collections
+import json
+import pickle
+import struct
+import sys
+
+
+class Point:
+    """A plain object: NEWOBJ (or copyreg._reconstructor at protocol 0/1) plus BUILD of its __dict__."""
+
+    def __init__(self, x, y):
+        self.x = x
+        self.y = y
+
+
+class Reduced:
+    """An object that pickles through __reduce__ with arguments and a state."""
+
+    def __reduce__(self):
+        return (Reduced, (1, "two"), {"state": [3.5]})
+
+
+class Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self):
+        self.a = 1
+        self.b = None
+
+
+def canon(v, path=()):
+    if any(v is p for p in path):
+        return {"cycle": True}
+    path = path + (v,)
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return {"bool": v}
+    if isinstance(v, int):
+        return {"int": str(v)}
+    if isinstance(v, float):
+        return {"float": struct.pack(">d", v).hex()}  # exact bits: -0.0 and inf included
+    if isinstance(v, str):
+        return {"str": v}
+    if isinstance(v, (bytes, bytearray)):
+        return {"bytes": bytes(v).hex()}
+    if isinstance(v, tuple):
+        return {"tuple": [canon(x, path) for x in v]}
+    if isinstance(v, list):
+        return {"list": [canon(x, path) for x in v]}
+    if isinstance(v, (set, frozenset)):
+        return {"set": [canon(x, path) for x in v]}
+    if isinstance(v, dict):
+        return {"dict": [[canon(k, path), canon(x, path)] for k, x in v.items()]}
+    if isinstance(v, Point):
+        return {"object": "__main__.Point", "state": canon(v.__dict__, path)}
+    if isinstance(v, Reduced):
+        return {"object": "__main__.Reduced", "args": canon((1, "two")), "state": canon({"state": [3.5]})}
+    if isinstance(v, Slotted):
+        return {"object": "__main__.Slotted", "slots": canon({"a": 1, "b": None})}
+    raise TypeError(type(v))
+
+
+def cases():
+    cyclic = []
+    cyclic.append(cyclic)
+    shared = [1, 2]
+    yield "scalars", [None, True, False, 0, 1, -1, 255, 256, 65535, 65536, -129, 2**31 - 1, -2**31, 2**63 - 1, -2**63]
+    yield "big_ints", [2**64, -2**64 - 1, 2**200, 0x1950a86a20f9469cfc6c]
+    yield "floats", [0.0, -0.0, 1.5, 1e300, -2.5e-300, float("inf"), 0.1]
+    yield "strings", ["", "a", "héllo", "日本語", "\n\t\\'\"", "x" * 300]
+    yield "bytes", [b"", b"\x00\xff", bytes(range(256)), bytearray(b"ab")]
+    yield "containers", {"t0": (), "t1": (1,), "t2": (1, 2), "t3": (1, 2, 3), "t4": (1, 2, 3, 4), "l": [1, [2, [3]]], "d": {1: "a", "b": 2.0}}
+    yield "ordered_dict", collections.OrderedDict([("w", 1), ("b", (2, 3))])
+    yield "sets", [set(), {1}, frozenset({"x"})]
+    yield "shared", [shared, shared]
+    yield "cycle", cyclic
+    yield "objects", [Point(1, "a"), Reduced(), Slotted()]
+    yield "many_items", list(range(2500))
+    yield "long_dict", {f"k{i}": i for i in range(1200)}
+
+
+def main():
+    for name, value in cases():
+        for proto in range(0, pickle.HIGHEST_PROTOCOL + 1):
+            if name == "objects" and proto < 2:
+                continue  # __slots__ objects need protocol 2; Point/Reduced are covered at 2+
+            try:
+                data = pickle.dumps(value, protocol=proto)
+            except Exception as e:  # e.g. cycles are fine everywhere; keep going on anything odd
+                print(f"skip {name} p{proto}: {e}", file=sys.stderr)
+                continue
+            if name == "ordered_dict":
+                expected = {"dict": canon(dict(value))["dict"], "ordered": True}
+            else:
+                expected = canon(value)
+            print(json.dumps({"name": name, "protocol": proto, "hex": data.hex(), "expected": expected}))
+
+
+if __name__ == "__main__":
+    main()

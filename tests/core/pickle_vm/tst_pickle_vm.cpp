@@ -1,0 +1,288 @@
+// The pickle VM against CPython's own pickle module: every value make_pickles.py pickles, at every
+// protocol, must decode to the same canonical value. Also the VM's limits on hostile input.
+
+#include "common/test_paths.h"
+#include "pickle/unpickler.h"
+#include "torch/torch_semantics.h"
+#include "util/error.h"
+
+#include <QElapsedTimer>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTest>
+
+#include <bit>
+#include <unordered_set>
+
+using namespace sl;
+using namespace sl::pickle;
+
+namespace {
+
+// Little-endian two's complement bytes to decimal text (for LONG1/LONG4 values beyond int64).
+QString bigIntToDecimal(std::string_view le)
+{
+    std::vector<uint8_t> mag(le.begin(), le.end());
+    bool negative = !mag.empty() && (mag.back() & 0x80);
+    if (negative) { // two's complement magnitude
+        bool carry = true;
+        for (auto& b : mag) {
+            b = static_cast<uint8_t>(~b);
+            if (carry) {
+                carry = ++b == 0;
+            }
+        }
+    }
+    QString digits;
+    while (std::any_of(mag.begin(), mag.end(), [](uint8_t b) { return b != 0; })) {
+        unsigned rem = 0;
+        for (size_t i = mag.size(); i-- > 0;) {
+            unsigned cur = rem << 8 | mag[i];
+            mag[i] = static_cast<uint8_t>(cur / 10);
+            rem = cur % 10;
+        }
+        digits.prepend(QChar(u'0' + rem));
+    }
+    if (digits.isEmpty())
+        digits = QStringLiteral("0");
+    return negative ? QStringLiteral("-") + digits : digits;
+}
+
+QString hex(std::string_view s) { return QString::fromLatin1(QByteArray(s.data(), static_cast<int>(s.size())).toHex()); }
+
+QJsonValue canon(const Value* v, std::unordered_set<const Value*>& path);
+
+QJsonArray canonItems(const ValueList& items, std::unordered_set<const Value*>& path)
+{
+    QJsonArray a;
+    for (auto* i : items)
+        a.append(canon(i, path));
+    return a;
+}
+
+QJsonArray canonPairs(const std::pmr::vector<std::pair<Value*, Value*>>& items, std::unordered_set<const Value*>& path)
+{
+    QJsonArray a;
+    for (const auto& [k, x] : items)
+        a.append(QJsonArray { canon(k, path), canon(x, path) });
+    return a;
+}
+
+QJsonValue canon(const Value* v, std::unordered_set<const Value*>& path)
+{
+    if (path.count(v))
+        return QJsonObject { { QStringLiteral("cycle"), true } };
+    struct Guard {
+        std::unordered_set<const Value*>& p;
+        const Value* v;
+        ~Guard() { p.erase(v); }
+    } guard { path, v };
+    path.insert(v);
+    switch (v->kind) {
+    case Kind::None:
+        return QJsonValue::Null;
+    case Kind::Bool:
+        return QJsonObject { { QStringLiteral("bool"), static_cast<const BoolValue*>(v)->v } };
+    case Kind::Int:
+        return QJsonObject { { QStringLiteral("int"), QString::number(static_cast<const IntValue*>(v)->v) } };
+    case Kind::BigInt: {
+        auto* b = static_cast<const BigIntValue*>(v);
+        QString text = b->decimal ? QString::fromLatin1(b->bytes.data(), static_cast<int>(b->bytes.size())) : bigIntToDecimal(b->bytes);
+        if (text.startsWith(u'+'))
+            text.remove(0, 1);
+        return QJsonObject { { QStringLiteral("int"), text } };
+    }
+    case Kind::Float: {
+        uint64_t bits = std::bit_cast<uint64_t>(static_cast<const FloatValue*>(v)->v);
+        return QJsonObject { { QStringLiteral("float"), QStringLiteral("%1").arg(bits, 16, 16, QChar(u'0')) } };
+    }
+    case Kind::Str: {
+        auto s = static_cast<const StrValue*>(v)->s;
+        return QJsonObject { { QStringLiteral("str"), QString::fromUtf8(s.data(), static_cast<int>(s.size())) } };
+    }
+    case Kind::Bytes:
+        return QJsonObject { { QStringLiteral("bytes"), hex(static_cast<const StrValue*>(v)->s) } };
+    case Kind::Tuple:
+        return QJsonObject { { QStringLiteral("tuple"), canonItems(static_cast<const SeqValue*>(v)->items, path) } };
+    case Kind::List:
+        return QJsonObject { { QStringLiteral("list"), canonItems(static_cast<const SeqValue*>(v)->items, path) } };
+    case Kind::Set:
+        return QJsonObject { { QStringLiteral("set"), canonItems(static_cast<const SeqValue*>(v)->items, path) } };
+    case Kind::Dict: {
+        auto* d = static_cast<const DictValue*>(v);
+        QJsonObject o { { QStringLiteral("dict"), canonPairs(d->items, path) } };
+        if (d->cls && d->cls->id == KnownGlobal::OrderedDict)
+            o[QStringLiteral("ordered")] = true;
+        return o;
+    }
+    case Kind::Object: {
+        auto* o = static_cast<const ObjectValue*>(v);
+        QJsonObject out;
+        const GlobalValue* cls = o->cls();
+        out[QStringLiteral("object")] = cls ? QString::fromStdString(qualifiedName(*cls)) : QStringLiteral("?");
+        if (!o->viaNewObj && o->args && asSeq(o->args) && !asSeq(o->args)->items.empty() && cls == asGlobal(o->callable))
+            out[QStringLiteral("args")] = canon(o->args, path);
+        if (auto* st = asSeq(o->state); st && st->kind == Kind::Tuple && st->items.size() == 2
+            && st->items[0]->kind == Kind::None)
+            out[QStringLiteral("slots")] = canon(st->items[1], path);
+        else if (o->state)
+            out[QStringLiteral("state")] = canon(o->state, path);
+        return out;
+    }
+    default:
+        return QJsonObject { { QStringLiteral("unexpected"), static_cast<int>(v->kind) } };
+    }
+}
+
+Value* decode(const QByteArray& bytes, Arena& arena, Semantics& sem)
+{
+    Bytes b(reinterpret_cast<const uint8_t*>(bytes.constData()), static_cast<size_t>(bytes.size()));
+    Unpickler u(b, arena, sem);
+    Value* v = u.load();
+    if (u.consumed() != b.size())
+        throw FormatError("trailing bytes after STOP");
+    return v;
+}
+
+QString pythonForPickles()
+{
+    // Any CPython works; Debian's is preferred for a stable pickle module.
+    return QFileInfo::exists(QStringLiteral("/usr/bin/python3")) ? QStringLiteral("/usr/bin/python3") : QStringLiteral("python3");
+}
+
+} // namespace
+
+class TestPickleVm : public QObject {
+    Q_OBJECT
+private slots:
+    void conformance_data()
+    {
+        QTest::addColumn<QByteArray>("pickle");
+        QTest::addColumn<QByteArray>("expected");
+        const QString script = sl::test::sourceDir() + QStringLiteral("/tests/core/pickle_vm/make_pickles.py");
+        auto r = sl::test::run(pythonForPickles(), { script });
+        if (r.exitCode != 0)
+            QSKIP("no Python interpreter to make reference pickles");
+        const auto lines = r.out.split('\n');
+        int rows = 0;
+        for (const QByteArray& line : lines) {
+            if (line.trimmed().isEmpty())
+                continue;
+            QJsonObject o = QJsonDocument::fromJson(line).object();
+            QByteArray expected = QJsonDocument(QJsonArray { o.value(QStringLiteral("expected")) }).toJson(QJsonDocument::Compact);
+            QTest::addRow("%s/p%d", qPrintable(o.value(QStringLiteral("name")).toString()),
+                o.value(QStringLiteral("protocol")).toInt())
+                << QByteArray::fromHex(o.value(QStringLiteral("hex")).toString().toLatin1()) << expected;
+            ++rows;
+        }
+        QVERIFY2(rows > 60, "the generator produced too few cases");
+    }
+
+    void conformance()
+    {
+        QFETCH(QByteArray, pickle);
+        QFETCH(QByteArray, expected);
+        Arena arena;
+        torch::TorchSemantics sem(torch::TorchSemantics::PersistentIds::Zip);
+        Value* v = nullptr;
+        try {
+            v = decode(pickle, arena, sem);
+        } catch (const std::exception& e) {
+            QFAIL(e.what());
+        }
+        std::unordered_set<const Value*> path;
+        QByteArray got = QJsonDocument(QJsonArray { canon(v, path) }).toJson(QJsonDocument::Compact);
+        QCOMPARE(got, expected);
+    }
+
+    void sharedReferencesStayShared()
+    {
+        // a = [1]; pickle.dumps([a, a], 2): the memo must hand back the same node, not a copy.
+        QByteArray p = QByteArray::fromHex("80025d7100285d71014b01616801652e");
+        Arena arena;
+        InertSemantics sem;
+        auto* outer = asSeq(decode(p, arena, sem));
+        QVERIFY(outer);
+        QCOMPARE(outer->items.size(), size_t(2));
+        QCOMPARE(outer->items[0], outer->items[1]);
+    }
+
+    void hostileInput_data()
+    {
+        QTest::addColumn<QByteArray>("pickle");
+        QTest::addColumn<QString>("message");
+        QTest::addRow("empty") << QByteArray() << QStringLiteral("no STOP");
+        QTest::addRow("unknown opcode") << QByteArray("\x80\x02\xff", 3) << QStringLiteral("unknown opcode");
+        QTest::addRow("protocol 6") << QByteArray("\x80\x06N.", 4) << QStringLiteral("unsupported pickle protocol");
+        QTest::addRow("stack underflow") << QByteArray("\x80\x02R.", 4) << QStringLiteral("stack underflow");
+        QTest::addRow("missing memo") << QByteArray("\x80\x02h\x05.", 5) << QStringLiteral("never stored");
+        QTest::addRow("huge BINUNICODE8") << QByteArray("\x8d\xff\xff\xff\xff\xff\xff\xff\x7f", 9) << QStringLiteral("truncated");
+        QTest::addRow("huge LONG4") << QByteArray("\x8b\xff\xff\xff\x7f", 5) << QStringLiteral("truncated");
+        QTest::addRow("negative LONG4") << QByteArray("\x8b\xff\xff\xff\xff", 5) << QStringLiteral("negative");
+        QTest::addRow("huge FRAME") << QByteArray("\x95\xff\xff\xff\xff\xff\xff\xff\x7fN.", 11) << QStringLiteral("runs past");
+        QTest::addRow("unclosed mark") << QByteArray("(N.", 3) << QStringLiteral("unclosed MARK");
+        QTest::addRow("APPEND to int") << QByteArray("K\x01K\x02" "a.", 6) << QStringLiteral("not a list");
+        QTest::addRow("EXT1") << QByteArray("\x82\x01.", 3) << QStringLiteral("extension");
+        QTest::addRow("out-of-band buffer") << QByteArray("\x97.", 2) << QStringLiteral("out-of-band");
+        QTest::addRow("REDUCE non-tuple") << QByteArray("cos\nsystem\nK\x01R.", 15) << QStringLiteral("not a tuple");
+        QTest::addRow("persistent id refused") << QByteArray("K\x01Q.", 4) << QStringLiteral("persistent");
+    }
+
+    void hostileInput()
+    {
+        QFETCH(QByteArray, pickle);
+        QFETCH(QString, message);
+        Arena arena;
+        InertSemantics sem;
+        try {
+            decode(pickle, arena, sem);
+            QFAIL("decoding should have failed");
+        } catch (const FormatError& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(message), e.what());
+        }
+    }
+
+    void memoAmplificationIsBounded()
+    {
+        // A list of 1,000 items, then 200,000 x (GET list; OrderedDict REDUCE): each call would copy the
+        // list; the work budget must stop it quickly instead of running for minutes.
+        QByteArray p("\x80\x02]q\x00(", 6);
+        for (int i = 0; i < 1000; ++i)
+            p += QByteArray("K\x01K\x02\x86", 5);
+        p += "e";
+        p += "ccollections\nOrderedDict\nq\x01";
+        for (int i = 0; i < 200000; ++i)
+            p += QByteArray("h\x01h\x00\x85R0", 7);
+        p += "N.";
+        Arena arena;
+        torch::TorchSemantics sem(torch::TorchSemantics::PersistentIds::Zip);
+        QElapsedTimer timer;
+        timer.start();
+        try {
+            decode(p, arena, sem);
+            QFAIL("expected the work budget to stop this pickle");
+        } catch (const FormatError& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("pickle bomb")), e.what());
+        }
+        QVERIFY2(timer.elapsed() < 5000, "the budget should stop the pickle within seconds");
+    }
+
+    void dangerousGlobalsAreRecordedNotRun()
+    {
+        // cos\nsystem\n(S'echo pwned'\ntR.  -- the classic payload. Nothing runs; the global is classified.
+        QByteArray p("cos\nsystem\n(S'touch /tmp/statelens-pwned'\ntR.");
+        Arena arena;
+        torch::TorchSemantics sem(torch::TorchSemantics::PersistentIds::Zip);
+        Value* v = decode(p, arena, sem);
+        QVERIFY(asObject(v));
+        QVERIFY(!QFileInfo::exists(QStringLiteral("/tmp/statelens-pwned")));
+        const auto& globals = sem.globals();
+        auto it = globals.find("os.system");
+        QVERIFY(it != globals.end());
+        QCOMPARE(int(it->second.risk), int(GlobalRisk::Dangerous));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestPickleVm)
+#include "tst_pickle_vm.moc"
