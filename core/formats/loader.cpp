@@ -19,6 +19,9 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view kLfsPointer = "version https://git-lfs.github.com/spec";
+const std::string kDcpUnsupported = " of a torch.distributed.checkpoint (DCP) checkpoint; StateLens does not read DCP "
+                                    "yet (torch.distributed.checkpoint.format_utils.dcp_to_torch_save converts one to "
+                                    "a torch.save file)";
 
 std::string hexPrefix(Bytes b)
 {
@@ -44,11 +47,22 @@ bool looksLikeIndexJson(Bytes b)
     return text.find("\"weight_map\"") != std::string_view::npos;
 }
 
-// Sniffs bytes; `path` only names the file in errors.
-std::string sniff(const std::string& path, Bytes b)
+bool endsWith(std::string_view s, std::string_view suffix)
+{
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// Sniffs bytes; `path` only names the file in errors, unless `byName`: then bytes that match nothing but sit
+// under a .safetensors name go to that reader, whose error (HeaderTooLarge, InvalidHeaderLength, ...) says more
+// than a hex dump. detectFormat does not guess from names.
+std::string sniff(const std::string& path, Bytes b, bool byName = false)
 {
     if (b.empty())
         throw LoadError(path, "the file is empty");
+    // A DCP shard is payloads laid end to end (often small torch.save zips) that only .metadata can
+    // locate; nothing in its bytes says so, and read as one zip it fails with a misleading zip64 error.
+    if (byName && endsWith(path, ".distcp"))
+        throw LoadError(path, "is a shard (.distcp)" + kDcpUnsupported);
     if (looksLikeZip(b)) {
         try {
             ZipArchive zip(b);
@@ -72,6 +86,19 @@ std::string sniff(const std::string& path, Bytes b)
         return "index";
     if (looksLikeSafetensors(b))
         return "safetensors";
+    if (byName && endsWith(path, ".safetensors"))
+        return "safetensors";
+    // Never "index" by name alone: a shard check that sniffs bytes would miss it, and it could name itself.
+    // Files that sit next to checkpoints: say what they are rather than dumping their first bytes.
+    std::string_view head = text.substr(0, 4096);
+    if (b[0] == 0x80 && head.find("torch.distributed.checkpoint.metadata") != std::string_view::npos)
+        throw LoadError(path, "is the .metadata pickle" + kDcpUnsupported);
+    if (size_t i = text.find_first_not_of(" \t\r\n"); i != std::string_view::npos && text[i] == '{') {
+        if (head.find("\"model_type\"") != std::string_view::npos
+            || head.find("\"architectures\"") != std::string_view::npos)
+            throw LoadError(path, "is a Hugging Face model config (JSON), not checkpoint data");
+        throw LoadError(path, "is a JSON file without a \"weight_map\", neither checkpoint data nor a shard index");
+    }
     throw LoadError(path, "unrecognised format (first bytes: " + hexPrefix(b) + ")");
 }
 
@@ -92,7 +119,7 @@ std::string indexInDirectory(const std::string& dir)
 
 Source dispatch(const std::string& path, const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
 {
-    std::string format = sniff(path, file->bytes());
+    std::string format = sniff(path, file->bytes(), true);
     if (format == "torch-zip")
         return readTorchZip(file, options);
     if (format == "torch-legacy")

@@ -62,9 +62,17 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         for (const char* rec : { "version", ".data/version", "byteorder", ".format_version", ".storage_alignment",
                  ".data/serialization_id" }) {
             const ZipEntry* e = zip.find(prefix + rec);
-            if (!e || e->size > 64 || e->method != 0)
+            if (!e || e->size > 64)
                 continue;
-            std::string text(asText(zip.storedData(*e)));
+            // Re-zipped archives deflate these too, and torch.load still reads them.
+            std::vector<uint8_t> inflated;
+            Bytes bytes;
+            try {
+                bytes = zip.contents(*e, inflated, 64);
+            } catch (const FormatError&) {
+                continue;
+            }
+            std::string text(asText(bytes));
             while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
                 text.pop_back();
             out.metadata.emplace_back(rec, text);
@@ -99,26 +107,25 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         pickle::Unpickler unpickler(pickleBytes, ck->arena, ck->semantics, pickleOffset);
         ck->root = unpickler.load();
 
-        // Resolve each storage to its record without reading it.
+        // Resolve each storage to its record without reading it. The archive's own name index finds them
+        // (first record of a name wins, as before); `recordName` is reused so lookups do not allocate.
         const std::string dataPrefix = prefix + "data/";
-        std::unordered_map<std::string_view, const ZipEntry*> records;
-        records.reserve(ck->semantics.storages().size());
-        for (const auto& e : zip.entries())
-            if (e.name.size() > dataPrefix.size() && e.name.compare(0, dataPrefix.size(), dataPrefix) == 0)
-                records.emplace(e.name.substr(dataPrefix.size()), &e);
+        std::string recordName = dataPrefix;
         size_t missing = 0;
         for (pickle::StorageValue* s : ck->semantics.storages()) {
             if (s->viewOf)
                 continue;
-            auto it = records.find(s->key);
-            if (it == records.end()) {
+            recordName.resize(dataPrefix.size());
+            recordName += s->key;
+            const ZipEntry* found = s->key.empty() ? nullptr : zip.find(recordName);
+            if (!found) {
                 if (++missing <= 5)
                     out.addFinding(Severity::Danger,
                         "storage " + std::string(s->key) + " has no " + dataPrefix + std::string(s->key)
                             + " record; torch.load would fail");
                 continue;
             }
-            const ZipEntry& rec = *it->second;
+            const ZipEntry& rec = *found;
             try {
                 s->fileOffset = static_cast<int64_t>(zip.dataOffset(rec));
             } catch (const FormatError& e) {
@@ -136,9 +143,12 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         }
         if (missing > 5)
             out.addFinding(Severity::Danger, std::to_string(missing) + " storages have no record in all");
+        // Distinct record names under data/ (first occurrence of each) that are compressed.
         size_t compressed = 0;
-        for (const auto& [k, e] : records)
-            compressed += e->method != 0;
+        for (const auto& e : zip.entries())
+            if (e.method != 0 && e.name.size() > dataPrefix.size()
+                && e.name.compare(0, dataPrefix.size(), dataPrefix) == 0 && zip.find(e.name) == &e)
+                ++compressed;
         if (compressed)
             out.addFinding(Severity::Info,
                 std::to_string(compressed)

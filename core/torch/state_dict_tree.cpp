@@ -13,7 +13,29 @@ using namespace sl::pickle;
 
 namespace {
 
+// What the walks below may spend, in units of one visit, one entry part or 64 bytes of a built name. The
+// memo lets a tiny pickle share subtrees (n nodes, 2^n paths) or reuse one long key at every level, so a
+// fixed visit cap is not enough: the budget is a multiple of the graph's own size (graphWeight).
+struct WalkBudget {
+    size_t left;
+    void charge(size_t units)
+    {
+        if (units > left)
+            throw FormatError("the pickled object graph is too large to walk (shared subtrees?)");
+        left -= units;
+    }
+};
+
+} // namespace
+
+// tensorEntry for a part nested `depth` levels inside an entry, charged to the walk that asked for it.
+Entry tensorEntryAt(const TensorValue& t, std::string name, const EntryContext& ctx, int depth, WalkBudget& budget);
+
+namespace {
+
 constexpr int kMaxDepth = 64;
+// Real subclass states nest two or three tensors deep; a tensor's state can also hold the tensor itself.
+constexpr int kMaxPartDepth = 8;
 constexpr size_t kMaxVisits = 50'000'000;
 
 constexpr std::string_view kPreferredKeys[] = { "state_dict", "model_state_dict", "model", "module", "net",
@@ -61,14 +83,35 @@ bool isModuleObject(const Value* v)
     return attrs && attrs->lookup("_parameters") && attrs->lookup("_modules");
 }
 
+// A torch tensor. numpy arrays (rng states, metrics) are tensor-like values but never state-dict weights,
+// so they do not make a dict a state dict.
+bool isTorchTensor(const Value* v)
+{
+    return v && v->kind == Kind::Tensor && static_cast<const TensorValue*>(v)->origin != TensorOrigin::Numpy;
+}
+
+// Optimizer.state_dict(): {"state": {pid: {...}}, "param_groups": [...]}. Some writers drop param_groups;
+// a "state" dict keyed by integer parameter ids is enough to recognise one.
 bool isOptimizerDict(const Value* v)
 {
     auto* d = asDict(v);
     if (!d)
         return false;
-    auto* state = d->lookup("state");
+    auto* state = asDict(d->lookup("state"));
+    if (!state)
+        return false;
     auto* groups = d->lookup("param_groups");
-    return state && groups && state->kind == Kind::Dict && (groups->kind == Kind::List || groups->kind == Kind::Tuple);
+    if (groups && (groups->kind == Kind::List || groups->kind == Kind::Tuple))
+        return true;
+    auto isParamId = [](const Value* k) {
+        if (k->kind == Kind::Int)
+            return true;
+        auto* s = asStr(k);
+        return s && !s->s.empty() && std::all_of(s->s.begin(), s->s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    };
+    return !state->items.empty() && std::all_of(state->items.begin(), state->items.end(), [&](const auto& kv) {
+        return isParamId(kv.first) && kv.second->kind == Kind::Dict;
+    });
 }
 
 bool tupleHoldsTensor(const Value* v)
@@ -76,7 +119,7 @@ bool tupleHoldsTensor(const Value* v)
     auto* s = asSeq(v);
     if (!s || v->kind != Kind::Tuple)
         return false;
-    return std::any_of(s->items.begin(), s->items.end(), [](const Value* i) { return i->kind == Kind::Tensor; });
+    return std::any_of(s->items.begin(), s->items.end(), isTorchTensor);
 }
 
 // Tensors held directly: as values, or inside a tuple value (torch.ao packed params).
@@ -84,7 +127,7 @@ size_t directTensors(const DictValue* d)
 {
     size_t n = 0;
     for (const auto& [k, v] : d->items)
-        if (v->kind == Kind::Tensor || tupleHoldsTensor(v))
+        if (isTorchTensor(v) || tupleHoldsTensor(v))
             ++n;
     return n;
 }
@@ -97,7 +140,7 @@ public:
         if (!v || depth > kMaxDepth)
             return false;
         if (v->kind == Kind::Tensor)
-            return true;
+            return isTorchTensor(v);
         auto memo = m_memo.find(v);
         if (memo != m_memo.end())
             return memo->second;
@@ -156,6 +199,71 @@ ContainerInfo::Role roleForPath(const std::vector<std::string>& path)
     return ContainerInfo::Role::Model;
 }
 
+// Nodes, references and string bytes (in 64-byte units) reachable from root, each node counted once.
+size_t graphWeight(const Value* root)
+{
+    std::unordered_set<const Value*> seen;
+    std::vector<const Value*> todo;
+    size_t weight = 0;
+    auto push = [&](const Value* v) {
+        ++weight;
+        if (v && seen.insert(v).second)
+            todo.push_back(v);
+    };
+    push(root);
+    while (!todo.empty()) {
+        const Value* v = todo.back();
+        todo.pop_back();
+        switch (v->kind) {
+        case Kind::Str:
+        case Kind::Bytes:
+            weight += static_cast<const StrValue*>(v)->s.size() / 64;
+            break;
+        case Kind::Tuple:
+        case Kind::List:
+        case Kind::Set:
+            for (auto* i : static_cast<const SeqValue*>(v)->items)
+                push(i);
+            break;
+        case Kind::Dict: {
+            auto* d = static_cast<const DictValue*>(v);
+            for (const auto& [k, i] : d->items) {
+                push(k);
+                push(i);
+            }
+            push(d->state);
+            break;
+        }
+        case Kind::Object: {
+            auto* o = static_cast<const ObjectValue*>(v);
+            for (const Value* i : { o->callable, o->args, o->kwargs, o->state })
+                push(i);
+            for (auto* i : o->listItems)
+                push(i);
+            for (const auto& [k, i] : o->dictItems) {
+                push(k);
+                push(i);
+            }
+            break;
+        }
+        case Kind::Tensor: {
+            auto* t = static_cast<const TensorValue*>(v);
+            push(t->state);
+            for (auto* i : t->components)
+                push(i);
+            if (t->quant) {
+                push(t->quant->scales);
+                push(t->quant->zeroPoints);
+            }
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    return weight;
+}
+
 std::string joinComponents(const std::vector<std::string>& path)
 {
     std::string out;
@@ -166,8 +274,9 @@ std::string joinComponents(const std::vector<std::string>& path)
 
 class Scanner {
 public:
-    explicit Scanner(ContainerScan& out)
+    Scanner(ContainerScan& out, WalkBudget& budget)
         : m_out(out)
+        , m_budget(budget)
     {
     }
 
@@ -175,8 +284,9 @@ public:
     {
         if (!v || ++m_visits > kMaxVisits)
             throw FormatError("the pickled object graph is too large to walk (shared subtrees?)");
+        m_budget.charge(1);
         if (v->kind == Kind::Tensor) {
-            ++m_out.totalTensors;
+            m_out.totalTensors += isTorchTensor(v);
             return;
         }
         if (m_path.size() >= kMaxDepth || !m_onPath.insert(v).second)
@@ -191,7 +301,13 @@ private:
     bool addWhole(const Value* v, Container::Shape shape, ContainerInfo::Role role)
     {
         add(v, shape, role, 0);
+        m_enclosing.emplace_back(shape, role);
         return true;
+    }
+    void leaveWhole(bool whole)
+    {
+        if (whole)
+            m_enclosing.pop_back();
     }
 
     // A dict without tensors of its own whose values include two or more dicts of model weights:
@@ -201,12 +317,13 @@ private:
         if (directTensors(d))
             return false;
         size_t branches = 0;
+        // roleForPath(path + key) is the path's role unless that is Model, then the key's alone; computed so
+        // instead of copying the (possibly long) path once per child.
+        const bool pathIsModel = roleForPath(m_path) == ContainerInfo::Role::Model;
         for (const auto& [k, item] : d->items) {
-            if (item->kind != Kind::Dict || !m_hasTensors(item))
+            if (!pathIsModel || item->kind != Kind::Dict || !m_hasTensors(item))
                 continue;
-            std::vector<std::string> childPath = m_path;
-            childPath.push_back(keyString(k));
-            if (roleForPath(childPath) == ContainerInfo::Role::Model && !isOptimizerDict(item))
+            if (roleForPath({ keyString(k) }) == ContainerInfo::Role::Model && !isOptimizerDict(item))
                 ++branches;
         }
         return branches >= 2;
@@ -214,12 +331,19 @@ private:
 
     void add(const Value* v, Container::Shape shape, ContainerInfo::Role role, size_t direct)
     {
-        if (m_suppressed)
-            return;
+        // Everything inside an optimizer state or a pickled module belongs to it. Inside a nested module
+        // tree only the model dicts do: an optimizer, an EMA copy or a scaler beside them stays selectable.
+        for (const auto& [outerShape, outerRole] : m_enclosing) {
+            if (outerShape != Container::Shape::Dict)
+                return;
+            if (shape == Container::Shape::Dict && role == outerRole)
+                return;
+        }
         Container c;
         c.node = v;
         c.shape = shape;
         c.info.path = joinComponents(m_path);
+        m_budget.charge(1 + c.info.path.size() / 64);
         c.info.role = role;
         c.info.tensorCount = direct; // replaced by the flattened count once every container is known
         m_out.containers.push_back(std::move(c));
@@ -227,6 +351,7 @@ private:
 
     void child(const std::string& key, const Value* v)
     {
+        m_budget.charge(key.size() / 64);
         m_path.push_back(key);
         visit(v);
         m_path.pop_back();
@@ -244,10 +369,9 @@ private:
                 add(v, Container::Shape::Dict, roleForPath(m_path), direct);
             else if (isNestedModuleTree(d))
                 whole = addWhole(v, Container::Shape::Dict, roleForPath(m_path));
-            m_suppressed += whole;
             for (const auto& [k, item] : d->items)
                 child(keyString(k), item);
-            m_suppressed -= whole;
+            leaveWhole(whole);
             return;
         }
         case Kind::List:
@@ -255,7 +379,7 @@ private:
             auto* s = static_cast<const SeqValue*>(v);
             // A bare list or tuple of tensors at the top (torch.save([t1, t2])) is a container of its own.
             if (m_path.empty()
-                && std::any_of(s->items.begin(), s->items.end(), [](auto* i) { return i->kind == Kind::Tensor; }))
+                && std::any_of(s->items.begin(), s->items.end(), isTorchTensor))
                 add(v, Container::Shape::Sequence, ContainerInfo::Role::Model, s->items.size());
             for (size_t i = 0; i < s->items.size(); ++i)
                 child(std::to_string(i), s->items[i]);
@@ -264,7 +388,6 @@ private:
         case Kind::Object: {
             auto* o = static_cast<const ObjectValue*>(v);
             bool whole = isModuleObject(v) && addWhole(v, Container::Shape::Module, roleForPath(m_path));
-            m_suppressed += whole;
             const DictValue* slots = nullptr;
             if (auto* attrs = objectAttributes(o, &slots))
                 for (const auto& [k, item] : attrs->items)
@@ -276,7 +399,7 @@ private:
                 child(keyString(k), item);
             for (size_t i = 0; i < o->listItems.size(); ++i)
                 child(std::to_string(i), o->listItems[i]);
-            m_suppressed -= whole;
+            leaveWhole(whole);
             return;
         }
         default:
@@ -285,8 +408,9 @@ private:
     }
 
     ContainerScan& m_out;
+    WalkBudget& m_budget;
     TensorPresence m_hasTensors;
-    int m_suppressed = 0;
+    std::vector<std::pair<Container::Shape, ContainerInfo::Role>> m_enclosing; // whole containers we are inside
     std::vector<std::string> m_path;
     std::unordered_set<const Value*> m_onPath;
     size_t m_visits = 0;
@@ -295,14 +419,16 @@ private:
 // Turns a container into entries. In counting mode it only counts the tensors it would emit.
 class Flattener {
 public:
-    Flattener(const ContainerScan& scan, const Container& self, const EntryContext& ctx, Source* out)
-        : m_scan(scan)
-        , m_self(self)
+    // `roles` maps every container's node to its role (containerRoles); built once per scan, not per
+    // container, since a scan can hold as many containers as the graph has dicts.
+    Flattener(const Container& self, const EntryContext& ctx, Source* out,
+        const std::unordered_map<const Value*, ContainerInfo::Role>& roles, WalkBudget& budget)
+        : m_self(self)
         , m_ctx(ctx)
         , m_out(out)
+        , m_containerRole(roles)
+        , m_budget(budget)
     {
-        for (const auto& c : scan.containers)
-            m_containerRole.emplace(c.node, c.info.role);
     }
 
     size_t run()
@@ -351,6 +477,7 @@ private:
     {
         if (++m_visits > kMaxVisits)
             throw FormatError("the state dict is too large to flatten (shared subtrees?)");
+        m_budget.charge(1 + name.size() / 64);
         if (depth > kMaxDepth || excluded(v))
             return;
         switch (v->kind) {
@@ -400,6 +527,7 @@ private:
         auto* attrs = objectAttributes(m);
         if (!attrs || depth > kMaxDepth)
             return;
+        m_budget.charge(1 + prefix.size() / 64); // submodules shared by many parents are walked once per path
         std::unordered_set<std::string_view> nonPersistent;
         if (auto* np = asSeq(attrs->lookup("_non_persistent_buffers_set")))
             for (auto* n : np->items)
@@ -425,7 +553,7 @@ private:
 
     void emitTensor(const TensorValue& t, const std::string& name)
     {
-        m_out->entries.push_back(tensorEntry(t, name, m_ctx));
+        m_out->entries.push_back(tensorEntryAt(t, name, m_ctx, 0, m_budget));
     }
 
     void emitGroup(const SeqValue& s, const std::string& name)
@@ -438,10 +566,11 @@ private:
         e.name = name;
         e.kind = EntryKind::Group;
         e.typeName = "tuple";
+        m_budget.charge(s.items.size());
         for (size_t i = 0; i < s.items.size(); ++i) {
             const Value* item = s.items[i];
             if (auto* t = asTensor(item)) {
-                Entry part = tensorEntry(*t, std::to_string(i), m_ctx);
+                Entry part = tensorEntryAt(*t, std::to_string(i), m_ctx, 1, m_budget);
                 if (e.dtype == DType::Unknown) {
                     e.dtype = part.dtype;
                     e.shape = part.shape;
@@ -449,9 +578,7 @@ private:
                 }
                 e.parts.push_back(std::move(part));
             } else {
-                Entry part;
-                part.name = std::to_string(i);
-                part.kind = EntryKind::Object;
+                Entry part = objectEntry(item, std::to_string(i));
                 part.value = shortRepr(item);
                 e.parts.push_back(std::move(part));
             }
@@ -461,8 +588,13 @@ private:
 
     void emitObject(const Value* v, const std::string& name)
     {
-        if (!m_out)
-            return;
+        if (m_out)
+            m_out->entries.push_back(objectEntry(v, name));
+    }
+
+    // A non-tensor value as an entry (also the non-tensor parts of a group, so they name their type too).
+    static Entry objectEntry(const Value* v, const std::string& name)
+    {
         Entry e;
         e.name = name;
         e.kind = EntryKind::Object;
@@ -490,14 +622,14 @@ private:
         case Kind::Storage: e.typeName = "torch.storage"; break;
         case Kind::Tensor: break;
         }
-        m_out->entries.push_back(std::move(e));
+        return e;
     }
 
-    const ContainerScan& m_scan;
     const Container& m_self;
     const EntryContext& m_ctx;
     Source* m_out;
-    std::unordered_map<const Value*, ContainerInfo::Role> m_containerRole;
+    const std::unordered_map<const Value*, ContainerInfo::Role>& m_containerRole;
+    WalkBudget& m_budget;
     TensorPresence m_hasTensors;
     std::unordered_set<const Value*> m_onPath;
     size_t m_tensors = 0;
@@ -519,6 +651,16 @@ void locateStorage(const StorageValue& s, Entry& e, const EntryContext& ctx)
     if (mulOverflow(static_cast<uint64_t>(s.numel), storageItem, nbytes))
         nbytes = UINT64_MAX;
     loc.storageNbytes = nbytes;
+    if (s.viewOf) {
+        // A legacy view must lie inside its root storage, else torch.load fails (or reads another's bytes).
+        uint64_t end = 0;
+        if (s.viewOffset < 0 || s.numel < 0
+            || addOverflow(static_cast<uint64_t>(s.viewOffset), static_cast<uint64_t>(s.numel), end)
+            || end > static_cast<uint64_t>(std::max<int64_t>(root->numel, 0)))
+            e.attributes.emplace_back("invalid_view",
+                "storage view of " + std::to_string(s.numel) + " elements at " + std::to_string(s.viewOffset)
+                    + " lies outside its " + std::to_string(root->numel) + "-element root storage");
+    }
     if (root->fileOffset < 0) {
         loc.kind = TensorLocation::Kind::Unavailable;
         return;
@@ -528,7 +670,7 @@ void locateStorage(const StorageValue& s, Entry& e, const EntryContext& ctx)
     loc.kind = root->compressed ? TensorLocation::Kind::Compressed : TensorLocation::Kind::Mapped;
 }
 
-void describeQuant(const TensorValue& t, Entry& e)
+void describeQuant(const TensorValue& t, Entry& e, int depth, WalkBudget& budget)
 {
     if (!t.quant)
         return;
@@ -539,9 +681,9 @@ void describeQuant(const TensorValue& t, Entry& e)
         e.attributes.emplace_back("axis", std::to_string(q.axis));
         EntryContext none;
         if (auto* s = asTensor(q.scales))
-            e.parts.push_back(tensorEntry(*s, "scales", none));
+            e.parts.push_back(tensorEntryAt(*s, "scales", none, depth + 1, budget));
         if (auto* z = asTensor(q.zeroPoints))
-            e.parts.push_back(tensorEntry(*z, "zero_points", none));
+            e.parts.push_back(tensorEntryAt(*z, "zero_points", none, depth + 1, budget));
     } else {
         char buf[64];
         std::snprintf(buf, sizeof buf, "%.9g", q.scale);
@@ -550,7 +692,7 @@ void describeQuant(const TensorValue& t, Entry& e)
     }
 }
 
-void describeSubclassState(const TensorValue& t, Entry& e, const EntryContext& ctx)
+void describeSubclassState(const TensorValue& t, Entry& e, const EntryContext& ctx, int depth, WalkBudget& budget)
 {
     // Subclass state: a __dict__ (torchao), (None, slots) (DTensor), or a plain dict of extra attributes.
     const DictValue* attrs = asDict(t.state);
@@ -565,7 +707,7 @@ void describeSubclassState(const TensorValue& t, Entry& e, const EntryContext& c
         for (const auto& [k, v] : d->items) {
             std::string key = keyString(k);
             if (auto* inner = asTensor(v))
-                e.parts.push_back(tensorEntry(*inner, key, ctx));
+                e.parts.push_back(tensorEntryAt(*inner, key, ctx, depth + 1, budget));
             else if (e.attributes.size() < 32)
                 e.attributes.emplace_back(key, shortRepr(v, 120));
         }
@@ -576,6 +718,13 @@ void describeSubclassState(const TensorValue& t, Entry& e, const EntryContext& c
 
 Entry tensorEntry(const TensorValue& t, std::string name, const EntryContext& ctx)
 {
+    WalkBudget budget { 100'000 };
+    return tensorEntryAt(t, std::move(name), ctx, 0, budget);
+}
+
+Entry tensorEntryAt(const TensorValue& t, std::string name, const EntryContext& ctx, int depth, WalkBudget& budget)
+{
+    budget.charge(1 + name.size() / 64);
     Entry e;
     e.name = std::move(name);
     e.kind = EntryKind::Tensor;
@@ -610,9 +759,9 @@ Entry tensorEntry(const TensorValue& t, std::string name, const EntryContext& ct
         const char* const* roles = t.origin == TensorOrigin::Nested ? kNestedRoles
             : t.components.size() == 2                              ? kSparseRoles
                                                                     : kCompressedRoles;
-        for (size_t i = 0; i < t.components.size() && i < 4; ++i)
+        for (size_t i = 0; i < t.components.size() && i < 4 && depth < kMaxPartDepth; ++i)
             if (auto* c = asTensor(t.components[i]))
-                e.parts.push_back(tensorEntry(*c, roles[i], ctx));
+                e.parts.push_back(tensorEntryAt(*c, roles[i], ctx, depth + 1, budget));
         break;
     }
     case TensorOrigin::Numpy:
@@ -623,27 +772,37 @@ Entry tensorEntry(const TensorValue& t, std::string name, const EntryContext& ct
         }
         break;
     }
-    describeQuant(t, e);
-    describeSubclassState(t, e, ctx);
+    if (depth < kMaxPartDepth) {
+        describeQuant(t, e, depth, budget);
+        describeSubclassState(t, e, ctx, depth, budget);
+    } else {
+        e.attributes.emplace_back("parts", "not shown: nested too deeply (a tensor state that holds itself?)");
+    }
 
     if (!t.storage)
         return e;
     locateStorage(*t.storage, e, ctx);
+    if (t.storageOffset < 0) { // the tar layout reads it raw; the rebuild functions refuse it already
+        e.attributes.emplace_back("invalid_view", "negative storage offset " + std::to_string(t.storageOffset));
+        return e;
+    }
 
     // The byte span this view covers: [offset, offset + sum((size_i - 1) * stride_i) + 1) elements.
     unsigned item = dtypeItemSize(t.dtype);
     uint64_t numel = e.numel();
+    // Bytes inside a deflated record have no file address: a compressed view points at the record.
+    const bool compressed = loc.kind == TensorLocation::Kind::Compressed;
     if (item == 0 || numel == 0) {
         loc.length = 0;
-        loc.offset = loc.storageByteOffset + static_cast<uint64_t>(t.storageOffset) * item;
+        loc.offset = loc.storageByteOffset + (compressed ? 0 : static_cast<uint64_t>(t.storageOffset) * item);
         return e;
     }
     uint64_t lastElement = static_cast<uint64_t>(t.storageOffset);
     bool overflow = false;
     for (size_t i = 0; i < t.size.size() && i < t.stride.size(); ++i) {
         if (t.stride[i] < 0) {
-            overflow = true;
-            break;
+            e.attributes.emplace_back("invalid_view", "negative stride " + std::to_string(t.stride[i]));
+            return e;
         }
         uint64_t step = 0;
         overflow |= mulOverflow(static_cast<uint64_t>(t.size[i] - 1), static_cast<uint64_t>(t.stride[i]), step);
@@ -652,7 +811,8 @@ Entry tensorEntry(const TensorValue& t, std::string name, const EntryContext& ct
     uint64_t startByte = 0;
     uint64_t endByte = 0;
     overflow |= mulOverflow(static_cast<uint64_t>(t.storageOffset), item, startByte);
-    overflow |= mulOverflow(lastElement + 1, item, endByte);
+    overflow |= addOverflow(lastElement, 1, lastElement);
+    overflow |= mulOverflow(lastElement, item, endByte);
     if (overflow) {
         e.attributes.emplace_back("invalid_view", "size/stride arithmetic overflows");
         return e;
@@ -661,10 +821,23 @@ Entry tensorEntry(const TensorValue& t, std::string name, const EntryContext& ct
         e.attributes.emplace_back("invalid_view",
             "views bytes [" + std::to_string(startByte) + ", " + std::to_string(endByte) + ") of a "
                 + std::to_string(loc.storageNbytes) + "-byte storage");
-    loc.offset = loc.storageByteOffset + startByte;
+    loc.offset = loc.storageByteOffset + (compressed ? 0 : startByte);
     loc.length = endByte - startByte;
     return e;
 }
+
+namespace {
+
+std::unordered_map<const Value*, ContainerInfo::Role> containerRoles(const ContainerScan& scan)
+{
+    std::unordered_map<const Value*, ContainerInfo::Role> roles;
+    roles.reserve(scan.containers.size());
+    for (const auto& c : scan.containers)
+        roles.emplace(c.node, c.info.role);
+    return roles;
+}
+
+} // namespace
 
 ContainerScan scanContainers(const Value* root)
 {
@@ -680,11 +853,14 @@ ContainerScan scanContainers(const Value* root)
         scan.totalTensors = 1;
         return scan;
     }
-    Scanner(scan).visit(root);
+    WalkBudget budget { 16 * graphWeight(root) + 100'000 };
+    scan.walkBudget = budget.left;
+    Scanner(scan, budget).visit(root);
     // Direct counts served the scan; report what each container would list.
     EntryContext none;
+    const auto roles = containerRoles(scan);
     for (auto& c : scan.containers)
-        c.info.tensorCount = Flattener(scan, c, none, nullptr).run();
+        c.info.tensorCount = Flattener(c, none, nullptr, roles, budget).run();
     return scan;
 }
 
@@ -762,17 +938,35 @@ int pickContainer(const ContainerScan& scan, std::string* reason)
             *reason = "the model state dict with the most tensors";
         return best;
     }
+    // Rule 4: no plain model weights. An EMA copy is still model weights, so it comes before other
+    // state, and optimizer state comes last.
+    for (ContainerInfo::Role role : { ContainerInfo::Role::Ema, ContainerInfo::Role::Other, ContainerInfo::Role::Optimizer }) {
+        for (size_t i = 0; i < scan.containers.size(); ++i)
+            if (scan.containers[i].info.role == role && scan.containers[i].info.tensorCount > 0
+                && (best < 0 || better(i, static_cast<size_t>(best))))
+                best = static_cast<int>(i);
+        if (best >= 0) {
+            if (reason)
+                *reason = std::string("no model state dict; the ") + std::string(containerRoleName(role))
+                    + " container with the most tensors";
+            return best;
+        }
+    }
     for (size_t i = 0; i < scan.containers.size(); ++i)
         if (best < 0 || better(i, static_cast<size_t>(best)))
             best = static_cast<int>(i);
     if (reason)
-        *reason = "no model state dict; the container with the most tensors";
+        *reason = "the container with the most tensors";
     return best;
 }
 
 void buildEntries(const ContainerScan& scan, const Container& c, const EntryContext& ctx, Source& out)
 {
-    Flattener(scan, c, ctx, &out).run();
+    // The scan counted what this container emits; growing the vector of (large) Entry values step by step
+    // cost more than building them on 76,800-tensor files.
+    out.entries.reserve(out.entries.size() + c.info.tensorCount);
+    WalkBudget budget { scan.walkBudget };
+    Flattener(c, ctx, &out, containerRoles(scan), budget).run();
     for (const auto& e : out.entries)
         if (const std::string* bad = e.attribute("invalid_view"))
             out.addFinding(Severity::Danger, "tensor " + *bad + "; torch.load would fail or read garbage", e.name);

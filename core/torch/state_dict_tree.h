@@ -10,9 +10,13 @@
 //      "model_state_dict", "model", "module", "net", "network", "model_state", "weights", "params"),
 //      as long as they lead to a candidate;
 //   3. else the model-role candidate (not optimizer, not EMA) with the most tensors, the shallowest first;
-//   4. else any candidate with the most tensors (a file that holds only an optimizer state).
+//   4. else the candidate with the most tensors, preferring an EMA copy, then other state, then an optimizer
+//      state (a file that holds only an optimizer state).
 // Candidates: dicts with tensors among their values (directly or in a tuple, like packed params),
-// optimizer state dicts ({"state", "param_groups"}), and pickled nn.Module objects.
+// optimizer state dicts ({"state", "param_groups"}), pickled nn.Module objects, and nested module trees
+// (a dict whose values include two or more dicts of model weights, {"encoder": {...}, "decoder": {...}}).
+// The dicts inside an optimizer state or a module are parts of it; inside a nested module tree only the
+// model dicts are, so an optimizer or EMA copy beside them stays selectable.
 
 #include "model/source.h"
 #include "pickle/value.h"
@@ -31,6 +35,8 @@ struct Container {
 struct ContainerScan {
     std::vector<Container> containers;
     size_t totalTensors = 0; // every tensor anywhere in the tree
+    // What one buildEntries may spend walking: a multiple of the object graph's size (see WalkBudget).
+    size_t walkBudget = 100'000;
 };
 
 ContainerScan scanContainers(const pickle::Value* root);

@@ -135,6 +135,9 @@ DType numpyDType(std::string_view typestr)
 
 Value* TorchSemantics::global(Unpickler& u, std::string_view rawModule, std::string_view rawName)
 {
+    // The names may be memoised strings pushed again by BINGET for a few bytes each; the lookups below
+    // copy them, so that work counts against the pickle's budget (else a 1 MB pickle runs for minutes).
+    u.charge(rawModule.size() + rawName.size());
     auto [module, name] = mapLegacyName(rawModule, rawName);
     Known k = lookupKnown(module, name);
     auto* g = u.arena().make<GlobalValue>(module, name, k.id);
@@ -561,6 +564,7 @@ Value* TorchSemantics::call(Unpickler& u, Value* callable, SeqValue* args)
         if (!owner || name.empty())
             return inert(u, callable, args);
         std::string module = qualifiedName(*owner);
+        u.charge(module.size()); // copied into the arena on every call
         auto* ref = static_cast<GlobalValue*>(global(u, u.arena().copy(module), name));
         ref->owner = arg(args, 0);
         return ref;
@@ -576,6 +580,7 @@ Value* TorchSemantics::call(Unpickler& u, Value* callable, SeqValue* args)
     }
     case KnownGlobal::TorchDevice: {
         std::string dev(strOf(arg(args, 0)));
+        u.charge(dev.size()); // copied into the arena on every call
         int64_t index = 0;
         if (toInt(arg(args, 1), index))
             dev += ":" + std::to_string(index);

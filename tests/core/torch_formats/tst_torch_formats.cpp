@@ -1,0 +1,593 @@
+// torch.save formats against torch's own numbers.
+//
+// Every fixture in tests/fixtures/torch/ has a `<file>.expected.json` written by
+// tests/fixtures/make_torch_fixtures.py (torch 1.13 loads the file and lists what it holds; byte offsets
+// come from Python's zipfile and a walk of the legacy storage section) or by
+// make_torch2_reconstructions.py (torch 2.x-only files rebuilt without torch, marked "reconstruction").
+// The tests open each file with sl::openSource and compare with those numbers, never with StateLens's
+// own output.
+
+#include "common/test_paths.h"
+#include "formats/loader.h"
+#include "model/dtype.h"
+#include "model/source.h"
+#include "util/error.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QMap>
+#include <QSet>
+#include <QTest>
+
+#include <cmath>
+
+using namespace sl;
+
+namespace {
+
+QString torchFixturesDir() { return test::fixturesDir() + QStringLiteral("/torch"); }
+
+QJsonObject readExpected(const QString& fixture)
+{
+    QFile f(torchFixturesDir() + "/" + fixture + ".expected.json");
+    if (!f.open(QIODevice::ReadOnly))
+        return {};
+    return QJsonDocument::fromJson(f.readAll()).object();
+}
+
+QStringList expectedFixtures()
+{
+    QStringList out;
+    const QStringList files = QDir(torchFixturesDir()).entryList({ QStringLiteral("*.expected.json") }, QDir::Files,
+        QDir::Name);
+    for (const QString& f : files)
+        out << f.chopped(int(sizeof(".expected.json") - 1));
+    return out;
+}
+
+std::string path(const QString& fixture) { return (torchFixturesDir() + "/" + fixture).toStdString(); }
+
+QString q(const std::string& s) { return QString::fromStdString(s); }
+
+QString kindName(EntryKind k)
+{
+    switch (k) {
+    case EntryKind::Tensor:
+        return QStringLiteral("tensor");
+    case EntryKind::Group:
+        return QStringLiteral("group");
+    case EntryKind::Object:
+        return QStringLiteral("object");
+    }
+    return {};
+}
+
+QString locationKindName(TensorLocation::Kind k)
+{
+    switch (k) {
+    case TensorLocation::Kind::None:
+        return QStringLiteral("none");
+    case TensorLocation::Kind::Mapped:
+        return QStringLiteral("mapped");
+    case TensorLocation::Kind::Compressed:
+        return QStringLiteral("compressed");
+    case TensorLocation::Kind::Inline:
+        return QStringLiteral("inline");
+    case TensorLocation::Kind::Unavailable:
+        return QStringLiteral("unavailable");
+    }
+    return {};
+}
+
+template <typename T>
+QString listText(const std::vector<T>& v)
+{
+    QStringList parts;
+    for (const auto& x : v)
+        parts << QString::number(x);
+    return "[" + parts.join(", ") + "]";
+}
+
+QString listText(const QJsonArray& a)
+{
+    QStringList parts;
+    for (const auto& x : a)
+        parts << QString::number(x.toInteger());
+    return "[" + parts.join(", ") + "]";
+}
+
+// Collects every mismatch of one fixture so a failure shows them all at once.
+class Checker {
+public:
+    QStringList problems;
+
+    void expect(bool ok, const QString& where, const QString& what)
+    {
+        if (!ok && problems.size() < 60)
+            problems << where + ": " + what;
+    }
+
+    template <typename A, typename B>
+    void equal(const A& actual, const B& expected, const QString& where, const char* field)
+    {
+        if (!(actual == expected))
+            expect(false, where, QStringLiteral("%1 is %2, torch says %3").arg(field).arg(text(actual)).arg(text(expected)));
+    }
+
+    void entries(const std::vector<Entry>& actual, const QJsonArray& expected, const QString& where)
+    {
+        QStringList actualNames;
+        for (const auto& e : actual)
+            actualNames << q(e.name);
+        QStringList expectedNames;
+        for (const auto& e : expected)
+            expectedNames << e.toObject().value("name").toString();
+        if (actualNames != expectedNames) {
+            qsizetype at = 0;
+            while (at < actualNames.size() && at < expectedNames.size() && actualNames[at] == expectedNames[at])
+                ++at;
+            auto from = [at](const QStringList& l) { return l.mid(at, 6).join(QStringLiteral(" | ")); };
+            expect(false, where,
+                QStringLiteral("%1 entries, torch says %2; from entry %3 on\n    StateLens: %4\n    torch:     %5")
+                    .arg(actualNames.size())
+                    .arg(expectedNames.size())
+                    .arg(at)
+                    .arg(from(actualNames), from(expectedNames)));
+            return;
+        }
+        for (qsizetype i = 0; i < expected.size(); ++i)
+            entry(actual[size_t(i)], expected[i].toObject(), where + " '" + expectedNames[i] + "'");
+    }
+
+    void entry(const Entry& a, const QJsonObject& e, const QString& where)
+    {
+        equal(kindName(a.kind), e.value("kind").toString(), where, "kind");
+        if (a.kind == EntryKind::Object) {
+            equal(q(a.typeName), e.value("type_name").toString(), where, "type name");
+            return;
+        }
+        equal(QString::fromLatin1(dtypeName(a.dtype).data(), qsizetype(dtypeName(a.dtype).size())),
+            e.value("dtype").toString(), where, "dtype");
+        equal(listText(a.shape), listText(e.value("shape").toArray()), where, "shape");
+        if (e.value("kind").toString() == QLatin1String("tensor"))
+            tensor(a, e, where);
+        if (e.contains("parts")) {
+            const QJsonArray parts = e.value("parts").toArray();
+            if (a.parts.size() != size_t(parts.size())) {
+                QStringList names;
+                for (const auto& p : a.parts)
+                    names << q(p.name);
+                expect(false, where,
+                    QStringLiteral("has %1 parts (%2), torch says %3").arg(a.parts.size()).arg(names.join(", ")).arg(parts.size()));
+                return;
+            }
+            for (qsizetype i = 0; i < parts.size(); ++i) {
+                const QJsonObject p = parts[i].toObject();
+                equal(q(a.parts[size_t(i)].name), p.value("name").toString(), where, "part name");
+                entry(a.parts[size_t(i)], p, where + " part '" + p.value("name").toString() + "'");
+            }
+        } else if (e.value("kind").toString() == QLatin1String("tensor")) {
+            expect(a.parts.empty(), where, QStringLiteral("has %1 unexpected parts").arg(a.parts.size()));
+        }
+    }
+
+    void tensor(const Entry& a, const QJsonObject& e, const QString& where)
+    {
+        const TensorLocation& loc = a.location;
+        equal(a.requiresGrad, e.value("requires_grad").toBool(), where, "requires_grad");
+        equal(a.isParameter, e.value("is_parameter").toBool(), where, "is Parameter");
+        if (e.contains("device"))
+            equal(q(a.device), e.value("device").toString(), where, "device");
+        equal(q(a.typeName), e.value("type_name").toString(), where, "tensor type");
+        if (e.contains("stride"))
+            equal(listText(loc.strides), listText(e.value("stride").toArray()), where, "stride");
+        if (e.contains("storage_offset"))
+            equal(qint64(loc.storageOffset), e.value("storage_offset").toInteger(), where, "storage offset");
+        if (e.contains("layout")) {
+            const std::string* layout = a.attribute("layout");
+            equal(layout ? q(*layout) : QString(), e.value("layout").toString(), where, "layout");
+        }
+        if (e.contains("quant"))
+            quant(a, e.value("quant").toObject(), where);
+        for (const auto& key : e.value("state_keys").toArray())
+            expect(a.attribute(key.toString().toStdString()), where,
+                QStringLiteral("no attribute for the subclass state '%1'").arg(key.toString()));
+        expect(!a.attribute("invalid_view"), where, QStringLiteral("flagged as an invalid view"));
+
+        if (e.contains("has_storage") && !e.value("has_storage").toBool()) {
+            equal(locationKindName(loc.kind), QStringLiteral("none"), where, "location kind");
+            return;
+        }
+        if (!e.contains("storage_group") || e.value("storage_group").isNull())
+            return;
+        const bool compressed = e.value("compressed").toBool();
+        equal(locationKindName(loc.kind), compressed ? QStringLiteral("compressed") : QStringLiteral("mapped"), where,
+            "location kind");
+        equal(loc.file, 0, where, "location file");
+        equal(quint64(loc.storageNbytes), quint64(e.value("storage_nbytes").toInteger()), where, "storage bytes");
+        equal(quint64(loc.storageByteOffset), quint64(e.value("storage_byte_offset").toInteger()), where,
+            "storage byte offset");
+        equal(quint64(loc.length), quint64(e.value("byte_length").toInteger()), where, "byte length");
+        // Mapped: the view's first byte. Compressed: the record's data offset (entry.h), since no byte
+        // inside a deflated record has an address in the file.
+        const char* field = compressed ? "offset (record data offset)" : "byte offset";
+        const qint64 want = compressed ? e.value("storage_byte_offset").toInteger() : e.value("byte_offset").toInteger();
+        equal(quint64(loc.offset), quint64(want), where, field);
+    }
+
+    void quant(const Entry& a, const QJsonObject& qe, const QString& where)
+    {
+        auto attr = [&](const char* key) {
+            const std::string* v = a.attribute(key);
+            return v ? q(*v) : QString();
+        };
+        equal(attr("qscheme"), qe.value("qscheme").toString(), where, "qscheme");
+        if (qe.contains("scale")) {
+            bool ok = false;
+            const double scale = attr("scale").toDouble(&ok);
+            const double want = qe.value("scale").toDouble();
+            expect(ok && std::abs(scale - want) <= 1e-7 * std::abs(want), where,
+                QStringLiteral("scale is '%1', torch says %2").arg(attr("scale")).arg(want, 0, 'g', 17));
+            equal(attr("zero_point"), QString::number(qe.value("zero_point").toInteger()), where, "zero point");
+        }
+        if (qe.contains("axis"))
+            equal(attr("axis"), QString::number(qe.value("axis").toInteger()), where, "axis");
+    }
+
+    // Entries torch loaded onto one storage must share location.storageId, and no others may.
+    void storageGroups(const std::vector<const Entry*>& actual, const std::vector<QJsonObject>& expected,
+        const QString& where)
+    {
+        QMap<qint64, QString> idOfGroup;
+        QMap<QString, qint64> groupOfId;
+        for (size_t i = 0; i < actual.size() && i < expected.size(); ++i) {
+            const QJsonValue g = expected[i].value("storage_group");
+            if (!g.isDouble())
+                continue;
+            const qint64 group = g.toInteger();
+            const QString id = q(actual[i]->location.storageId);
+            const QString name = where + " '" + q(actual[i]->name) + "'";
+            if (id.isEmpty()) {
+                expect(false, name, QStringLiteral("has no storage id"));
+                continue;
+            }
+            if (idOfGroup.contains(group) && idOfGroup[group] != id)
+                expect(false, name,
+                    QStringLiteral("shares torch storage group %1 but has storage id '%2', not '%3'")
+                        .arg(group)
+                        .arg(id, idOfGroup[group]));
+            if (groupOfId.contains(id) && groupOfId[id] != group)
+                expect(false, name,
+                    QStringLiteral("storage id '%1' is also used by torch storage group %2, a different storage")
+                        .arg(id)
+                        .arg(groupOfId[id]));
+            idOfGroup.insert(group, id);
+            groupOfId.insert(id, group);
+        }
+    }
+
+    void findings(const Source& s, const QJsonObject& exp)
+    {
+        auto severityOf = [](const QString& name) {
+            return name == QLatin1String("danger") ? Severity::Danger
+                : name == QLatin1String("warning") ? Severity::Warning
+                                                   : Severity::Info;
+        };
+        auto matches = [&](const Finding& f, const QJsonObject& pattern) {
+            return f.severity == severityOf(pattern.value("severity").toString())
+                && q(f.message).contains(pattern.value("contains").toString());
+        };
+        const QJsonArray required = exp.value("findings").toArray();
+        const QJsonArray allowed = exp.value("allowed_findings").toArray();
+        QStringList all;
+        for (const auto& f : s.findings)
+            all << QString::fromLatin1(severityName(f.severity).data()) + ": " + q(f.message);
+        for (const auto& r : required) {
+            const QJsonObject pattern = r.toObject();
+            bool found = std::any_of(s.findings.begin(), s.findings.end(), [&](const Finding& f) { return matches(f, pattern); });
+            expect(found, QStringLiteral("findings"),
+                QStringLiteral("no %1 finding containing '%2' among: %3")
+                    .arg(pattern.value("severity").toString(), pattern.value("contains").toString(), all.join(" || ")));
+        }
+        // Warnings and dangers are promises about the file: none may appear unless declared.
+        for (const auto& f : s.findings) {
+            if (f.severity == Severity::Info)
+                continue;
+            bool declared = false;
+            for (const QJsonArray* list : { &required, &allowed })
+                for (const auto& p : *list)
+                    declared |= matches(f, p.toObject());
+            expect(declared, QStringLiteral("findings"),
+                QStringLiteral("unexpected %1: %2").arg(QString::fromLatin1(severityName(f.severity).data()), q(f.message)));
+        }
+    }
+
+private:
+    static QString text(const QString& s) { return "'" + s + "'"; }
+    static QString text(bool b) { return b ? QStringLiteral("true") : QStringLiteral("false"); }
+    template <typename N>
+    static QString text(N n)
+    {
+        return QString::number(n);
+    }
+};
+
+void flatten(const std::vector<Entry>& entries, std::vector<const Entry*>& out)
+{
+    for (const auto& e : entries) {
+        if (e.kind != EntryKind::Object)
+            out.push_back(&e);
+        flatten(e.parts, out);
+    }
+}
+
+void flatten(const QJsonArray& entries, std::vector<QJsonObject>& out)
+{
+    for (const auto& v : entries) {
+        const QJsonObject e = v.toObject();
+        if (e.value("kind").toString() != QLatin1String("object"))
+            out.push_back(e);
+        flatten(e.value("parts").toArray(), out);
+    }
+}
+
+QString report(const Checker& c) { return c.problems.join(QStringLiteral("\n  ")); }
+
+// openSource and withContainer, with a LoadError recorded as a problem instead of ending the test.
+bool open(Checker& c, const QString& fixture, const OpenOptions& opts, Source& out)
+{
+    try {
+        out = openSource(path(fixture), opts);
+        return true;
+    } catch (const std::exception& e) {
+        c.expect(false, "openSource", QString::fromStdString(e.what()));
+        return false;
+    }
+}
+
+bool switchTo(Checker& c, const Source& from, const QString& container, Source& out)
+{
+    try {
+        out = from.withContainer(container.toStdString());
+        return true;
+    } catch (const std::exception& e) {
+        c.expect(false, "withContainer(" + container + ")", QString::fromStdString(e.what()));
+        return false;
+    }
+}
+
+} // namespace
+
+// Fails on any problem, except where the expected file names a known StateLens issue for this test
+// function: there the failure is expected, and an XPASS once it is fixed says to drop the note.
+#define VERIFY_FIXTURE(c, exp)                                                                                 \
+    do {                                                                                                       \
+        const QJsonObject known = (exp).value("known_issue").toObject();                                       \
+        if (known.value("tests").toArray().contains(QString::fromLatin1(QTest::currentTestFunction())))        \
+            QEXPECT_FAIL("", qPrintable("known issue: " + known.value("text").toString()), Abort);             \
+        QVERIFY2((c).problems.isEmpty(), qPrintable("\n  " + report(c)));                                      \
+    } while (false)
+
+class TstTorchFormats : public QObject {
+    Q_OBJECT
+
+private slots:
+    void fixturesArePresent();
+    void fixture_data();
+    void fixture();
+    void storageSharingAcrossFile_data();
+    void storageSharingAcrossFile();
+    void selectContainer_data();
+    void selectContainer();
+    void withContainerRoundTrip_data();
+    void withContainerRoundTrip();
+    void unknownContainerIsAnError();
+    void deflatedArchive();
+};
+
+// The suite is only as good as its fixtures: a missing one must fail, not shrink the data table.
+void TstTorchFormats::fixturesArePresent()
+{
+    const QStringList have = expectedFixtures();
+    QStringList missing;
+    for (const char* stem : { "dtypes", "views", "tied", "params", "module_sd", "meta", "empty_scalar", "quant",
+             "qdynamic_sd", "qstatic_sd", "sparse", "subclass", "train_ckpt", "model_state_dict", "ema",
+             "nested_model_module", "nanogpt", "whole_module", "bare_tensor", "tensor_list", "mixed", "conj_views",
+             "no_tensors" }) {
+        for (const QString& suffix : { QStringLiteral(".pt"), QStringLiteral(".legacy.pt") })
+            if (!have.contains(QLatin1String(stem) + suffix))
+                missing << QLatin1String(stem) + suffix;
+    }
+    for (const char* f : { "lightning.pt", "deepspeed.pt", "tensor_tuple.pt", "proto1.pt", "proto2.pt", "proto3.pt",
+             "proto4.pt", "proto5.pt", "proto1.legacy.pt", "proto4.legacy.pt", "proto5.legacy.pt", "deflated.pt",
+             "buffer_saved.pt", "gan.pt", "ema_and_optimizer.pt", "t2_new_dtypes.pt", "t2_dtensor.pt" })
+        if (!have.contains(QLatin1String(f)))
+            missing << QLatin1String(f);
+    QVERIFY2(missing.isEmpty(), qPrintable("missing fixtures (run tests/fixtures/make_torch_fixtures.py): " + missing.join(", ")));
+    for (const QString& f : have)
+        QVERIFY2(QFile::exists(torchFixturesDir() + "/" + f), qPrintable(f + " has an expected file but no data file"));
+}
+
+void TstTorchFormats::fixture_data()
+{
+    QTest::addColumn<QString>("file");
+    for (const QString& f : expectedFixtures())
+        QTest::newRow(qPrintable(f)) << f;
+}
+
+void TstTorchFormats::fixture()
+{
+    QFETCH(QString, file);
+    const QJsonObject exp = readExpected(file);
+    QVERIFY2(!exp.isEmpty(), "unreadable expected JSON");
+
+    Checker c;
+    Source s;
+    if (open(c, file, {}, s)) {
+        c.equal(q(s.format), exp.value("format").toString(), "source", "format");
+        c.equal(q(s.container), exp.value("container").toString(), "source", "picked container");
+        QStringList containers;
+        for (const auto& ci : s.containers)
+            containers << q(ci.path);
+        for (const auto& want : exp.value("containers_include").toArray())
+            c.expect(containers.contains(want.toString()), "containers",
+                QStringLiteral("'%1' is not among the candidates [%2]").arg(want.toString(), containers.join(", ")));
+        const QJsonObject meta = exp.value("metadata").toObject();
+        for (auto it = meta.begin(); it != meta.end(); ++it) {
+            const std::pair<std::string, std::string> want { it.key().toStdString(),
+                it.value().toString().toStdString() };
+            c.expect(std::find(s.metadata.begin(), s.metadata.end(), want) != s.metadata.end(), "metadata",
+                QStringLiteral("no %1 = '%2'").arg(it.key(), it.value().toString()));
+        }
+        if (q(s.container) == exp.value("container").toString()) {
+            c.entries(s.entries, exp.value("entries").toArray(), file);
+            std::vector<const Entry*> flatActual;
+            std::vector<QJsonObject> flatExpected;
+            flatten(s.entries, flatActual);
+            flatten(exp.value("entries").toArray(), flatExpected);
+            if (flatActual.size() == flatExpected.size())
+                c.storageGroups(flatActual, flatExpected, file);
+        }
+        c.findings(s, exp);
+    }
+    VERIFY_FIXTURE(c, exp);
+}
+
+// Storage groups hold across containers of one file: the optimizer's tensors never share the model's.
+void TstTorchFormats::storageSharingAcrossFile_data()
+{
+    QTest::addColumn<QString>("file");
+    for (const QString& f : expectedFixtures())
+        if (!readExpected(f).value("alternates").toArray().isEmpty())
+            QTest::newRow(qPrintable(f)) << f;
+}
+
+void TstTorchFormats::storageSharingAcrossFile()
+{
+    QFETCH(QString, file);
+    const QJsonObject exp = readExpected(file);
+    Checker c;
+    std::vector<Source> sources(1);
+    std::vector<QJsonObject> flatExpected;
+    flatten(exp.value("entries").toArray(), flatExpected);
+    OpenOptions opts; // named, not picked: this test is about storages, not the pick
+    opts.container = exp.value("container").toString().toStdString();
+    bool ok = open(c, file, opts, sources[0]);
+    const QJsonArray alternates = exp.value("alternates").toArray();
+    for (const auto& a : alternates) {
+        const QJsonObject alt = a.toObject();
+        flatten(alt.value("entries").toArray(), flatExpected);
+        sources.emplace_back();
+        ok = ok && switchTo(c, sources[0], alt.value("container").toString(), sources.back());
+    }
+    if (ok) {
+        std::vector<const Entry*> flatActual;
+        for (const auto& src : sources)
+            flatten(src.entries, flatActual);
+        c.equal(flatActual.size(), flatExpected.size(), file, "tensor count over all containers");
+        if (flatActual.size() == flatExpected.size())
+            c.storageGroups(flatActual, flatExpected, file);
+    }
+    VERIFY_FIXTURE(c, exp);
+}
+
+void TstTorchFormats::selectContainer_data()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QString>("container");
+    for (const QString& f : expectedFixtures())
+        for (const auto& a : readExpected(f).value("alternates").toArray()) {
+            const QString container = a.toObject().value("container").toString();
+            QTest::newRow(qPrintable(f + " " + container)) << f << container;
+        }
+}
+
+// OpenOptions.container and Source::withContainer must both give the container torch's walk describes.
+void TstTorchFormats::selectContainer()
+{
+    QFETCH(QString, file);
+    QFETCH(QString, container);
+    const QJsonObject exp = readExpected(file);
+    QJsonArray expected;
+    for (const auto& a : exp.value("alternates").toArray())
+        if (a.toObject().value("container").toString() == container)
+            expected = a.toObject().value("entries").toArray();
+
+    Checker c;
+    OpenOptions opts;
+    opts.container = container.toStdString();
+    Source opened;
+    if (open(c, file, opts, opened)) {
+        c.equal(q(opened.container), container, "OpenOptions.container", "container");
+        c.entries(opened.entries, expected, "OpenOptions.container=" + container);
+    }
+    Source picked;
+    Source switched;
+    if (open(c, file, {}, picked) && switchTo(c, picked, container, switched)) {
+        c.equal(q(switched.container), container, "withContainer", "container");
+        c.entries(switched.entries, expected, "withContainer(" + container + ")");
+        // The copy is independent: the source it came from still shows its own pick.
+        c.equal(q(picked.container), exp.value("container").toString(), "original", "container");
+        c.equal(picked.entries.size(), size_t(exp.value("entries").toArray().size()), "original", "entry count");
+    }
+    VERIFY_FIXTURE(c, exp);
+}
+
+void TstTorchFormats::withContainerRoundTrip_data() { selectContainer_data(); }
+
+// Switching away and back gives the picked container's entries again, and no leftover entry findings.
+void TstTorchFormats::withContainerRoundTrip()
+{
+    QFETCH(QString, file);
+    QFETCH(QString, container);
+    const QJsonObject exp = readExpected(file);
+    Checker c;
+    Source picked;
+    Source away;
+    Source back;
+    if (open(c, file, {}, picked) && switchTo(c, picked, container, away)
+        && switchTo(c, away, exp.value("container").toString(), back)) {
+        c.equal(q(back.container), exp.value("container").toString(), "round trip", "container");
+        c.entries(back.entries, exp.value("entries").toArray(), "round trip");
+        c.findings(back, exp);
+    }
+    VERIFY_FIXTURE(c, exp);
+}
+
+void TstTorchFormats::unknownContainerIsAnError()
+{
+    OpenOptions opts;
+    opts.container = "no.such.container";
+    QVERIFY_THROWS_EXCEPTION(LoadError, openSource(path("train_ckpt.pt"), opts));
+    Source s = openSource(path("train_ckpt.pt"));
+    QVERIFY_THROWS_EXCEPTION(LoadError, (void)s.withContainer("optimizer.state.0.exp_avg.nope"));
+    QVERIFY_THROWS_EXCEPTION(LoadError, (void)openSource(path("train_ckpt.legacy.pt")).withContainer("epoch"));
+}
+
+// Re-zipped with deflate: still listed, every storage reported as compressed, and an info finding says so.
+void TstTorchFormats::deflatedArchive()
+{
+    Source s = openSource(path("deflated.pt"));
+    QVERIFY(!s.entries.empty());
+    for (const auto& e : s.entries) {
+        QVERIFY2(e.location.kind == TensorLocation::Kind::Compressed, e.name.c_str());
+        QVERIFY2(!e.location.storageId.empty(), e.name.c_str());
+    }
+    QVERIFY(s.countFindings(Severity::Info) >= 1);
+    // The same content stored uncompressed lists the same names, shapes and strides.
+    Source plain = openSource(path("views.pt"));
+    QCOMPARE(s.entries.size(), plain.entries.size());
+    for (size_t i = 0; i < s.entries.size(); ++i) {
+        QCOMPARE(s.entries[i].name, plain.entries[i].name);
+        QCOMPARE(s.entries[i].shape, plain.entries[i].shape);
+        QCOMPARE(s.entries[i].location.strides, plain.entries[i].location.strides);
+        QCOMPARE(s.entries[i].location.storageOffset, plain.entries[i].location.storageOffset);
+        QCOMPARE(s.entries[i].location.length, plain.entries[i].location.length);
+    }
+}
+
+QTEST_GUILESS_MAIN(TstTorchFormats)
+#include "tst_torch_formats.moc"
