@@ -32,8 +32,10 @@ struct IndexBacking : SourceBacking {
     std::vector<std::shared_ptr<const SourceBacking>> shards;
 };
 
+} // namespace
+
 // A shard name must stay inside the index's folder: relative, no "..", no NUL.
-bool safeShardName(std::string_view name)
+bool isSafeShardName(std::string_view name)
 {
     if (name.empty() || name.front() == '/' || name.find('\0') != std::string_view::npos
         || name.find('\\') != std::string_view::npos)
@@ -44,7 +46,47 @@ bool safeShardName(std::string_view name)
     return true;
 }
 
-} // namespace
+HfIndexFile parseHfIndex(const std::string& name, Bytes json)
+{
+    HfIndexFile index;
+    simdjson::dom::parser parser;
+    simdjson::dom::element root;
+    if (auto err = parser.parse(reinterpret_cast<const char*>(json.data()), json.size(), true).get(root))
+        throw LoadError(name, std::string("corrupt index JSON: ") + simdjson::error_message(err));
+    simdjson::dom::object weightMap;
+    if (root["weight_map"].get_object().get(weightMap))
+        throw LoadError(name, "the index has no \"weight_map\" object");
+    simdjson::dom::object metadata;
+    if (!root["metadata"].get_object().get(metadata)) {
+        for (auto [k, v] : metadata) {
+            if (k == "total_size") {
+                double d = 0;
+                uint64_t u = 0;
+                if (!v.get_uint64().get(u)) {
+                    index.totalSize = u;
+                } else if (!v.get_double().get(d) && d >= 0 && d < 18446744073709551616.0) {
+                    // Checked range first: casting a double past UINT64_MAX to an integer is undefined.
+                    index.totalSize = static_cast<uint64_t>(d);
+                }
+            }
+            index.metadata.emplace_back(std::string(k), simdjson::to_string(v));
+        }
+    }
+
+    // The shards, in order of first mention, and each tensor's shard.
+    std::unordered_map<std::string, size_t> shardIndex;
+    index.weightMap.reserve(weightMap.size());
+    for (auto [tensor, value] : weightMap) {
+        std::string_view shardName;
+        if (value.get_string().get(shardName))
+            throw LoadError(name, "weight_map value for '" + std::string(tensor) + "' is not a file name");
+        auto [it, inserted] = shardIndex.emplace(std::string(shardName), index.shards.size());
+        if (inserted)
+            index.shards.emplace_back(shardName);
+        index.weightMap.emplace_back(std::string(tensor), it->second);
+    }
+    return index;
+}
 
 Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
 {
@@ -53,51 +95,21 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     out.format = indexPath.find(".bin.index") != std::string::npos ? "torch-bin-index" : "safetensors-index";
 
     auto file = MappedFile::open(indexPath);
-    simdjson::dom::parser parser;
-    simdjson::dom::element root;
-    Bytes bytes = file->bytes();
-    if (auto err = parser.parse(reinterpret_cast<const char*>(bytes.data()), bytes.size(), true).get(root))
-        throw LoadError(indexPath, std::string("corrupt index JSON: ") + simdjson::error_message(err));
-    simdjson::dom::object weightMap;
-    if (root["weight_map"].get_object().get(weightMap))
-        throw LoadError(indexPath, "the index has no \"weight_map\" object");
-    simdjson::dom::object metadata;
-    uint64_t declaredTotal = 0;
-    bool hasTotal = false;
-    if (!root["metadata"].get_object().get(metadata)) {
-        for (auto [k, v] : metadata) {
-            if (k == "total_size") {
-                double d = 0;
-                uint64_t u = 0;
-                if (!v.get_uint64().get(u) || (!v.get_double().get(d) && d >= 0)) {
-                    declaredTotal = u ? u : static_cast<uint64_t>(d);
-                    hasTotal = true;
-                }
-            }
-            out.metadata.emplace_back(std::string(k), simdjson::to_string(v));
-        }
-    }
+    HfIndexFile index = parseHfIndex(indexPath, file->bytes());
+    out.metadata = std::move(index.metadata);
+    const uint64_t declaredTotal = index.totalSize.value_or(0);
+    const bool hasTotal = index.totalSize.has_value();
 
-    // The shards, in order of first mention, and each tensor's shard.
     std::vector<Shard> shards;
-    std::unordered_map<std::string, size_t> shardIndex;
-    std::vector<std::pair<std::string, size_t>> mapping;
-    mapping.reserve(weightMap.size());
     const fs::path dir = fs::path(indexPath).parent_path();
-    for (auto [name, value] : weightMap) {
-        std::string_view shardName;
-        if (value.get_string().get(shardName))
-            throw LoadError(indexPath, "weight_map value for '" + std::string(name) + "' is not a file name");
-        auto [it, inserted] = shardIndex.emplace(std::string(shardName), shards.size());
-        if (inserted) {
-            Shard s;
-            s.name = std::string(shardName);
-            if (safeShardName(shardName))
-                s.path = (dir / s.name).lexically_normal().string();
-            shards.push_back(std::move(s));
-        }
-        mapping.emplace_back(std::string(name), it->second);
+    for (std::string& shardName : index.shards) {
+        Shard s;
+        s.name = std::move(shardName);
+        if (isSafeShardName(s.name))
+            s.path = (dir / s.name).lexically_normal().string();
+        shards.push_back(std::move(s));
     }
+    std::vector<std::pair<std::string, size_t>>& mapping = index.weightMap;
 
     // Open the shards in parallel; each reader is independent.
     unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -113,12 +125,21 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
                     s.error = "missing";
                     continue;
                 }
+                // Checked before opening: a folder or an index (this one, or one naming it) would be read as
+                // an index again and recurse without end.
+                if (!fs::is_regular_file(s.path))
+                    throw LoadError(s.path, "is not a regular file");
+                std::string format;
+                try {
+                    format = detectFormat(s.path);
+                } catch (const LoadError&) {
+                    // openSource below says what is wrong with it.
+                }
+                if (format == "safetensors-index" || format == "torch-bin-index")
+                    throw LoadError(s.path, "a shard cannot itself be an index");
                 OpenOptions shardOptions;
                 shardOptions.threads = 1;
-                Source src = openSource(s.path, shardOptions);
-                if (src.format == "safetensors-index" || src.format == "torch-bin-index")
-                    throw LoadError(s.path, "a shard cannot itself be an index");
-                s.source = std::move(src);
+                s.source = openSource(s.path, shardOptions);
             } catch (const LoadError& e) {
                 s.error = e.problem();
             } catch (const std::exception& e) {
@@ -176,16 +197,32 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
         }
         auto it = s.byName.find(name);
         if (it == s.byName.end()) {
-            // Is it in another shard?
-            std::string elsewhere;
-            for (const Shard& other : shards)
-                if (other.source && other.byName.count(name))
-                    elsewhere = other.name;
+            // Is it in another shard? (byName is empty for shards that did not load.)
+            Shard* holder = nullptr;
+            size_t at = 0;
+            for (Shard& other : shards) {
+                auto found = other.byName.find(name);
+                if (found != other.byName.end()) {
+                    holder = &other;
+                    at = found->second;
+                    break;
+                }
+            }
             if (misplaced++ < 20)
                 out.addFinding(Severity::Warning,
                     "the index puts this tensor in " + s.name + ", which does not hold it"
-                        + (elsewhere.empty() ? std::string() : " (it is in " + elsewhere + ")"),
+                        + (holder ? " (it is in " + holder->name + ")" : std::string()),
                     name);
+            // Loaded from where it is (transformers reads every shard the index names), and listed once:
+            // otherwise it would also come back below as a tensor the index does not list.
+            if (holder && !holder->used[at]) {
+                holder->used[at] = true;
+                Entry e = holder->source->entries[at];
+                e.location.file = fileIndexOf(*holder);
+                e.attributes.emplace_back("shard", holder->name);
+                out.entries.push_back(std::move(e));
+                continue;
+            }
             Entry e;
             e.name = name;
             e.location.kind = TensorLocation::Kind::Unavailable;

@@ -9,12 +9,29 @@
 // never opened.
 
 #include "formats/open_options.h"
+#include "io/mapped_file.h"
 #include "model/source.h"
 
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace sl {
 
 Source readHfIndex(const std::string& indexPath, const OpenOptions& options);
+
+// The index JSON alone, before any shard is opened (readHfIndex's first step; fuzzers call it directly).
+struct HfIndexFile {
+    std::vector<std::pair<std::string, std::string>> metadata; // "metadata" members, values as JSON text
+    std::optional<uint64_t> totalSize; // metadata.total_size, when it is a non-negative number
+    std::vector<std::string> shards; // shard names as written, in order of first mention
+    std::vector<std::pair<std::string, size_t>> weightMap; // tensor name -> index into `shards`
+};
+// Parses index JSON held in memory; `name` names it in errors. Opens nothing. Throws LoadError.
+HfIndexFile parseHfIndex(const std::string& name, Bytes json);
+// Whether a shard name stays inside the index's folder: relative, no "..", no NUL or backslash.
+bool isSafeShardName(std::string_view name);
 
 } // namespace sl

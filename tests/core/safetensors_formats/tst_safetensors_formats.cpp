@@ -1,0 +1,803 @@
+// safetensors files and Hugging Face sharded indexes (model.safetensors.index.json, pytorch_model.bin.index.json).
+//
+// The fixtures and their truth come from tests/fixtures/make_safetensors_fixtures.py (hand-written safetensors
+// bytes from torch/numpy tensors, torch.save shards): every check below compares StateLens with what the
+// generator declares it wrote, including the bytes at each entry's absolute offset. Inputs that must fail to load
+// are generated here, in memory or in a temporary folder.
+
+#include "common/test_paths.h"
+#include "formats/loader.h"
+#include "formats/safetensors_reader.h"
+#include "io/mapped_file.h"
+#include "model/dtype.h"
+#include "model/source.h"
+#include "util/error.h"
+
+#include <QCryptographicHash>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cstring>
+#include <functional>
+#include <map>
+#include <optional>
+
+using namespace sl;
+
+namespace {
+
+QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
+std::string s(const QString& v) { return v.toStdString(); }
+
+QString stDir() { return test::fixturesDir() + QStringLiteral("/safetensors"); }
+QString indexDir() { return test::fixturesDir() + QStringLiteral("/index"); }
+
+QJsonObject readJson(const QString& path)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly))
+        qFatal("cannot read %s", qPrintable(path));
+    QJsonParseError err;
+    QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &err);
+    if (err.error != QJsonParseError::NoError || !doc.isObject())
+        qFatal("%s: %s", qPrintable(path), qPrintable(err.errorString()));
+    return doc.object();
+}
+
+QByteArray readAll(const QString& path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+bool writeFile(const QString& path, const QByteArray& bytes)
+{
+    QFile f(path);
+    return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(bytes) == bytes.size();
+}
+
+Shape shapeOf(const QJsonArray& a)
+{
+    Shape out;
+    for (const auto& v : a)
+        out.push_back(static_cast<int64_t>(v.toDouble()));
+    return out;
+}
+
+// JSON numbers are doubles: fine for the offsets and sizes of these small files (< 2^53).
+uint64_t u64(const QJsonValue& v) { return static_cast<uint64_t>(v.toDouble()); }
+
+QString locationName(TensorLocation::Kind k)
+{
+    switch (k) {
+    case TensorLocation::Kind::None:
+        return QStringLiteral("none");
+    case TensorLocation::Kind::Mapped:
+        return QStringLiteral("mapped");
+    case TensorLocation::Kind::Compressed:
+        return QStringLiteral("compressed");
+    case TensorLocation::Kind::Inline:
+        return QStringLiteral("inline");
+    case TensorLocation::Kind::Unavailable:
+        return QStringLiteral("unavailable");
+    }
+    return QStringLiteral("?");
+}
+
+QString describeFindings(const Source& src)
+{
+    QString out;
+    for (const auto& f : src.findings)
+        out += QStringLiteral("\n  [%1] %2%3")
+                   .arg(q(severityName(f.severity)), q(f.message),
+                       f.entry.empty() ? QString() : QStringLiteral(" (entry '%1')").arg(q(f.entry)));
+    return out.isEmpty() ? QStringLiteral(" (none)") : out;
+}
+
+// Each expected finding must match a distinct actual one (severity, entry when given, every substring,
+// case-insensitively), and there must be no other findings.
+void checkFindings(const Source& src, const QJsonArray& expected)
+{
+    // The most specific expectations first, so that a short one does not take a finding a longer one needs
+    // ("../x" is part of "sub/../../x").
+    std::vector<QJsonObject> wanted;
+    for (const auto& ev : expected)
+        wanted.push_back(ev.toObject());
+    auto weight = [](const QJsonObject& e) {
+        qsizetype n = e.contains("entry") ? 1000 : 0;
+        for (const auto& c : e["contains"].toArray())
+            n += c.toString().size();
+        return n;
+    };
+    std::stable_sort(wanted.begin(), wanted.end(), [&](const QJsonObject& a, const QJsonObject& b) { return weight(a) > weight(b); });
+    std::vector<bool> used(src.findings.size(), false);
+    for (const QJsonObject& e : wanted) {
+        bool found = false;
+        for (size_t i = 0; i < src.findings.size() && !found; ++i) {
+            const Finding& f = src.findings[i];
+            if (used[i] || q(severityName(f.severity)) != e["severity"].toString())
+                continue;
+            if (e.contains("entry") && q(f.entry) != e["entry"].toString())
+                continue;
+            bool all = true;
+            for (const auto& c : e["contains"].toArray())
+                all = all && q(f.message).contains(c.toString(), Qt::CaseInsensitive);
+            if (all)
+                used[i] = found = true;
+        }
+        QVERIFY2(found,
+            qPrintable(QStringLiteral("no finding matches %1; findings:%2")
+                           .arg(QString::fromUtf8(QJsonDocument(e).toJson(QJsonDocument::Compact)), describeFindings(src))));
+    }
+    QVERIFY2(src.findings.size() == static_cast<size_t>(expected.size()),
+        qPrintable(QStringLiteral("expected %1 findings, got %2:%3")
+                       .arg(expected.size())
+                       .arg(src.findings.size())
+                       .arg(describeFindings(src))));
+}
+
+// The k-th entry named `name` (duplicate names are kept, in header order).
+const Entry* nthEntry(const Source& src, const QString& name, int k)
+{
+    for (const auto& e : src.entries)
+        if (q(e.name) == name && k-- == 0)
+            return &e;
+    return nullptr;
+}
+
+// Compares one entry with the generator's truth; `fileBytes` reads files[location.file].
+void checkEntry(const Source& src, const Entry& e, const QJsonObject& x, const std::function<QByteArray(int32_t)>& fileBytes,
+    bool checkHeaderAttributes)
+{
+    const QString n = x["name"].toString();
+    auto field = [&](const char* what, const QString& v) { return n + QStringLiteral(" | ") + QLatin1String(what) + QStringLiteral("=") + v; };
+
+    QCOMPARE(field("location", locationName(e.location.kind)), field("location", x["location"].toString()));
+    if (x.contains("dtype"))
+        QCOMPARE(field("dtype", q(dtypeName(e.dtype))), field("dtype", x["dtype"].toString()));
+    if (x.contains("shape"))
+        QCOMPARE(field("shape", q(shapeToString(e.shape))), field("shape", q(shapeToString(shapeOf(x["shape"].toArray())))));
+    if (x.contains("shard")) {
+        const std::string* shard = e.attribute("shard");
+        QCOMPARE(field("shard", shard ? q(*shard) : QStringLiteral("(none)")), field("shard", x["shard"].toString()));
+    }
+    if (checkHeaderAttributes) {
+        // Exactly the header_* attributes the generator declares: none for a dtype torch reads as-is.
+        QJsonObject attrs = x["attributes"].toObject();
+        for (const char* key : { "header_dtype", "header_shape" }) {
+            const std::string* got = e.attribute(key);
+            QString want = attrs.contains(key) ? attrs[key].toString() : QStringLiteral("(none)");
+            QCOMPARE(field(key, got ? q(*got) : QStringLiteral("(none)")), field(key, want));
+        }
+    }
+    if (x.contains("offset")) {
+        QCOMPARE(field("offset", QString::number(e.location.offset)), field("offset", QString::number(u64(x["offset"]))));
+        QCOMPARE(field("length", QString::number(e.location.length)), field("length", QString::number(u64(x["length"]))));
+    }
+    if (e.location.kind != TensorLocation::Kind::Mapped || !x.contains("sha256"))
+        return;
+
+    // The bytes at the reported location are the ones the generator wrote there.
+    QVERIFY2(e.location.file >= 0 && static_cast<size_t>(e.location.file) < src.files.size(), qPrintable(n));
+    if (x.contains("shard"))
+        QCOMPARE(field("file", QFileInfo(q(src.files[e.location.file])).fileName()), field("file", x["shard"].toString()));
+    QByteArray bytes = fileBytes(e.location.file);
+    QVERIFY2(e.location.offset + e.location.length <= static_cast<uint64_t>(bytes.size()), qPrintable(n + " runs past its file"));
+    QByteArray span = bytes.mid(static_cast<qsizetype>(e.location.offset), static_cast<qsizetype>(e.location.length));
+    QCOMPARE(field("sha256", QString::fromLatin1(QCryptographicHash::hash(span, QCryptographicHash::Sha256).toHex())),
+        field("sha256", x["sha256"].toString()));
+    if (x.contains("hex"))
+        QCOMPARE(field("hex", QString::fromLatin1(span.toHex())), field("hex", x["hex"].toString()));
+}
+
+// All expected entries, matched by name and occurrence, and no others.
+void checkEntries(const Source& src, const QJsonArray& expected, const std::function<QByteArray(int32_t)>& fileBytes,
+    bool checkHeaderAttributes)
+{
+    QStringList names;
+    for (const auto& e : src.entries)
+        names << q(e.name);
+    QCOMPARE(src.entries.size(), static_cast<size_t>(expected.size()));
+    std::map<QString, int> seen;
+    for (const auto& ev : expected) {
+        QJsonObject x = ev.toObject();
+        const QString n = x["name"].toString();
+        const Entry* e = nthEntry(src, n, seen[n]++);
+        QVERIFY2(e, qPrintable(QStringLiteral("no entry '%1' (occurrence %2) among: %3").arg(n).arg(seen[n]).arg(names.join(", "))));
+        checkEntry(src, *e, x, fileBytes, checkHeaderAttributes);
+        if (QTest::currentTestFailed())
+            return;
+    }
+}
+
+QByteArray u64le(uint64_t v)
+{
+    QByteArray b(8, '\0');
+    for (int i = 0; i < 8; ++i)
+        b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+    return b;
+}
+
+// A safetensors file: the header padded with spaces to a multiple of 8, its true length, then `buffer`.
+QByteArray stFile(QByteArray header, const QByteArray& buffer = {})
+{
+    header.append(QByteArray((8 - header.size() % 8) % 8, ' '));
+    return u64le(static_cast<uint64_t>(header.size())) + header + buffer;
+}
+
+std::vector<uint8_t> toVector(const QByteArray& b) { return std::vector<uint8_t>(b.begin(), b.end()); }
+
+// One line naming the file, as the CLI prints it.
+void checkLoadErrorText(const LoadError& e, const QString& path, const QString& token)
+{
+    QCOMPARE(q(e.file()), path);
+    QVERIFY2(q(std::string(e.what())).startsWith(path + QStringLiteral(": ")), e.what());
+    QVERIFY2(!std::strchr(e.what(), '\n'), e.what());
+    QVERIFY2(q(e.problem()).contains(token, Qt::CaseInsensitive),
+        qPrintable(QStringLiteral("'%1' does not mention %2").arg(q(e.problem()), token)));
+}
+
+void checkCliFails(const QString& path, const QString& token)
+{
+    test::RunResult r = test::runStatelens({ QStringLiteral("ls"), path });
+    QVERIFY2(r.exitCode == 2, qPrintable(QStringLiteral("exit %1, stderr: %2").arg(r.exitCode).arg(QString::fromUtf8(r.err))));
+    QVERIFY2(r.out.isEmpty(), r.out.constData());
+    QString err = QString::fromUtf8(r.err).trimmed();
+    QVERIFY2(!err.contains(QLatin1Char('\n')), qPrintable(err));
+    QVERIFY2(err.contains(path), qPrintable(err));
+    QVERIFY2(err.contains(token, Qt::CaseInsensitive), qPrintable(err));
+}
+
+} // namespace
+
+class TstSafetensorsFormats : public QObject {
+    Q_OBJECT
+
+private slots:
+    void dtypeStrings_data();
+    void dtypeStrings();
+
+    void fixturesPresent();
+    void safetensorsFixture_data();
+    void safetensorsFixture();
+    void headerLoadError_data();
+    void headerLoadError();
+    void cliFindingsExitCodes_data();
+    void cliFindingsExitCodes();
+    void manyTensorsHeader();
+    void gapFindingsAreCapped();
+
+    void indexFixture_data();
+    void indexFixture();
+    void indexLoadError_data();
+    void indexLoadError();
+    void openFolder_data();
+    void openFolder();
+    void detectFormatIds_data();
+    void detectFormatIds();
+    void indexRefusesOddShards_data();
+    void indexRefusesOddShards();
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// dtypes
+
+void TstSafetensorsFormats::dtypeStrings_data()
+{
+    // FORMATS.md §5: every safetensors dtype string, its bits, and torch's name (F6 has none in torch).
+    QTest::addColumn<QString>("st");
+    QTest::addColumn<QString>("torch");
+    QTest::addColumn<int>("bits");
+    const struct {
+        const char* st;
+        const char* torch;
+        int bits;
+    } rows[] = {
+        { "BOOL", "bool", 8 }, { "U8", "uint8", 8 }, { "I8", "int8", 8 }, { "I16", "int16", 16 }, { "U16", "uint16", 16 },
+        { "I32", "int32", 32 }, { "U32", "uint32", 32 }, { "I64", "int64", 64 }, { "U64", "uint64", 64 },
+        { "F16", "float16", 16 }, { "BF16", "bfloat16", 16 }, { "F32", "float32", 32 }, { "F64", "float64", 64 },
+        { "C64", "complex64", 64 }, { "F8_E4M3", "float8_e4m3fn", 8 }, { "F8_E5M2", "float8_e5m2", 8 },
+        { "F8_E8M0", "float8_e8m0fnu", 8 }, { "F8_E4M3FNUZ", "float8_e4m3fnuz", 8 },
+        { "F8_E5M2FNUZ", "float8_e5m2fnuz", 8 }, { "F6_E2M3", "float6_e2m3fn", 6 }, { "F6_E3M2", "float6_e3m2fn", 6 },
+        { "F4", "float4_e2m1fn", 4 },
+    };
+    for (const auto& r : rows)
+        QTest::newRow(r.st) << QString::fromLatin1(r.st) << QString::fromLatin1(r.torch) << r.bits;
+}
+
+void TstSafetensorsFormats::dtypeStrings()
+{
+    QFETCH(QString, st);
+    QFETCH(QString, torch);
+    QFETCH(int, bits);
+    auto dt = dtypeFromSafetensors(s(st));
+    QVERIFY(dt.has_value());
+    QCOMPARE(q(dtypeName(*dt)), torch);
+    QCOMPARE(static_cast<int>(dtypeBits(*dt)), bits);
+    QCOMPARE(q(dtypeSafetensorsName(*dt)), st);
+    // Case matters, as in the reference's serde enum.
+    QVERIFY(!dtypeFromSafetensors(s(st.toLower())).has_value() || st.toLower() == st);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// single safetensors files
+
+void TstSafetensorsFormats::fixturesPresent()
+{
+    // Every case the generator promises; a missing file means the generator was not rerun.
+    for (const char* name : { "all_dtypes", "metadata_rich", "no_metadata", "scalar_and_empty", "leading_whitespace",
+             "header_order_shuffled", "odd_names", "fp4_shapes", "gap", "first_not_at_zero", "overlap", "size_mismatch",
+             "trailing_bytes", "truncated", "duplicate_name", "reversed_offsets", "misaligned_slice",
+             "validation_overflow", "unknown_dtype" }) {
+        QVERIFY2(QFileInfo::exists(stDir() + "/" + name + ".safetensors"), name);
+        QVERIFY2(QFileInfo::exists(stDir() + "/" + name + ".expected.json"), name);
+    }
+    for (const char* name : { "st_sharded", "bin_sharded", "missing_shard", "shard_lacks_tensor", "unlisted_tensor",
+             "wrong_shard", "escaping_name", "lfs_pointer", "total_size_mismatch", "corrupt_index", "no_weight_map",
+             "weight_map_not_object" })
+        QVERIFY2(QFileInfo::exists(indexDir() + "/" + name + "/expected.json"), name);
+
+    // all_dtypes covers every dtype string of the spec.
+    QJsonObject x = readJson(stDir() + "/all_dtypes.expected.json");
+    QSet<QString> strings;
+    for (const auto& e : x["entries"].toArray())
+        strings.insert(e.toObject()["header_dtype"].toString());
+    QCOMPARE(strings.size(), 22);
+}
+
+void TstSafetensorsFormats::safetensorsFixture_data()
+{
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<bool>("fromMemory");
+    const QStringList files = QDir(stDir()).entryList({ QStringLiteral("*.expected.json") }, QDir::Files, QDir::Name);
+    QVERIFY(!files.isEmpty());
+    for (const QString& f : files) {
+        QString name = f.chopped(int(std::strlen(".expected.json")));
+        QTest::newRow(qPrintable(name + "/disk")) << name << false;
+        QTest::newRow(qPrintable(name + "/memory")) << name << true;
+    }
+}
+
+void TstSafetensorsFormats::safetensorsFixture()
+{
+    QFETCH(QString, name);
+    QFETCH(bool, fromMemory);
+    const QString path = stDir() + "/" + name + ".safetensors";
+    const QJsonObject x = readJson(stDir() + "/" + name + ".expected.json");
+    const QByteArray bytes = readAll(path);
+    QCOMPARE(static_cast<uint64_t>(bytes.size()), u64(x["file_size"]));
+
+    Source src;
+    try {
+        src = fromMemory ? openSourceFromMemory(s(name + ".safetensors"), toVector(bytes)) : openSource(s(path));
+    } catch (const LoadError& e) {
+        QFAIL(e.what());
+    }
+    QCOMPARE(q(src.format), QStringLiteral("safetensors"));
+    QCOMPARE(src.files.size(), size_t(1));
+    QCOMPARE(q(src.files[0]), fromMemory ? name + ".safetensors" : path);
+    QCOMPARE(q(src.container), QString());
+    if (!fromMemory)
+        QCOMPARE(q(detectFormat(s(path))), QStringLiteral("safetensors"));
+
+    // __metadata__, every pair (order aside).
+    std::vector<std::pair<std::string, std::string>> wantMeta;
+    for (const auto& p : x["metadata"].toArray())
+        wantMeta.emplace_back(s(p.toArray()[0].toString()), s(p.toArray()[1].toString()));
+    auto gotMeta = src.metadata;
+    std::sort(wantMeta.begin(), wantMeta.end());
+    std::sort(gotMeta.begin(), gotMeta.end());
+    QVERIFY2(gotMeta == wantMeta, qPrintable(name));
+
+    checkEntries(src, x["entries"].toArray(), [&](int32_t) { return bytes; }, true);
+    if (QTest::currentTestFailed())
+        return;
+    checkFindings(src, x["findings"].toArray());
+    if (QTest::currentTestFailed())
+        return;
+
+    // In a file the reference accepts, each entry's element bytes are exactly its span.
+    if (x["findings"].toArray().isEmpty())
+        for (const auto& e : src.entries)
+            QVERIFY2(e.nbytes() == e.location.length, qPrintable(q(e.name) + ": nbytes " + QString::number(e.nbytes())));
+}
+
+void TstSafetensorsFormats::headerLoadError_data()
+{
+    QTest::addColumn<QByteArray>("bytes");
+    QTest::addColumn<QString>("readerToken"); // what readSafetensors must name (the reference error)
+    QTest::addColumn<QString>("openToken"); // what openSource / statelens ls must name
+
+    const QByteArray ok = QByteArrayLiteral(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})");
+    const QByteArray four(4, '\x01');
+    auto entry = [&](const QByteArray& info) { return stFile("{\"a\":" + info + "}", four); };
+    const QString deser = QStringLiteral("InvalidHeaderDeserialization");
+
+    QTest::newRow("empty") << QByteArray() << "HeaderTooSmall" << "empty";
+    QTest::newRow("5_bytes") << QByteArray("\x08\0\0\0\0", 5) << "HeaderTooSmall" << "HeaderTooSmall";
+    QTest::newRow("7_bytes") << QByteArray("\x02\0\0\0\0\0\0", 7) << "HeaderTooSmall" << "HeaderTooSmall";
+    QTest::newRow("header_too_large") << u64le(100'000'001) + stFile(ok, four) << "HeaderTooLarge" << "HeaderTooLarge";
+    QTest::newRow("header_len_u64_max") << u64le(UINT64_MAX) + QByteArray("{}      ") << "HeaderTooLarge" << "HeaderTooLarge";
+    QTest::newRow("header_past_eof") << u64le(1000) + QByteArray("{}      ") << "InvalidHeaderLength" << "InvalidHeaderLength";
+    {
+        QByteArray f = stFile(ok, four);
+        QByteArray bad = u64le(static_cast<uint64_t>(f.size() - 8 + 1)) + f.mid(8); // one byte more than the file
+        QTest::newRow("header_past_eof_by_one") << bad << "InvalidHeaderLength" << "InvalidHeaderLength";
+    }
+    QTest::newRow("invalid_json") << stFile(R"({"a":{"dtype":"F32",)") << deser << deser;
+    QTest::newRow("json_array") << stFile("[1, 2]") << deser << deser;
+    QTest::newRow("json_string") << stFile(R"("abcdef")") << deser << deser;
+    QTest::newRow("json_after_object") << stFile(R"({} {})") << deser << deser;
+    QTest::newRow("invalid_utf8") << stFile("{\"a\xff\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", four)
+                                  << "InvalidHeader" << "InvalidHeader";
+    QTest::newRow("metadata_value_number") << stFile(R"({"__metadata__":{"format":1}})") << "__metadata__" << "__metadata__";
+    QTest::newRow("metadata_value_object") << stFile(R"({"__metadata__":{"format":{"pt":"x"}}})") << "__metadata__"
+                                           << "__metadata__";
+    QTest::newRow("metadata_value_null") << stFile(R"({"__metadata__":{"format":null}})") << "__metadata__" << "__metadata__";
+    QTest::newRow("metadata_not_object") << stFile(R"({"__metadata__":"pt"})") << "__metadata__" << "__metadata__";
+    QTest::newRow("entry_not_object") << entry("[1]") << deser << deser;
+    QTest::newRow("dtype_missing") << entry(R"({"shape":[1],"data_offsets":[0,4]})") << deser << deser;
+    QTest::newRow("dtype_not_string") << entry(R"({"dtype":5,"shape":[1],"data_offsets":[0,4]})") << deser << deser;
+    QTest::newRow("shape_missing") << entry(R"({"dtype":"F32","data_offsets":[0,4]})") << deser << deser;
+    QTest::newRow("shape_negative") << entry(R"({"dtype":"F32","shape":[-1],"data_offsets":[0,4]})") << deser << deser;
+    QTest::newRow("shape_fraction") << entry(R"({"dtype":"F32","shape":[1.5],"data_offsets":[0,4]})") << deser << deser;
+    QTest::newRow("offsets_missing") << entry(R"({"dtype":"F32","shape":[1]})") << deser << deser;
+    QTest::newRow("offsets_one_value") << entry(R"({"dtype":"F32","shape":[1],"data_offsets":[4]})") << deser << deser;
+    QTest::newRow("offsets_negative") << entry(R"({"dtype":"F32","shape":[1],"data_offsets":[-4,0]})") << deser << deser;
+}
+
+// Unreadable headers: a LoadError (one line naming the file, naming the reference error), and exit code 2.
+void TstSafetensorsFormats::headerLoadError()
+{
+    QFETCH(QByteArray, bytes);
+    QFETCH(QString, readerToken);
+    QFETCH(QString, openToken);
+    const QString tag = QString::fromLatin1(QTest::currentDataTag());
+
+    // The reader on its own.
+    const QString memName = tag + ".safetensors";
+    try {
+        readSafetensors(MappedFile::fromBuffer(s(memName), toVector(bytes)), {});
+        QFAIL("readSafetensors accepted it");
+    } catch (const LoadError& e) {
+        checkLoadErrorText(e, memName, readerToken);
+        if (QTest::currentTestFailed())
+            return;
+    }
+
+    // Through the loader, from disk, as a user opens it.
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString path = dir.filePath(tag + ".safetensors");
+    QVERIFY(writeFile(path, bytes));
+    try {
+        openSource(s(path));
+        QFAIL("openSource accepted it");
+    } catch (const LoadError& e) {
+        checkLoadErrorText(e, path, openToken);
+        if (QTest::currentTestFailed())
+            return;
+    }
+    checkCliFails(path, openToken);
+}
+
+void TstSafetensorsFormats::cliFindingsExitCodes_data()
+{
+    QTest::addColumn<QString>("fixture");
+    QTest::addColumn<QString>("failOn");
+    QTest::addColumn<int>("exitCode");
+    QTest::newRow("clean") << "all_dtypes" << "warning" << 0;
+    QTest::newRow("danger/none") << "gap" << "" << 0;
+    QTest::newRow("danger/danger") << "overlap" << "danger" << 1;
+    QTest::newRow("danger/warning") << "trailing_bytes" << "warning" << 1;
+    QTest::newRow("warning/danger") << "unknown_dtype" << "danger" << 0;
+    QTest::newRow("warning/warning") << "unknown_dtype" << "warning" << 1;
+}
+
+// Files the reference refuses still list (exit 0), and --fail-on turns their findings into exit 1.
+void TstSafetensorsFormats::cliFindingsExitCodes()
+{
+    QFETCH(QString, fixture);
+    QFETCH(QString, failOn);
+    QFETCH(int, exitCode);
+    QStringList args { QStringLiteral("ls"), stDir() + "/" + fixture + ".safetensors", QStringLiteral("--format"),
+        QStringLiteral("json") };
+    if (!failOn.isEmpty())
+        args << QStringLiteral("--fail-on") << failOn;
+    test::RunResult r = test::runStatelens(args);
+    QVERIFY2(r.exitCode == exitCode, qPrintable(QStringLiteral("exit %1: %2").arg(r.exitCode).arg(QString::fromUtf8(r.err))));
+    QJsonParseError err;
+    QJsonDocument::fromJson(r.out, &err);
+    QVERIFY2(err.error == QJsonParseError::NoError, qPrintable(err.errorString()));
+    // Every tensor name of the truth is in the listing.
+    for (const auto& e : readJson(stDir() + "/" + fixture + ".expected.json")["entries"].toArray())
+        QVERIFY(r.out.contains(e.toObject()["name"].toString().toUtf8()));
+}
+
+// 100,000 tensors: the header parses quickly and every offset lands where it should.
+void TstSafetensorsFormats::manyTensorsHeader()
+{
+    constexpr int kCount = 100'000;
+    QByteArray header = QByteArrayLiteral(R"({"__metadata__":{"format":"pt"})");
+    header.reserve(kCount * 80);
+    for (int i = 0; i < kCount; ++i)
+        header += QStringLiteral(R"(,"model.layers.%1.weight":{"dtype":"BF16","shape":[2],"data_offsets":[%2,%3]})")
+                      .arg(i)
+                      .arg(i * 4)
+                      .arg(i * 4 + 4)
+                      .toLatin1();
+    header += '}';
+    QByteArray buffer(kCount * 4, '\0');
+    for (int i = 0; i < kCount; ++i)
+        std::memcpy(buffer.data() + i * 4, &i, 4);
+    const QByteArray bytes = stFile(header, buffer);
+    const uint64_t start = bytes.size() - buffer.size();
+
+    QElapsedTimer timer;
+    timer.start();
+    Source src = openSourceFromMemory("many.safetensors", toVector(bytes));
+    const qint64 ms = timer.elapsed();
+    qInfo("100k-tensor header (%lld KB) read in %lld ms", static_cast<long long>(header.size() / 1024), static_cast<long long>(ms));
+    // Generous: the reader takes well under 100 ms here in a release build; sanitizers slow it several-fold.
+    QVERIFY2(ms < 10000, qPrintable(QString::number(ms)));
+    QCOMPARE(src.entries.size(), size_t(kCount));
+    QVERIFY2(src.findings.empty(), qPrintable(describeFindings(src)));
+    for (int i : { 0, 1, 4242, kCount - 1 }) {
+        const Entry& e = src.entries[i];
+        QCOMPARE(q(e.name), QStringLiteral("model.layers.%1.weight").arg(i));
+        QCOMPARE(e.location.offset, start + uint64_t(i) * 4);
+        int v = -1;
+        std::memcpy(&v, bytes.constData() + e.location.offset, 4);
+        QCOMPARE(v, i);
+    }
+}
+
+// A header full of gaps still loads, with a bounded number of findings.
+void TstSafetensorsFormats::gapFindingsAreCapped()
+{
+    constexpr int kCount = 5'000;
+    QByteArray header = "{";
+    for (int i = 0; i < kCount; ++i)
+        header += QStringLiteral(R"(%1"t%2":{"dtype":"U8","shape":[1],"data_offsets":[%3,%4]})")
+                      .arg(i ? "," : "")
+                      .arg(i)
+                      .arg(i * 2)
+                      .arg(i * 2 + 1)
+                      .toLatin1();
+    header += '}';
+    Source src = openSourceFromMemory("gaps.safetensors", toVector(stFile(header, QByteArray(kCount * 2 - 1, 'x'))));
+    QCOMPARE(src.entries.size(), size_t(kCount));
+    QVERIFY(src.countFindings(Severity::Danger) >= 1);
+    QVERIFY2(src.findings.size() <= 25, qPrintable(QString::number(src.findings.size())));
+    for (const auto& f : src.findings)
+        QVERIFY2(q(f.message).contains("InvalidOffset"), f.message.c_str());
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Hugging Face sharded indexes
+
+namespace {
+
+QStringList indexCases(bool loadErrors)
+{
+    QStringList out;
+    for (const QString& d : QDir(indexDir()).entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name))
+        if (QFileInfo::exists(indexDir() + "/" + d + "/expected.json")
+            && readJson(indexDir() + "/" + d + "/expected.json").contains("load_error") == loadErrors)
+            out << d;
+    return out;
+}
+
+} // namespace
+
+void TstSafetensorsFormats::indexFixture_data()
+{
+    QTest::addColumn<QString>("folder");
+    QTest::addColumn<bool>("openFolder"); // open the folder instead of the index file
+    const QStringList cases = indexCases(false);
+    QVERIFY(cases.size() >= 9);
+    for (const QString& c : cases) {
+        QTest::newRow(qPrintable(c + "/index")) << c << false;
+        QTest::newRow(qPrintable(c + "/folder")) << c << true;
+    }
+}
+
+void TstSafetensorsFormats::indexFixture()
+{
+    QFETCH(QString, folder);
+    QFETCH(bool, openFolder);
+    const QString dir = indexDir() + "/" + folder;
+    const QJsonObject x = readJson(dir + "/expected.json");
+    const QString indexPath = dir + "/" + x["index"].toString();
+
+    Source src;
+    try {
+        src = openSource(s(openFolder ? dir : indexPath));
+    } catch (const LoadError& e) {
+        QFAIL(e.what());
+    }
+    QCOMPARE(q(src.format), x["format"].toString());
+    QCOMPARE(QFileInfo(q(src.path)).canonicalFilePath(), QFileInfo(indexPath).canonicalFilePath());
+    if (x.contains("total_size")) {
+        const std::string* total = nullptr;
+        for (const auto& [k, v] : src.metadata)
+            if (k == "total_size")
+                total = &v;
+        QVERIFY(total);
+        QCOMPARE(q(*total), QString::number(u64(x["total_size"])));
+    }
+
+    std::map<int32_t, QByteArray> cache;
+    auto fileBytes = [&](int32_t i) {
+        auto it = cache.find(i);
+        if (it == cache.end())
+            it = cache.emplace(i, readAll(q(src.files[i]))).first;
+        return it->second;
+    };
+    checkEntries(src, x["entries"].toArray(), fileBytes, false);
+    if (QTest::currentTestFailed())
+        return;
+    checkFindings(src, x["findings"].toArray());
+    if (QTest::currentTestFailed())
+        return;
+
+    // Refused shard names are never opened: no file outside the folder is referred to.
+    const QString canonicalDir = QFileInfo(dir).canonicalFilePath();
+    for (const auto& f : src.files) {
+        QVERIFY2(QFileInfo(q(f)).absolutePath().startsWith(QFileInfo(dir).absoluteFilePath())
+                || QFileInfo(q(f)).canonicalPath() == canonicalDir,
+            f.c_str());
+    }
+    for (const auto& n : x["never_opened"].toArray())
+        for (const auto& f : src.files)
+            QVERIFY2(!q(f).contains(n.toString()), f.c_str());
+
+    // Loaded tensors are the shards' own: all mapped tensors' bytes were checked above; the container is the top.
+    QCOMPARE(q(src.container), QString());
+}
+
+void TstSafetensorsFormats::indexLoadError_data()
+{
+    QTest::addColumn<QString>("folder");
+    QTest::addColumn<bool>("openFolder");
+    const QStringList cases = indexCases(true);
+    QVERIFY(cases.size() >= 3);
+    for (const QString& c : cases) {
+        QTest::newRow(qPrintable(c + "/index")) << c << false;
+        QTest::newRow(qPrintable(c + "/folder")) << c << true;
+    }
+}
+
+// A corrupt index, or one without a weight_map, is a LoadError naming the index (not a partial listing).
+void TstSafetensorsFormats::indexLoadError()
+{
+    QFETCH(QString, folder);
+    QFETCH(bool, openFolder);
+    const QString dir = indexDir() + "/" + folder;
+    const QJsonObject x = readJson(dir + "/expected.json");
+    const QString indexPath = dir + "/" + x["index"].toString();
+    const QString token = x["load_error"].toArray()[0].toString();
+    try {
+        openSource(s(openFolder ? dir : indexPath));
+        QFAIL("openSource accepted it");
+    } catch (const LoadError& e) {
+        QVERIFY2(QFileInfo(q(e.file())).canonicalFilePath() == QFileInfo(indexPath).canonicalFilePath(), e.what());
+        QVERIFY2(!std::strchr(e.what(), '\n'), e.what());
+        QVERIFY2(q(e.problem()).contains(token, Qt::CaseInsensitive), e.what());
+    }
+    if (!openFolder)
+        checkCliFails(indexPath, token);
+}
+
+void TstSafetensorsFormats::openFolder_data()
+{
+    QTest::addColumn<QString>("folder");
+    QTest::addColumn<QString>("format");
+    QTest::addColumn<int>("entries");
+    QTest::newRow("safetensors") << "st_sharded" << "safetensors-index" << 12;
+    QTest::newRow("torch-bin") << "bin_sharded" << "torch-bin-index" << 8;
+}
+
+// The folder path finds the index, and the CLI lists it from the folder too.
+void TstSafetensorsFormats::openFolder()
+{
+    QFETCH(QString, folder);
+    QFETCH(QString, format);
+    QFETCH(int, entries);
+    const QString dir = indexDir() + "/" + folder;
+    QCOMPARE(q(detectFormat(s(dir))), format);
+    Source src = openSource(s(dir));
+    QCOMPARE(q(src.format), format);
+    QCOMPARE(src.entries.size(), size_t(entries));
+    for (const QString& path : { dir, dir + "/" }) {
+        test::RunResult r = test::runStatelens({ QStringLiteral("ls"), path, QStringLiteral("--fail-on"), QStringLiteral("warning") });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY(!r.out.isEmpty());
+    }
+}
+
+void TstSafetensorsFormats::detectFormatIds_data()
+{
+    QTest::addColumn<QString>("path");
+    QTest::addColumn<QString>("format");
+    QTest::newRow("safetensors") << stDir() + "/all_dtypes.safetensors" << "safetensors";
+    QTest::newRow("leading whitespace") << stDir() + "/leading_whitespace.safetensors" << "safetensors";
+    QTest::newRow("st index") << indexDir() + "/st_sharded/model.safetensors.index.json" << "safetensors-index";
+    QTest::newRow("bin index") << indexDir() + "/bin_sharded/pytorch_model.bin.index.json" << "torch-bin-index";
+    QTest::newRow("st folder") << indexDir() + "/st_sharded" << "safetensors-index";
+    QTest::newRow("bin folder") << indexDir() + "/bin_sharded" << "torch-bin-index";
+    QTest::newRow("st shard") << indexDir() + "/st_sharded/model-00002-of-00003.safetensors" << "safetensors";
+    QTest::newRow("bin shard") << indexDir() + "/bin_sharded/pytorch_model-00001-of-00002.bin" << "torch-zip";
+}
+
+void TstSafetensorsFormats::detectFormatIds()
+{
+    QFETCH(QString, path);
+    QFETCH(QString, format);
+    QCOMPARE(q(detectFormat(s(path))), format);
+    const auto& known = knownFormats();
+    QVERIFY(std::find(known.begin(), known.end(), s(format)) != known.end());
+}
+
+void TstSafetensorsFormats::indexRefusesOddShards_data()
+{
+    QTest::addColumn<QString>("shardName");
+    QTest::addColumn<QString>("severity");
+    QTest::addColumn<QString>("token");
+    QTest::newRow("absolute") << "/etc/passwd" << "danger" << "outside";
+    QTest::newRow("dotdot") << ".." << "danger" << "outside";
+    QTest::newRow("backslash") << "..\\x.safetensors" << "danger" << "outside";
+    // A shard that is the index itself, the folder, or another index would be read as an index again.
+    QTest::newRow("itself") << "model.safetensors.index.json" << "warning" << "index";
+    QTest::newRow("folder") << "." << "warning" << "regular file";
+    QTest::newRow("subfolder") << "sub" << "warning" << "regular file";
+    QTest::newRow("other index") << "sub/model.safetensors.index.json" << "warning" << "index";
+}
+
+// Shard names that must not be followed: the index still lists, the tensor is unavailable, nothing recurses.
+void TstSafetensorsFormats::indexRefusesOddShards()
+{
+    QFETCH(QString, shardName);
+    QFETCH(QString, severity);
+    QFETCH(QString, token);
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    QVERIFY(QDir(dir.path()).mkdir("sub"));
+    const QByteArray good = stFile(R"({"model.ok":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", QByteArray("\0\0\x80?", 4));
+    QVERIFY(writeFile(dir.filePath("model-00001-of-00001.safetensors"), good));
+    QJsonObject map { { "model.ok", "model-00001-of-00001.safetensors" }, { "model.odd", shardName } };
+    const QByteArray index = QJsonDocument(QJsonObject { { "metadata", QJsonObject { { "total_size", 4 } } }, { "weight_map", map } }).toJson();
+    QVERIFY(writeFile(dir.filePath("model.safetensors.index.json"), index));
+    // An index in the subfolder that points back up (and at itself).
+    QJsonObject back { { "model.ok", "../model.safetensors.index.json" }, { "model.self", "model.safetensors.index.json" } };
+    QVERIFY(writeFile(dir.filePath("sub/model.safetensors.index.json"), QJsonDocument(QJsonObject { { "weight_map", back } }).toJson()));
+
+    Source src;
+    try {
+        src = openSource(s(dir.filePath("model.safetensors.index.json")));
+    } catch (const LoadError& e) {
+        QFAIL(e.what());
+    }
+    QCOMPARE(src.entries.size(), size_t(2));
+    const Entry* ok = nthEntry(src, "model.ok", 0);
+    const Entry* odd = nthEntry(src, "model.odd", 0);
+    QVERIFY(ok && odd);
+    QCOMPARE(locationName(ok->location.kind), QStringLiteral("mapped"));
+    QCOMPARE(locationName(odd->location.kind), QStringLiteral("unavailable"));
+    bool found = false;
+    for (const auto& f : src.findings)
+        found = found || (q(severityName(f.severity)) == severity && q(f.message).contains(token, Qt::CaseInsensitive));
+    QVERIFY2(found, qPrintable(describeFindings(src)));
+    QCOMPARE(src.countFindings(Severity::Danger), size_t(severity == "danger" ? 1 : 0));
+}
+
+QTEST_GUILESS_MAIN(TstSafetensorsFormats)
+#include "tst_safetensors_formats.moc"
