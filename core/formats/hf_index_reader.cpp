@@ -100,16 +100,30 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     const uint64_t declaredTotal = index.totalSize.value_or(0);
     const bool hasTotal = index.totalSize.has_value();
 
+    // Spellings of one file ("a", "./a", "x/../a") are one shard: opened once per spelling, a small index
+    // could multiply a large shard's entries in memory.
     std::vector<Shard> shards;
+    std::unordered_map<std::string, size_t> shardByPath;
+    std::vector<size_t> shardOfName(index.shards.size());
     const fs::path dir = fs::path(indexPath).parent_path();
-    for (std::string& shardName : index.shards) {
+    for (size_t n = 0; n < index.shards.size(); ++n) {
         Shard s;
-        s.name = std::move(shardName);
+        s.name = std::move(index.shards[n]);
         if (isSafeShardName(s.name))
             s.path = (dir / s.name).lexically_normal().string();
+        if (!s.path.empty()) {
+            auto [it, inserted] = shardByPath.emplace(s.path, shards.size());
+            if (!inserted) {
+                shardOfName[n] = it->second;
+                continue;
+            }
+        }
+        shardOfName[n] = shards.size();
         shards.push_back(std::move(s));
     }
     std::vector<std::pair<std::string, size_t>>& mapping = index.weightMap;
+    for (auto& [tensor, shard] : mapping)
+        shard = shardOfName[shard];
 
     // Open the shards in parallel; each reader is independent.
     unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());

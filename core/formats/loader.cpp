@@ -197,7 +197,9 @@ Source openSourceFromMemory(const std::string& name, std::vector<uint8_t> bytes,
 {
     return guarded(name, [&] {
         auto file = MappedFile::fromBuffer(name, std::move(bytes));
-        if (sniff(name, file->bytes()) == "index")
+        // Sniffed as dispatch does (by name too), so bytes that only a .safetensors name claims get that
+        // reader's specific error here as they do from disk.
+        if (sniff(name, file->bytes(), true) == "index")
             throw LoadError(name, "an index must be opened from disk, next to its shards");
         return dispatch(name, file, options);
     });

@@ -104,7 +104,8 @@ void readTarLayout(const std::shared_ptr<torch::PickledCheckpoint>& ck, Bytes al
                     auto* t = pickle::asSeq(v);
                     int64_t offset = 0;
                     int64_t numel = 0;
-                    if (!t || t->items.size() < 4 || !pickle::toInt(t->items[2], offset) || !pickle::toInt(t->items[3], numel))
+                    if (!t || t->items.size() < 4 || !pickle::toInt(t->items[2], offset) || !pickle::toInt(t->items[3], numel)
+                        || offset < 0 || numel < 0)
                         throw FormatError("malformed tar storage view");
                     std::string target = keyText(t->items[0]);
                     std::string rootKey = keyText(t->items[1]);

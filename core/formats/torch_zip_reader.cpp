@@ -112,6 +112,7 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         const std::string dataPrefix = prefix + "data/";
         std::string recordName = dataPrefix;
         size_t missing = 0;
+        zip.prefetchLocalHeaders(); // dataOffset() reads each one below
         for (pickle::StorageValue* s : ck->semantics.storages()) {
             if (s->viewOf)
                 continue;

@@ -70,11 +70,16 @@ public:
     }
 
 private:
+    // The check stays small enough to inline into every read; building the message is kept out of line.
     void need(size_t n, const char* what) const
     {
-        if (n > remaining())
-            fail(std::string("truncated ") + what + ": needs " + std::to_string(n) + " bytes, "
-                + std::to_string(remaining()) + " remain");
+        if (n > remaining()) [[unlikely]]
+            truncated(n, what);
+    }
+    [[noreturn, gnu::noinline, gnu::cold]] void truncated(size_t n, const char* what) const
+    {
+        fail(std::string("truncated ") + what + ": needs " + std::to_string(n) + " bytes, "
+            + std::to_string(remaining()) + " remain");
     }
     uint64_t uintLE(unsigned n, const char* what)
     {

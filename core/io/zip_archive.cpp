@@ -2,6 +2,8 @@
 
 #include "io/byte_reader.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -96,6 +98,7 @@ void ZipArchive::parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint6
     ByteReader r(m_data.subspan(cdOffset, cdSize), m_base + cdOffset);
     m_entries.reserve(count);
     m_byName.reserve(count);
+    auto nameAt = [this](size_t i) { return m_entries[i].name; };
     for (uint64_t i = 0; i < count; ++i) {
         if (r.u32le("central directory header") != kCentralHeaderSig)
             r.fail("zip central directory entry " + std::to_string(i) + " has a bad signature");
@@ -136,32 +139,33 @@ void ZipArchive::parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint6
         if (e.localHeaderOffset > m_data.size() || e.compressedSize > m_data.size())
             r.fail("zip entry '" + std::string(e.name) + "' points outside the archive");
         // First occurrence wins for lookups; duplicates stay visible in entries().
-        m_byName.emplace(e.name, m_entries.size());
         m_entries.push_back(e);
+        m_byName.insert(m_entries.size() - 1, nameAt);
     }
 }
 
 const ZipEntry* ZipArchive::find(std::string_view name) const
 {
-    auto it = m_byName.find(name);
-    return it == m_byName.end() ? nullptr : &m_entries[it->second];
+    size_t i = m_byName.find(name, [this](size_t k) { return m_entries[k].name; });
+    return i == NameIndex::npos ? nullptr : &m_entries[i];
 }
 
 uint64_t ZipArchive::dataOffset(const ZipEntry& e) const
 {
-    const std::string name(e.name);
+    // Called once per storage record: the name is only copied when there is an error to report.
+    auto name = [&] { return std::string(e.name); };
     if (e.localHeaderOffset > m_data.size() || m_data.size() - e.localHeaderOffset < kLocalHeaderSize)
-        throw FormatError("zip record '" + name + "': local header at " + std::to_string(e.localHeaderOffset)
+        throw FormatError("zip record '" + name() + "': local header at " + std::to_string(e.localHeaderOffset)
             + " is past the end");
     if (readU32At(m_data, e.localHeaderOffset) != kLocalHeaderSig)
-        throw FormatError("zip record '" + name + "': bad local header signature at "
+        throw FormatError("zip record '" + name() + "': bad local header signature at "
             + std::to_string(m_base + e.localHeaderOffset));
     size_t p = e.localHeaderOffset + 26;
     uint64_t nameLen = m_data[p] | m_data[p + 1] << 8;
     uint64_t extraLen = m_data[p + 2] | m_data[p + 3] << 8;
     uint64_t start = e.localHeaderOffset + kLocalHeaderSize + nameLen + extraLen;
     if (start > m_data.size() || e.compressedSize > m_data.size() - start)
-        throw FormatError("zip record '" + name + "': data (" + std::to_string(e.compressedSize)
+        throw FormatError("zip record '" + name() + "': data (" + std::to_string(e.compressedSize)
             + " bytes at " + std::to_string(m_base + start) + ") runs past the end of the archive");
     return start;
 }
@@ -191,8 +195,14 @@ Bytes ZipArchive::contents(const ZipEntry& e, std::vector<uint8_t>& buffer, uint
     if (e.size > maxSize)
         throw FormatError("zip record '" + name + "' inflates to " + std::to_string(e.size) + " bytes, more than the "
             + std::to_string(maxSize) + "-byte limit");
+    // Deflate expands at most 1032:1, so a larger declared size is a lie; refuse it before allocating.
+    if (e.size / 1032 > e.compressedSize + 1)
+        throw FormatError("zip record '" + name + "' claims " + std::to_string(e.size) + " bytes inflated from "
+            + std::to_string(e.compressedSize) + ", more than deflate can expand");
     Bytes in = m_data.subspan(dataOffset(e), e.compressedSize);
-    buffer.assign(e.size, 0);
+    // Grow the buffer as output arrives instead of trusting the declared size up front.
+    buffer.clear();
+    buffer.resize(static_cast<size_t>(std::min<uint64_t>(e.size, std::max<uint64_t>(4 * in.size(), 1 << 16))));
 
     z_stream zs {};
     if (inflateInit2(&zs, -MAX_WBITS) != Z_OK)
@@ -202,6 +212,8 @@ Bytes ZipArchive::contents(const ZipEntry& e, std::vector<uint8_t>& buffer, uint
     int rc = Z_OK;
     // zlib counts in uInt; feed and drain in chunks so records over 4 GiB work too.
     while (rc == Z_OK) {
+        if (outPos == buffer.size() && buffer.size() < e.size)
+            buffer.resize(static_cast<size_t>(std::min<uint64_t>(e.size, 2 * buffer.size())));
         constexpr uint64_t kChunk = 1u << 30;
         zs.next_in = const_cast<Bytef*>(in.data() + inPos);
         zs.avail_in = static_cast<uInt>(std::min<uint64_t>(kChunk, in.size() - inPos));
@@ -212,12 +224,12 @@ Bytes ZipArchive::contents(const ZipEntry& e, std::vector<uint8_t>& buffer, uint
         rc = inflate(&zs, Z_NO_FLUSH);
         inPos += inBefore - zs.avail_in;
         outPos += outBefore - zs.avail_out;
-        if (rc == Z_BUF_ERROR && outPos == buffer.size()) {
+        if (rc == Z_BUF_ERROR && outPos == e.size) {
             rc = Z_DATA_ERROR; // more output than the declared size
             break;
         }
-        if (rc == Z_BUF_ERROR && inPos == in.size())
-            break; // input exhausted before the stream ended
+        if (rc == Z_BUF_ERROR && (inPos == in.size() || (inBefore == zs.avail_in && outBefore == zs.avail_out)))
+            break; // input exhausted before the stream ended, or no progress at all
         if (rc == Z_BUF_ERROR)
             rc = Z_OK;
     }
@@ -226,6 +238,35 @@ Bytes ZipArchive::contents(const ZipEntry& e, std::vector<uint8_t>& buffer, uint
         throw FormatError("zip record '" + name + "': corrupt deflate data (inflated " + std::to_string(outPos)
             + " of " + std::to_string(e.size) + " bytes)");
     return { buffer.data(), buffer.size() };
+}
+
+void ZipArchive::prefetchLocalHeaders() const
+{
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    // Headers closer than this share one request: reading the gap costs less than another round trip.
+    const uintptr_t maxGap = 16 * page;
+    const uintptr_t base = reinterpret_cast<uintptr_t>(m_data.data());
+    uintptr_t begin = 0;
+    uintptr_t end = 0;
+    auto flush = [&] {
+        if (end > begin)
+            ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED); // only a hint: errors do not matter
+    };
+    for (const ZipEntry& e : m_entries) {
+        if (e.localHeaderOffset >= m_data.size())
+            continue;
+        uint64_t headerEnd = std::min<uint64_t>(e.localHeaderOffset + kLocalHeaderSize, m_data.size());
+        uintptr_t first = (base + e.localHeaderOffset) & ~(page - 1);
+        uintptr_t last = (base + headerEnd - 1) & ~(page - 1);
+        if (end > begin && first >= begin && first <= end + maxGap) {
+            end = std::max(end, last + page);
+            continue;
+        }
+        flush();
+        begin = first;
+        end = last + page;
+    }
+    flush();
 }
 
 } // namespace sl

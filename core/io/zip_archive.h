@@ -18,6 +18,7 @@
 // copied unless a caller asks for a record's contents.
 
 #include "io/mapped_file.h"
+#include "util/name_index.h"
 
 #include <cstdint>
 #include <string_view>
@@ -53,6 +54,11 @@ public:
     // The record's contents: a view for stored records, or inflated into `buffer` (at most `maxSize` bytes)
     // for deflated ones. Throws FormatError on corrupt data or when the record is larger than maxSize.
     Bytes contents(const ZipEntry& e, std::vector<uint8_t>& buffer, uint64_t maxSize) const;
+    // A hint for archives mapped from a file: asks the kernel to start reading every record's local header
+    // now. With a cold page cache each dataOffset() is otherwise a random read served by its own page fault,
+    // one after another (0.7 s for the 174 records of a 2 GB checkpoint here); requested together they
+    // overlap (30 ms). Changes nothing else.
+    void prefetchLocalHeaders() const;
 
     uint64_t baseOffset() const { return m_base; }
     Bytes data() const { return m_data; }
@@ -63,7 +69,7 @@ private:
     Bytes m_data;
     uint64_t m_base = 0;
     std::vector<ZipEntry> m_entries;
-    std::unordered_map<std::string_view, size_t> m_byName;
+    NameIndex m_byName; // positions in m_entries
 };
 
 // True when the bytes start like a zip archive (what torch.load itself checks).

@@ -3,6 +3,7 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <charconv>
 
 namespace sl {
 
@@ -79,13 +80,18 @@ const std::string* Entry::attribute(const std::string& key) const
 
 std::string shapeToString(const Shape& s)
 {
-    std::string out = "[";
+    // Called once per row of a listing: digits go straight into the result, no temporary strings (and no
+    // reserve, which would move short shapes out of the small-string buffer onto the heap).
+    std::string out;
+    out += '[';
+    char digits[24];
     for (size_t i = 0; i < s.size(); ++i) {
         if (i)
             out += ", ";
-        out += std::to_string(s[i]);
+        auto [end, ec] = std::to_chars(digits, digits + sizeof digits, s[i]);
+        out.append(digits, end);
     }
-    out += "]";
+    out += ']';
     return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include "util/error.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <charconv>
@@ -281,6 +282,11 @@ void Unpickler::fail(const std::string& message) const
     throw FormatError("pickle: " + message + " (" + where + " at byte " + std::to_string(m_base + m_opStart) + ")");
 }
 
+void Unpickler::failTruncated(uint64_t n) const
+{
+    fail("truncated: needs " + std::to_string(n) + " bytes, " + std::to_string(m_data.size() - m_pos) + " remain");
+}
+
 void Unpickler::charge(size_t units)
 {
     m_work += units;
@@ -333,15 +339,15 @@ SeqValue* Unpickler::popMarkedSeq(Kind k)
 
 std::string_view Unpickler::readBytes(uint64_t n)
 {
-    if (n > m_data.size() - m_pos)
-        fail("truncated: needs " + std::to_string(n) + " bytes, " + std::to_string(m_data.size() - m_pos)
-            + " remain");
+    if (n > m_data.size() - m_pos) [[unlikely]]
+        failTruncated(n);
     std::string_view s(reinterpret_cast<const char*>(m_data.data() + m_pos), static_cast<size_t>(n));
     m_pos += static_cast<size_t>(n);
     return s;
 }
 
-uint64_t Unpickler::readUInt(unsigned n)
+// Inlined into each opcode with a constant n, where it becomes one bounds check and a load.
+[[gnu::always_inline]] inline uint64_t Unpickler::readUInt(unsigned n)
 {
     std::string_view b = readBytes(n);
     uint64_t v = 0;
@@ -370,6 +376,11 @@ void Unpickler::memoPut(uint64_t index, Value* v)
         if (!m_memo[index])
             ++m_memoCount;
         m_memo[index] = v;
+        return;
+    }
+    if (index == m_memo.size() && index <= m_data.size()) { // the usual case: picklers number slots in order
+        m_memo.push_back(v);
+        ++m_memoCount;
         return;
     }
     if (index < m_memo.size() + kDenseMemoSlack && index <= m_data.size()) {
@@ -748,9 +759,14 @@ Value* Unpickler::load()
             if ((m_stack.size() - start) % 2)
                 fail("odd number of items for SETITEMS");
             Value* target = m_stack[start - 1];
-            if (target->kind == Kind::Dict)
-                static_cast<DictValue*>(target)->items.reserve(static_cast<DictValue*>(target)->items.size()
-                    + (m_stack.size() - start) / 2);
+            if (target->kind == Kind::Dict) {
+                // Grow geometrically: pickles add 1000 items per SETITEMS, and reserving just enough each
+                // time copied the whole dict per batch into fresh arena memory that is never reused.
+                auto& items = static_cast<DictValue*>(target)->items;
+                size_t need = items.size() + (m_stack.size() - start) / 2;
+                if (need > items.capacity())
+                    items.reserve(std::max(need, 2 * items.capacity()));
+            }
             for (size_t i = start; i < m_stack.size(); i += 2)
                 setItem(target, m_stack[i], m_stack[i + 1]);
             m_stack.resize(start);

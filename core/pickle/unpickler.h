@@ -70,6 +70,8 @@ private:
     SeqValue* popMarkedSeq(Kind k);
     std::string_view readLine();
     std::string_view readBytes(uint64_t n);
+    // readBytes' error, kept out of line so the hot reads stay small.
+    [[noreturn, gnu::noinline, gnu::cold]] void failTruncated(uint64_t n) const;
     uint64_t readUInt(unsigned n);
     void memoPut(uint64_t index, Value* v);
     Value* memoGet(uint64_t index);

@@ -1,6 +1,7 @@
 #include "json_writer.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace sl {
 
@@ -28,11 +29,27 @@ size_t validSequence(std::string_view s, size_t i)
     return n;
 }
 
+// Length of the pure-ASCII prefix of s: names and paths are nearly always ASCII, and checking eight bytes at
+// a time keeps the per-character decoding below off the hot path of large listings.
+size_t asciiPrefix(std::string_view s)
+{
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+        uint64_t w;
+        std::memcpy(&w, s.data() + i, 8);
+        if (w & 0x8080808080808080ull)
+            break;
+    }
+    while (i < s.size() && static_cast<uint8_t>(s[i]) < 0x80)
+        ++i;
+    return i;
+}
+
 } // namespace
 
 bool isValidUtf8(std::string_view s)
 {
-    for (size_t i = 0; i < s.size();) {
+    for (size_t i = asciiPrefix(s); i < s.size();) {
         size_t n = validSequence(s, i);
         if (!n)
             return false;
@@ -43,9 +60,13 @@ bool isValidUtf8(std::string_view s)
 
 std::string sanitizeUtf8(std::string_view s)
 {
+    size_t i = asciiPrefix(s);
+    if (i == s.size())
+        return std::string(s);
     std::string out;
     out.reserve(s.size());
-    for (size_t i = 0; i < s.size();) {
+    out.append(s.substr(0, i));
+    while (i < s.size()) {
         size_t n = validSequence(s, i);
         if (n) {
             out.append(s.substr(i, n));

@@ -192,7 +192,7 @@ std::string sourceToTable(const Source& s)
     rows.reserve(s.entries.size());
     for (const auto& e : s.entries) {
         Row r;
-        r.name = sanitizeUtf8(e.name.empty() ? std::string("(tensor)") : e.name);
+        r.name = sanitizeUtf8(e.name.empty() ? std::string_view("(tensor)") : std::string_view(e.name));
         if (e.kind == EntryKind::Object) {
             r.dtype = e.typeName.empty() ? "object" : e.typeName;
             r.shape = e.value;
@@ -234,14 +234,26 @@ std::string sourceToTable(const Source& s)
     };
     out += pad("NAME", wName) + "  " + pad("DTYPE", wDtype) + "  " + pad("SHAPE", wShape) + "  " + pad("NUMEL", wCount, true)
         + "  STORAGE\n";
+    // Same layout as pad(), appended in place: no temporary strings per cell on listings of 100k rows.
+    auto cell = [&](std::string_view text, size_t width, bool right = false) {
+        size_t fill = text.size() < width ? width - text.size() : 0;
+        if (right)
+            out.append(fill, ' ');
+        out += text;
+        if (!right)
+            out.append(fill, ' ');
+    };
     for (const auto& r : rows) {
-        out += pad(r.name, wName);
+        cell(r.name, wName);
         out += "  ";
-        out += pad(r.dtype, wDtype);
+        cell(r.dtype, wDtype);
         out += "  ";
-        out += pad(r.shape.size() > 40 ? r.shape.substr(0, 37) + "..." : r.shape, wShape);
+        if (r.shape.size() > 40)
+            cell(r.shape.substr(0, 37) + "...", wShape);
+        else
+            cell(r.shape, wShape);
         out += "  ";
-        out += pad(r.count, wCount, true);
+        cell(r.count, wCount, true);
         out += "  ";
         out += r.storage;
         out += '\n';

@@ -1,7 +1,10 @@
 #include "pickled_checkpoint.h"
 
 #include "util/error.h"
+#include "util/name_index.h"
 
+#include <algorithm>
+#include <tuple>
 #include <unordered_map>
 
 namespace sl::torch {
@@ -37,6 +40,21 @@ void reportGlobals(const TorchSemantics& sem, Source& out)
 // (slices of one buffer). Each entry learns its partners through the "tied_with" attribute.
 void reportSharedStorage(Source& out)
 {
+    // Most checkpoints share no storage: check that with a flat index first, and group (one vector per
+    // storage) only when some storage has two entries.
+    {
+        NameIndex firstWith; // positions in out.entries
+        auto storageOf = [&](size_t i) -> std::string_view { return out.entries[i].location.storageId; };
+        firstWith.reserve(out.entries.size());
+        bool shared = false;
+        for (size_t i = 0; i < out.entries.size() && !shared; ++i) {
+            const auto& e = out.entries[i];
+            if (e.kind == EntryKind::Tensor && !e.location.storageId.empty())
+                shared = firstWith.insert(i, storageOf) != i;
+        }
+        if (!shared)
+            return;
+    }
     std::unordered_map<std::string_view, size_t> groupOf;
     std::vector<std::vector<size_t>> groups; // in order of first appearance, for stable output
     groupOf.reserve(out.entries.size());
@@ -51,21 +69,37 @@ void reportSharedStorage(Source& out)
     }
     size_t reported = 0;
     std::vector<std::pair<size_t, std::string>> tied;
+    // Identical views are found by sorting a storage's members, not by comparing every pair: a pickle can
+    // point thousands of keys at one tensor through its memo, and pairs (with every partner named on every
+    // entry) grew as the square of that. Each entry names at most kMaxPartners of its partners.
+    constexpr size_t kMaxPartners = 8;
+    auto viewKey = [&](size_t i) {
+        const Entry& e = out.entries[i];
+        return std::tie(e.location.offset, e.dtype, e.shape, e.location.strides);
+    };
     for (const auto& members : groups) {
         if (members.size() < 2)
             continue;
-        for (size_t i : members) {
-            const Entry& a = out.entries[i];
-            std::string partners;
-            for (size_t j : members) {
-                const Entry& b = out.entries[j];
-                if (i == j || a.shape != b.shape || a.dtype != b.dtype || a.location.offset != b.location.offset
-                    || a.location.strides != b.location.strides)
-                    continue;
-                partners += (partners.empty() ? "" : ", ") + b.name;
+        std::vector<size_t> order = members;
+        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return viewKey(a) < viewKey(b); });
+        for (size_t lo = 0, hi = 0; lo < order.size(); lo = hi) {
+            for (hi = lo + 1; hi < order.size() && viewKey(order[hi]) == viewKey(order[lo]); ++hi) {
             }
-            if (!partners.empty())
-                tied.emplace_back(i, partners);
+            if (hi - lo < 2)
+                continue;
+            for (size_t k = lo; k < hi; ++k) {
+                std::string partners;
+                size_t listed = 0;
+                for (size_t q = lo; q < hi && listed < kMaxPartners; ++q) {
+                    if (q == k)
+                        continue;
+                    partners += (partners.empty() ? "" : ", ") + out.entries[order[q]].name;
+                    ++listed;
+                }
+                if (hi - lo - 1 > listed)
+                    partners += ", ... (" + std::to_string(hi - lo - 1) + " in all)";
+                tied.emplace_back(order[k], std::move(partners));
+            }
         }
         if (reported++ < 20) {
             std::string names;
@@ -136,7 +170,12 @@ void PickledCheckpoint::selectContainer(Source& s, const std::string& container)
     // Entry-level findings belong to the old selection; file-level ones stay.
     std::erase_if(s.findings,
         [](const Finding& f) { return !f.entry.empty() || f.message.rfind("picked container", 0) == 0; });
-    fillEntries(*this, s, &container);
+    try {
+        fillEntries(*this, s, &container);
+    } catch (const FormatError& e) {
+        // Another container can exceed the walk budget the first one fitted in; still only LoadErrors leave.
+        throw LoadError(s.path, e.what());
+    }
 }
 
 } // namespace sl::torch

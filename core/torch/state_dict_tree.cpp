@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -165,35 +166,36 @@ private:
     std::unordered_map<const Value*, bool> m_memo;
 };
 
-std::vector<std::string> tokens(const std::string& component)
+// The role one token of a key names, if any, compared case-insensitively in place: keys can be long and
+// come from the file, so tokens are not copied.
+std::optional<ContainerInfo::Role> tokenRole(std::string_view tok)
 {
-    std::vector<std::string> out;
-    std::string cur;
-    for (char c : component) {
-        if (c == '_' || c == '.' || c == '-') {
-            if (!cur.empty())
-                out.push_back(cur);
-            cur.clear();
-        } else {
-            cur += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        }
-    }
-    if (!cur.empty())
-        out.push_back(cur);
-    return out;
+    char low[11]; // the longest word below ("schedulers") and one more, so longer tokens cannot match it
+    const size_t n = std::min(tok.size(), sizeof low);
+    for (size_t i = 0; i < n; ++i)
+        low[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(tok[i])));
+    const std::string_view l(low, n);
+    if (l.substr(0, 5) == "optim")
+        return ContainerInfo::Role::Optimizer;
+    if (tok.size() > sizeof low - 1)
+        return std::nullopt;
+    if (l == "ema" || l == "shadow" || l == "swa" || l == "averaged")
+        return ContainerInfo::Role::Ema;
+    if (l == "callbacks" || l == "loops" || l == "scaler" || l == "scheduler" || l == "schedulers" || l == "rng")
+        return ContainerInfo::Role::Other;
+    return std::nullopt;
 }
 
+// Components split into tokens at '_', '.' and '-'; the first token that names a role decides.
 ContainerInfo::Role roleForPath(const std::vector<std::string>& path)
 {
-    for (const auto& comp : path) {
-        for (const auto& tok : tokens(comp)) {
-            if (tok.rfind("optim", 0) == 0)
-                return ContainerInfo::Role::Optimizer;
-            if (tok == "ema" || tok == "shadow" || tok == "swa" || tok == "averaged")
-                return ContainerInfo::Role::Ema;
-            if (tok == "callbacks" || tok == "loops" || tok == "scaler" || tok == "scheduler" || tok == "schedulers"
-                || tok == "rng")
-                return ContainerInfo::Role::Other;
+    for (const std::string& comp : path) {
+        for (size_t start = 0; start <= comp.size();) {
+            size_t end = std::min(comp.find_first_of("_.-", start), comp.size());
+            if (end > start)
+                if (auto role = tokenRole(std::string_view(comp).substr(start, end - start)))
+                    return *role;
+            start = end + 1;
         }
     }
     return ContainerInfo::Role::Model;
@@ -267,8 +269,11 @@ size_t graphWeight(const Value* root)
 std::string joinComponents(const std::vector<std::string>& path)
 {
     std::string out;
-    for (const auto& c : path)
-        out = joinPath(out, c);
+    for (const auto& c : path) {
+        if (!out.empty())
+            out += '.';
+        out += c;
+    }
     return out;
 }
 
@@ -317,9 +322,7 @@ private:
         if (directTensors(d))
             return false;
         size_t branches = 0;
-        // roleForPath(path + key) is the path's role unless that is Model, then the key's alone; computed so
-        // instead of copying the (possibly long) path once per child.
-        const bool pathIsModel = roleForPath(m_path) == ContainerInfo::Role::Model;
+        const bool pathIsModel = pathRole() == ContainerInfo::Role::Model;
         for (const auto& [k, item] : d->items) {
             if (!pathIsModel || item->kind != Kind::Dict || !m_hasTensors(item))
                 continue;
@@ -349,12 +352,20 @@ private:
         m_out.containers.push_back(std::move(c));
     }
 
+    // roleForPath(m_path), kept per level: the first component that names a role decides it, so a path's
+    // role is its parent's unless that is Model, then the new key's. Re-tokenising the whole path on every
+    // visit made deep paths quadratic.
+    ContainerInfo::Role pathRole() const { return m_pathRoles.empty() ? ContainerInfo::Role::Model : m_pathRoles.back(); }
+
     void child(const std::string& key, const Value* v)
     {
         m_budget.charge(key.size() / 64);
+        ContainerInfo::Role parent = pathRole();
+        m_pathRoles.push_back(parent != ContainerInfo::Role::Model ? parent : roleForPath({ key }));
         m_path.push_back(key);
         visit(v);
         m_path.pop_back();
+        m_pathRoles.pop_back();
     }
 
     void visitChildren(const Value* v)
@@ -366,9 +377,9 @@ private:
             if (isOptimizerDict(v))
                 whole = addWhole(v, Container::Shape::Optimizer, ContainerInfo::Role::Optimizer);
             else if (size_t direct = directTensors(d))
-                add(v, Container::Shape::Dict, roleForPath(m_path), direct);
+                add(v, Container::Shape::Dict, pathRole(), direct);
             else if (isNestedModuleTree(d))
-                whole = addWhole(v, Container::Shape::Dict, roleForPath(m_path));
+                whole = addWhole(v, Container::Shape::Dict, pathRole());
             for (const auto& [k, item] : d->items)
                 child(keyString(k), item);
             leaveWhole(whole);
@@ -387,7 +398,7 @@ private:
         }
         case Kind::Object: {
             auto* o = static_cast<const ObjectValue*>(v);
-            bool whole = isModuleObject(v) && addWhole(v, Container::Shape::Module, roleForPath(m_path));
+            bool whole = isModuleObject(v) && addWhole(v, Container::Shape::Module, pathRole());
             const DictValue* slots = nullptr;
             if (auto* attrs = objectAttributes(o, &slots))
                 for (const auto& [k, item] : attrs->items)
@@ -412,6 +423,7 @@ private:
     TensorPresence m_hasTensors;
     std::vector<std::pair<Container::Shape, ContainerInfo::Role>> m_enclosing; // whole containers we are inside
     std::vector<std::string> m_path;
+    std::vector<ContainerInfo::Role> m_pathRoles; // pathRole() of m_path's prefixes
     std::unordered_set<const Value*> m_onPath;
     size_t m_visits = 0;
 };

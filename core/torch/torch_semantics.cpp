@@ -504,6 +504,7 @@ Value* TorchSemantics::call(Unpickler& u, Value* callable, SeqValue* args)
         if (g->id == KnownGlobal::OrderedDict) {
             if (auto* pairs = asSeq(arg(args, 0))) {
                 u.charge(pairs->items.size());
+                d->items.reserve(pairs->items.size()); // the arena never frees a grown vector's old block
                 for (auto* p : pairs->items) {
                     auto* kv = asSeq(p);
                     if (kv && kv->items.size() == 2)
@@ -624,9 +625,8 @@ void TorchSemantics::build(Unpickler& u, Value* obj, Value* state)
 StorageValue* TorchSemantics::storage(Unpickler& u, Value* clsValue, std::string_view key, std::string_view location,
     int64_t numel)
 {
-    auto it = m_storageByKey.find(key);
-    if (it != m_storageByKey.end())
-        return it->second;
+    if (size_t i = m_storageByKey.find(key, storageKey()); i != NameIndex::npos)
+        return m_storages[i];
     auto* cls = asGlobal(clsValue);
     auto* s = u.arena().make<StorageValue>();
     s->key = key;
@@ -640,8 +640,8 @@ StorageValue* TorchSemantics::storage(Unpickler& u, Value* clsValue, std::string
     }
     s->numel = numel;
     s->index = static_cast<uint32_t>(m_storages.size());
-    m_storageByKey.emplace(key, s);
     m_storages.push_back(s);
+    m_storageByKey.insert(m_storages.size() - 1, storageKey());
     return s;
 }
 
@@ -702,17 +702,16 @@ Value* TorchSemantics::persistentLoad(Unpickler& u, Value* pid)
 
 StorageValue* TorchSemantics::view(Unpickler& u, StorageValue* root, std::string_view viewKey, int64_t offset, int64_t size)
 {
-    auto it = m_storageByKey.find(viewKey);
-    if (it != m_storageByKey.end())
-        return it->second;
+    if (size_t i = m_storageByKey.find(viewKey, storageKey()); i != NameIndex::npos)
+        return m_storages[i];
     auto* v = u.arena().make<StorageValue>(*root);
     v->key = viewKey;
     v->viewOf = root->viewOf ? root->viewOf : root;
     v->viewOffset = offset + (root->viewOf ? root->viewOffset : 0);
     v->numel = size;
     v->index = static_cast<uint32_t>(m_storages.size());
-    m_storageByKey.emplace(viewKey, v);
     m_storages.push_back(v);
+    m_storageByKey.insert(m_storages.size() - 1, storageKey());
     return v;
 }
 

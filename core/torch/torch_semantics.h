@@ -8,6 +8,7 @@
 
 #include "pickle/global_policy.h"
 #include "pickle/unpickler.h"
+#include "util/name_index.h"
 
 #include <map>
 #include <string>
@@ -47,8 +48,8 @@ public:
     StorageValue* view(Unpickler& u, StorageValue* root, std::string_view viewKey, int64_t offset, int64_t size);
     StorageValue* storagesByKey(const std::string& key) const
     {
-        auto it = m_storageByKey.find(key);
-        return it == m_storageByKey.end() ? nullptr : it->second;
+        size_t i = m_storageByKey.find(key, storageKey());
+        return i == NameIndex::npos ? nullptr : m_storages[i];
     }
     // Tar layout: objects the main pickle refers to by key.
     void addPrebuilt(std::string key, Value* v) { m_prebuilt.emplace(std::move(key), v); }
@@ -75,7 +76,13 @@ private:
 
     PersistentIds m_mode;
     std::map<std::string, GlobalUse> m_globals;
-    std::unordered_map<std::string_view, StorageValue*> m_storageByKey;
+    // Positions in m_storages by key (a flat index: one lookup per tensor on files with 100k storages).
+    struct StorageKey {
+        const std::vector<StorageValue*>* storages;
+        std::string_view operator()(size_t i) const { return (*storages)[i]->key; }
+    };
+    StorageKey storageKey() const { return { &m_storages }; }
+    NameIndex m_storageByKey;
     std::vector<StorageValue*> m_storages;
     std::vector<std::string> m_problems;
     int m_rebuildDepth = 0;

@@ -15,18 +15,59 @@ public:
     using std::runtime_error::runtime_error;
 };
 
+// Problems quote names taken from the file (zip records, tensor keys, pickle text). Control characters
+// in them would break the one-line contract (and could drive a terminal), so they are shown escaped, and
+// a huge quoted name is elided in the middle so the line stays readable.
+inline std::string oneLineMessage(const std::string& text, size_t maxLength = 1000)
+{
+    std::string s;
+    s.reserve(text.size());
+    for (char c : text) {
+        auto u = static_cast<unsigned char>(c);
+        if (u >= 0x20 && u != 0x7f) {
+            s += c;
+        } else if (c == '\n') {
+            s += "\\n";
+        } else if (c == '\r') {
+            s += "\\r";
+        } else if (c == '\t') {
+            s += "\\t";
+        } else {
+            static constexpr char kHex[] = "0123456789abcdef";
+            s += "\\x";
+            s += kHex[u >> 4];
+            s += kHex[u & 15];
+        }
+    }
+    if (s.size() <= maxLength)
+        return s;
+    // Keep both ends (the quoted name starts it, what went wrong ends it); cut on UTF-8 boundaries.
+    auto isContinuation = [&](size_t i) { return (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80; };
+    size_t head = maxLength * 3 / 5;
+    size_t tail = s.size() - maxLength * 2 / 5;
+    while (head > 0 && isContinuation(head))
+        --head;
+    while (tail < s.size() && isContinuation(tail))
+        ++tail;
+    return s.substr(0, head) + " ... " + s.substr(tail);
+}
+
 class LoadError : public std::runtime_error {
 public:
-    LoadError(std::string file, std::string problem)
-        : std::runtime_error(file + ": " + problem)
-        , m_file(std::move(file))
-        , m_problem(std::move(problem))
+    LoadError(std::string file, const std::string& problem)
+        : LoadError(std::move(file), oneLineMessage(problem), 0)
     {
     }
     const std::string& file() const { return m_file; }
     const std::string& problem() const { return m_problem; }
 
 private:
+    LoadError(std::string file, std::string problem, int)
+        : std::runtime_error(file + ": " + problem)
+        , m_file(std::move(file))
+        , m_problem(std::move(problem))
+    {
+    }
     std::string m_file;
     std::string m_problem;
 };

@@ -1,0 +1,85 @@
+// libFuzzer target: the pickle VM itself, with inert semantics and with TorchSemantics in each persistent-id
+// mode, then what the torch readers do with the object graph: scanContainers, pickContainer, buildEntries
+// for every container, shortRepr. Graphs from hostile pickles can be cyclic, deeply nested and shared
+// (memo GET), so every walk over them is exercised here.
+
+#include "fuzz_common.h"
+
+#include "pickle/unpickler.h"
+#include "torch/state_dict_tree.h"
+#include "torch/torch_semantics.h"
+
+#include <cstdint>
+#include <string>
+
+namespace {
+
+using sl::torch::TorchSemantics;
+
+void walk(sl::pickle::Value* root)
+{
+    (void)sl::pickle::shortRepr(root);
+    (void)sl::pickle::shortRepr(root, 4000);
+    sl::torch::ContainerScan scan = sl::torch::scanContainers(root);
+    std::string reason;
+    (void)sl::torch::pickContainer(scan, &reason);
+    size_t n = 0;
+    for (const auto& c : scan.containers) {
+        if (++n > 16)
+            break;
+        sl::Source out;
+        sl::torch::EntryContext ctx;
+        ctx.bigEndian = n % 2;
+        sl::torch::buildEntries(scan, c, ctx, out);
+        (void)out.totalParameters();
+        (void)out.totalBytes();
+        (void)sl::sourceToJson(out);
+    }
+}
+
+void runTorch(sl::Bytes bytes, TorchSemantics::PersistentIds mode)
+{
+    sl::pickle::Arena arena;
+    TorchSemantics sem(mode);
+    if (mode == TorchSemantics::PersistentIds::Tar) {
+        // The tar layout's main pickle refers to storages and tensors built from other members, by key.
+        sl::pickle::InertSemantics inert;
+        sl::pickle::Unpickler dummy(sl::Bytes {}, arena, inert);
+        auto* cls = sem.global(dummy, "torch", "FloatStorage");
+        for (const char* key : { "0", "1", "2" })
+            sem.addPrebuilt(key, sem.storage(dummy, cls, key, "cpu", 4));
+        auto* root = sem.storagesByKey("0");
+        sem.addPrebuilt("3", sem.view(dummy, root, "3", 1, 2));
+    }
+    try {
+        sl::pickle::Unpickler u(bytes, arena, sem, 0);
+        sl::pickle::Value* root = u.load();
+        (void)u.consumed();
+        walk(root);
+        for (auto* s : sem.storages())
+            (void)s->numel;
+    } catch (const sl::FormatError&) {
+        // The expected way to refuse a malformed pickle.
+    }
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
+{
+    const std::string name = "fuzz.pkl";
+    sl::Bytes bytes(data, size);
+    sl::fuzz::expectOnlyLoadError(name, [&] {
+        try {
+            sl::pickle::Arena arena;
+            sl::pickle::InertSemantics inert;
+            sl::pickle::Unpickler u(bytes, arena, inert, 0);
+            walk(u.load());
+        } catch (const sl::FormatError&) {
+        }
+        runTorch(bytes, TorchSemantics::PersistentIds::Zip);
+        runTorch(bytes, TorchSemantics::PersistentIds::Legacy);
+        runTorch(bytes, TorchSemantics::PersistentIds::Tar);
+    });
+    return 0;
+}

@@ -1,0 +1,21 @@
+// libFuzzer target: the safetensors reader on arbitrary bytes (header length, JSON header, offsets).
+
+#include "fuzz_common.h"
+
+#include "formats/safetensors_reader.h"
+#include "io/mapped_file.h"
+
+#include <cstdint>
+#include <vector>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
+{
+    const std::string name = "fuzz.safetensors";
+    auto file = sl::MappedFile::fromBuffer(name, std::vector<uint8_t>(data, data + size));
+    (void)sl::looksLikeSafetensors(file->bytes());
+    sl::fuzz::expectOnlyLoadError(name, [&] {
+        sl::Source s = sl::readSafetensors(file, {});
+        sl::fuzz::exercise(s, name);
+    });
+    return 0;
+}

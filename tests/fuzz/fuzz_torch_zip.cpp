@@ -1,0 +1,53 @@
+// libFuzzer target: torch.save zip archives: the zip reader (end records, ZIP64, central directory, local
+// headers, deflate), data.pkl through the pickle VM with torch semantics, and storage record lookup.
+// Also the format sniffer and the public in-memory entry point.
+
+#include "fuzz_common.h"
+
+#include "formats/torch_zip_reader.h"
+#include "io/mapped_file.h"
+#include "io/zip_archive.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+// The zip layer on its own, reading every record the way a caller might.
+void zipAlone(sl::Bytes bytes)
+{
+    try {
+        sl::ZipArchive zip(bytes);
+        std::vector<uint8_t> buffer;
+        size_t n = 0;
+        for (const auto& e : zip.entries()) {
+            if (++n > 64)
+                break;
+            (void)zip.find(e.name);
+            try {
+                (void)zip.dataOffset(e);
+                (void)zip.contents(e, buffer, 1 << 20);
+            } catch (const sl::FormatError&) {
+            }
+        }
+    } catch (const sl::FormatError&) {
+    }
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
+{
+    const std::string name = "fuzz.pt";
+    std::vector<uint8_t> bytes(data, data + size);
+    auto file = sl::MappedFile::fromBuffer(name, bytes);
+    sl::fuzz::expectOnlyLoadError(name, [&] { zipAlone(file->bytes()); });
+    sl::fuzz::expectOnlyLoadError(name, [&] {
+        sl::Source s = sl::readTorchZip(file, {});
+        sl::fuzz::exercise(s, name);
+    });
+    // Through the sniffer, as `statelens ls` opens files.
+    if (sl::looksLikeZip(file->bytes()))
+        sl::fuzz::expectOnlyLoadError(name, [&] { (void)sl::openSourceFromMemory(name, std::move(bytes)); });
+    return 0;
+}

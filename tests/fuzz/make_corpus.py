@@ -1,0 +1,414 @@
+#!/usr/bin/env python3
+"""Seed corpora for the StateLens fuzzers, built at run time (nothing here is committed as a blob).
+
+    make_corpus.py OUT_DIR [SOURCE_DIR ...]
+
+Writes OUT_DIR/<fuzzer>/<sha1> files:
+  * synthetic seeds made here with the standard library only (no torch import): small safetensors files,
+    pickles of every protocol, torch.save-shaped zips, legacy streams and tar layouts whose pickles call
+    torch's rebuild functions through stand-in modules;
+  * every file under the SOURCE_DIRs, sorted by what its bytes are (not its name): zips go to the zip
+    fuzzer (big storage records cut short so the seed stays small) and their .pkl records to the pickle
+    fuzzer; legacy streams and tars to the legacy and tar fuzzers, their pickles to the pickle fuzzer;
+    safetensors files; index JSON.
+"""
+
+import collections
+import hashlib
+import io
+import os
+import pickle
+import pickletools
+import struct
+import sys
+import tarfile
+import types
+import zipfile
+
+# Inputs longer than this are cut by libFuzzer anyway (run_fuzzers.sh passes the same -max_len).
+MAX_LEN = {
+    "fuzz_safetensors": 64 << 10,
+    "fuzz_torch_zip": 128 << 10,
+    "fuzz_torch_legacy": 128 << 10,
+    "fuzz_tar": 128 << 10,
+    "fuzz_pickle": 64 << 10,
+    "fuzz_hf_index": 64 << 10,
+}
+MAX_SEEDS_PER_FUZZER = 2000
+LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+
+
+class Corpus:
+    def __init__(self, out):
+        self.out = out
+        self.count = collections.Counter()
+        for name in MAX_LEN:
+            os.makedirs(os.path.join(out, name), exist_ok=True)
+
+    def add(self, fuzzer, data):
+        if not data or self.count[fuzzer] >= MAX_SEEDS_PER_FUZZER:
+            return
+        data = bytes(data[: MAX_LEN[fuzzer]])
+        path = os.path.join(self.out, fuzzer, hashlib.sha1(data).hexdigest())
+        if not os.path.exists(path):
+            with open(path, "wb") as f:
+                f.write(data)
+            self.count[fuzzer] += 1
+
+
+# ---- stand-ins for torch, so pickle writes the globals torch.save writes without importing torch ----
+
+def install_fake_torch():
+    torch = types.ModuleType("torch")
+    utils = types.ModuleType("torch._utils")
+    tensor_mod = types.ModuleType("torch._tensor")
+
+    def fn(module, name):
+        def f(*args):
+            return None
+        f.__module__ = module.__name__
+        f.__name__ = f.__qualname__ = name
+        setattr(module, name, f)
+        return f
+
+    fns = {n: fn(utils, n) for n in ("_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_parameter",
+                                     "_rebuild_qtensor", "_rebuild_meta_tensor_no_storage")}
+    fns["_rebuild_from_type_v2"] = fn(tensor_mod, "_rebuild_from_type_v2")
+    classes = {}
+    for name in ("FloatStorage", "LongStorage", "HalfStorage", "ByteStorage", "UntypedStorage", "Tensor", "Size"):
+        cls = type(name, (), {})
+        cls.__module__ = "torch"
+        setattr(torch, name, cls)
+        classes[name] = cls
+    dtype = type("dtype", (), {})
+    dtype.__module__ = "torch"
+    torch._utils = utils
+    torch._tensor = tensor_mod
+    sys.modules.update({"torch": torch, "torch._utils": utils, "torch._tensor": tensor_mod})
+    return fns, classes
+
+
+FNS, CLASSES = install_fake_torch()
+
+
+class Storage:
+    def __init__(self, key, cls, numel, data=b""):
+        self.key, self.cls, self.numel, self.data = key, cls, numel, data
+
+
+class Tensor:
+    def __init__(self, storage, offset, size, stride, fn="_rebuild_tensor_v2"):
+        self.storage, self.offset, self.size, self.stride, self.fn = storage, offset, size, stride, fn
+
+    def __reduce_ex__(self, proto):
+        if self.fn == "_rebuild_tensor":
+            return (FNS[self.fn], (self.storage, self.offset, self.size, self.stride))
+        inner = (FNS["_rebuild_tensor_v2"],
+                 (self.storage, self.offset, self.size, self.stride, False, collections.OrderedDict()))
+        if self.fn == "_rebuild_parameter":
+            return (FNS[self.fn], (Tensor(self.storage, self.offset, self.size, self.stride), True,
+                                   collections.OrderedDict()))
+        if self.fn == "_rebuild_from_type_v2":
+            return (FNS[self.fn], (inner[0], CLASSES["Tensor"], inner[1], {}))
+        return inner
+
+
+class TorchPickler(pickle.Pickler):
+    def __init__(self, f, protocol, legacy):
+        super().__init__(f, protocol)
+        self.legacy = legacy
+
+    def persistent_id(self, obj):
+        if isinstance(obj, Storage):
+            pid = ("storage", obj.cls, obj.key, "cpu", obj.numel)
+            return pid + (None,) if self.legacy else pid
+        return None
+
+
+def torch_pickle(obj, protocol=2, legacy=False):
+    f = io.BytesIO()
+    TorchPickler(f, protocol, legacy).dump(obj)
+    return f.getvalue()
+
+
+def sample_objects():
+    s0 = Storage("0", CLASSES["FloatStorage"], 6, struct.pack("<6f", *range(6)))
+    s1 = Storage("1", CLASSES["LongStorage"], 2, struct.pack("<2q", 7, 8))
+    s2 = Storage("2", CLASSES["HalfStorage"], 4, b"\0" * 8)
+    w = Tensor(s0, 0, (2, 3), (3, 1))
+    view = Tensor(s0, 2, (2,), (1,))
+    sd = collections.OrderedDict([("layer.weight", w), ("layer.bias", Tensor(s0, 0, (3,), (1,))),
+                                  ("tied", view), ("steps", Tensor(s1, 0, (2,), (1,))),
+                                  ("half", Tensor(s2, 0, (2, 2), (2, 1), "_rebuild_tensor")),
+                                  ("param", Tensor(s0, 0, (6,), (1,), "_rebuild_parameter")),
+                                  ("sub", Tensor(s0, 0, (3, 2), (1, 3), "_rebuild_from_type_v2"))])
+    sd._metadata = {"": {"version": 1}}
+    yield sd, [s0, s1, s2]
+    yield {"model": sd, "optimizer": {"state": {0: {"exp_avg": w}}, "param_groups": [{"lr": 0.1, "params": [0]}]},
+           "epoch": 3, "name": "run"}, [s0, s1, s2]
+    yield [w, view, {"nested": [w, (w, None)]}], [s0]
+    yield {"bad_stride": Tensor(s0, 5, (4, 4), (100, -1)), "past_end": Tensor(s0, 1 << 40, (1,), (1,))}, [s0]
+
+
+def plain_objects():
+    shared = [1, 2, 3]
+    yield {"a": 1, "b": [1.5, "x", b"y", None, True, (1, 2)], "c": {"d": shared, "e": shared}}
+    yield collections.OrderedDict(a=1 << 70, b=-(1 << 100), c=frozenset({1, 2}), d={3, 4}, e=bytearray(b"z"))
+    deep = []
+    for _ in range(50):
+        deep = [deep]
+    yield deep
+    yield "\u00e9\u4e2d\U0001f600" * 3
+
+
+# ---- container writers ----
+
+def torch_zip(obj, storages, protocol=2, name="archive", compress=False):
+    f = io.BytesIO()
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(f, "w", method) as z:
+        z.writestr(f"{name}/data.pkl", torch_pickle(obj, protocol))
+        z.writestr(f"{name}/byteorder", "little")
+        for s in storages:
+            z.writestr(f"{name}/data/{s.key}", s.data)
+        z.writestr(f"{name}/version", "3\n")
+    return f.getvalue()
+
+
+def torch_zip_raw(pickle_bytes):
+    f = io.BytesIO()
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("archive/data.pkl", pickle_bytes)
+        z.writestr("archive/data/0", b"\0" * 24)
+        z.writestr("archive/version", "3\n")
+    return f.getvalue()
+
+
+def legacy_stream(obj, storages, protocol=2):
+    out = io.BytesIO()
+    for header in (LEGACY_MAGIC, 1001,
+                   {"protocol_version": 1001, "little_endian": True,
+                    "type_sizes": {"short": 2, "int": 4, "long": 4}}):
+        pickle.dump(header, out, protocol)
+    out.write(torch_pickle(obj, protocol, legacy=True))
+    keys = sorted(s.key for s in storages)
+    pickle.dump(keys, out, protocol)
+    by_key = {s.key: s for s in storages}
+    for k in keys:
+        out.write(struct.pack("<q", by_key[k].numel))
+        out.write(by_key[k].data)
+    return out.getvalue()
+
+
+def tar_layout(protocol=2):
+    def member(tf, name, data):
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+
+    storages = io.BytesIO()
+    pickle.dump(1, storages, protocol)
+    pickle.dump(("0", "cpu", CLASSES["FloatStorage"]), storages, protocol)
+    storages.write(struct.pack("<q", 4) + struct.pack("<4f", 1, 2, 3, 4))
+    pickle.dump([("1", "0", 1, 2)], storages, protocol)
+    tensors = io.BytesIO()
+    pickle.dump(1, tensors, protocol)
+    pickle.dump(("t0", "0", "torch.FloatTensor"), tensors, protocol)
+    tensors.write(struct.pack("<ii", 2, 0) + struct.pack("<qq", 2, 2) + struct.pack("<qq", 2, 1) + struct.pack("<q", 0))
+
+    class Key:
+        def __init__(self, k):
+            self.k = k
+
+    class KeyPickler(pickle.Pickler):
+        def persistent_id(self, obj):
+            return obj.k if isinstance(obj, Key) else None
+
+    main = io.BytesIO()
+    KeyPickler(main, protocol).dump(collections.OrderedDict(weight=Key("t0"), view=Key("1")))
+    f = io.BytesIO()
+    with tarfile.open(fileobj=f, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        member(tf, "sys_info", pickle.dumps({"protocol_version": 1001, "little_endian": True}, protocol))
+        member(tf, "pickle", main.getvalue())
+        member(tf, "tensors", tensors.getvalue())
+        member(tf, "storages", storages.getvalue())
+    return f.getvalue(), main.getvalue()
+
+
+def safetensors(tensors, metadata=None, pad=True):
+    import json
+    header, data = {}, b""
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, (dtype, shape, payload) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(payload)]}
+        data += payload
+    h = json.dumps(header).encode()
+    if pad:
+        h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def hostile_pickles():
+    """Small pickles shaped like the attacks the walks must survive, for the fuzzers to mutate further."""
+    def su(s):
+        b = s.encode()
+        return b"X" + struct.pack("<I", len(b)) + b
+
+    def put(i):  # far above the memo indices torch_pickle's fragment uses
+        return b"r" + struct.pack("<I", 5000 + i)
+
+    def get(i):
+        return b"j" + struct.pack("<I", 5000 + i)
+
+    tensor = torch_pickle(Tensor(Storage("0", CLASSES["FloatStorage"], 6), 0, (6,), (1,)))[2:-1]
+    out = []
+    b = b"\x80\x02}" + su("t") + tensor + b"s" + put(0)  # {"a": d, "b": d} nested: 2^n paths
+    for k in range(1, 24):
+        b += b"}(" + su("a") + get(k - 1) + su("b") + get(k - 1) + b"u" + put(k)
+    out.append(b + b".")
+    out.append(b"\x80\x02}" + su("x") + b"]" + put(0) + b"(" + get(0) + tensor + get(0) + b"es.")  # cyclic list
+    out.append(b"\x80\x02}" + su("w") + tensor + put(0) + b"}" + su("self") + get(0) + b"sbs.")  # state holds itself
+    out.append(b"\x80\x02" + b"]" * 200 + b"a" * 199 + b".")  # deep nesting
+    key = "k" * 300
+    b = b"\x80\x02" + su(key) + put(1000) + b"0}" + su("t") + tensor + b"s" + put(0)  # one key at every level
+    for k in range(1, 32):
+        b += b"}" + get(1000) + get(k - 1) + b"s" + put(k)
+    out.append(b + b".")
+    b = b"\x80\x02](" + b"K\x01K\x02\x86" * 20 + b"e" + put(0) + b"0"  # OrderedDict(memoised pairs) again and again
+    b += (b"ccollections\nOrderedDict\n" + get(0) + b"\x85R0") * 20
+    out.append(b + b"N.")
+    return out
+
+
+def synthetic(c):
+    for proto in range(6):
+        for obj in plain_objects():
+            c.add("fuzz_pickle", pickle.dumps(obj, proto))
+    for obj, storages in sample_objects():
+        for proto in (0, 1, 2, 3, 4, 5):
+            c.add("fuzz_pickle", torch_pickle(obj, proto))
+            c.add("fuzz_pickle", torch_pickle(obj, proto, legacy=True))
+            c.add("fuzz_torch_legacy", legacy_stream(obj, storages, proto))
+        for proto in (2, 4):
+            c.add("fuzz_torch_zip", torch_zip(obj, storages, proto))
+        c.add("fuzz_torch_zip", torch_zip(obj, storages, 2, compress=True))
+    for p in hostile_pickles():
+        c.add("fuzz_pickle", p)
+        c.add("fuzz_torch_zip", torch_zip_raw(p))
+    for proto in (0, 2):
+        tar, main = tar_layout(proto)
+        c.add("fuzz_tar", tar)
+        c.add("fuzz_torch_legacy", tar)
+        c.add("fuzz_pickle", main)
+    c.add("fuzz_safetensors", safetensors({"a": ("F32", [2, 2], b"\0" * 16), "b": ("I64", [1], b"\1" * 8),
+                                           "c": ("BF16", [0], b""), "d": ("F4", [4], b"\0\0")},
+                                          {"format": "pt"}))
+    c.add("fuzz_safetensors", safetensors({"x": ("U8", [3], b"abc")}, pad=False))
+    c.add("fuzz_safetensors", safetensors({}, {}))
+    c.add("fuzz_hf_index", b'{"metadata": {"total_size": 24}, "weight_map": {"a": "model-00001-of-00002.safetensors",'
+                           b' "b": "model-00002-of-00002.safetensors", "c": "../escape.bin", "d": "/abs"}}')
+    c.add("fuzz_hf_index", b'{"metadata": {"total_size": 1.5e3, "format": "pt"}, "weight_map": {}}')
+
+
+# ---- files found on disk ----
+
+def split_pickles(data, limit=8):
+    """Consecutive pickles at the start of data (a legacy stream is five of them, then raw bytes)."""
+    out, pos = [], 0
+    while pos < len(data) and len(out) < limit:
+        try:
+            end = None
+            for op, arg, at in pickletools.genops(io.BytesIO(data[pos:])):
+                if op.name == "STOP":
+                    end = pos + at + 1
+                    break
+        except Exception:
+            break
+        if end is None:
+            break
+        out.append(data[pos:end])
+        pos = end
+    return out, pos
+
+
+def shrink_zip(data, limit):
+    """A copy of a zip with each record cut to `limit` bytes (tensor bytes are never read)."""
+    try:
+        src = zipfile.ZipFile(io.BytesIO(data))
+        f = io.BytesIO()
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as dst:
+            for info in src.infolist():
+                body = src.read(info)
+                if not info.filename.endswith(".pkl"):
+                    body = body[:limit]
+                dst.writestr(info.filename, body)
+        return f.getvalue()
+    except Exception:
+        return None
+
+
+def add_file(c, data):
+    if data[:4] == b"PK\x03\x04":
+        c.add("fuzz_torch_zip", data if len(data) <= MAX_LEN["fuzz_torch_zip"] else shrink_zip(data, 64))
+        try:
+            z = zipfile.ZipFile(io.BytesIO(data))
+            for info in z.infolist():
+                if info.filename.endswith(".pkl") and info.file_size <= 4 << 20:
+                    c.add("fuzz_pickle", z.read(info))
+        except Exception:
+            pass
+        return
+    if len(data) >= 512 and data[257:262] == b"ustar":
+        c.add("fuzz_tar", data)
+        c.add("fuzz_torch_legacy", data)
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+                for m in tf.getmembers():
+                    if m.isfile() and m.size <= 4 << 20:
+                        for p in split_pickles(tf.extractfile(m).read(), 3)[0]:
+                            c.add("fuzz_pickle", p)
+        except Exception:
+            pass
+        return
+    if data[:1] == b"\x80" or data[:1] in (b"(", b"}", b"]", b"L", b"c", b"I"):
+        pickles, _ = split_pickles(data)
+        if len(pickles) >= 5:
+            c.add("fuzz_torch_legacy", data)
+        for p in pickles:
+            c.add("fuzz_pickle", p)
+        if pickles:
+            return
+    stripped = data.lstrip()
+    if stripped[:1] == b"{" and b'"weight_map"' in data[: 1 << 20]:
+        c.add("fuzz_hf_index", data)
+        return
+    if len(data) >= 10:
+        (n,) = struct.unpack("<Q", data[:8])
+        if 2 <= n <= len(data) - 8 and data[8:8 + n].lstrip()[:1] == b"{":
+            c.add("fuzz_safetensors", data)
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    c = Corpus(sys.argv[1])
+    synthetic(c)
+    for root in sys.argv[2:]:
+        if not os.path.isdir(root):
+            continue
+        for dirpath, _, files in os.walk(root):
+            for name in sorted(files):
+                path = os.path.join(dirpath, name)
+                try:
+                    if os.path.getsize(path) > 64 << 20:
+                        continue
+                    with open(path, "rb") as f:
+                        add_file(c, f.read())
+                except OSError:
+                    continue
+    print("seeds: " + ", ".join(f"{k} {c.count[k]}" for k in MAX_LEN))
+
+
+if __name__ == "__main__":
+    main()
