@@ -1,4 +1,5 @@
-// The GUI half of statelens: `statelens [A [B]]`, or the demo pair when no file is given.
+// The GUI half of statelens, built as libstatelens-gui.so: `statelens [A [B]]`, or the demo pair when no
+// file is given.
 
 #include "main_window.h"
 
@@ -7,7 +8,7 @@
 
 namespace sl::gui {
 
-int run(int argc, char** argv)
+static int run(int argc, char** argv)
 {
     QApplication app(argc, argv);
     QApplication::setApplicationName(QStringLiteral("StateLens"));
@@ -35,3 +36,9 @@ int run(int argc, char** argv)
 }
 
 } // namespace sl::gui
+
+// The module's one export, looked up by main() with dlsym.
+extern "C" __attribute__((visibility("default"))) int statelens_gui_main(int argc, char** argv)
+{
+    return sl::gui::run(argc, argv);
+}

@@ -4,6 +4,9 @@
 
 #include "formats/loader.h"
 #include "report/source_report.h"
+#include "util/timings.h"
+
+#include <cstdio>
 
 #include <memory>
 
@@ -19,6 +22,7 @@ struct LsOptions {
     bool listContainers = false;
     std::string failOn = "none";
     std::string output;
+    bool timings = false;
 };
 
 std::string containersTable(const Source& s)
@@ -34,17 +38,38 @@ std::string containersTable(const Source& s)
     return out;
 }
 
+void printTimings(const Timings& t)
+{
+    double total = 0;
+    for (const auto& [name, ms] : t.phases) {
+        std::fprintf(stderr, "%-24s %9.2f ms\n", name.c_str(), ms);
+        total += ms;
+    }
+    std::fprintf(stderr, "%-24s %9.2f ms\n", "total (phases)", total);
+}
+
 int runLs(const LsOptions& o)
 {
+    Timings timings;
     OpenOptions options;
     if (o.containerGiven)
         options.container = o.container;
+    if (o.timings)
+        options.timings = &timings;
+    Timings* t = o.timings ? &timings : nullptr;
     Source s = openSource(o.path, options);
     if (o.listContainers) {
         emit(containersTable(s), o.output);
         return 0;
     }
-    emit(o.format == "json" ? sourceToJson(s) : sourceToTable(s), o.output);
+    PhaseTimer formatTimer(t, o.format == "json" ? "format json" : "format table");
+    std::string text = o.format == "json" ? sourceToJson(s) : sourceToTable(s);
+    formatTimer.stop();
+    PhaseTimer writeTimer(t, "write output");
+    emit(text, o.output);
+    writeTimer.stop();
+    if (t)
+        printTimings(timings);
     if (o.failOn == "danger" && s.countFindings(Severity::Danger))
         return 1;
     if (o.failOn == "warning" && (s.countFindings(Severity::Danger) || s.countFindings(Severity::Warning)))
@@ -66,6 +91,7 @@ Runner addLsCommand(CLI::App& app)
     ls->add_option("--fail-on", o->failOn, "Exit 1 when a finding of this severity or worse exists")
         ->check(CLI::IsMember({ "none", "warning", "danger" }));
     ls->add_option("-o,--output", o->output, "Write to this file (atomically) instead of stdout");
+    ls->add_flag("--timings", o->timings, "Print how long each phase took (to stderr)");
     return [o] { return runLs(*o); };
 }
 

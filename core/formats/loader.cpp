@@ -8,6 +8,7 @@
 #include "io/tar_archive.h"
 #include "io/zip_archive.h"
 #include "util/error.h"
+#include "util/timings.h"
 
 #include <filesystem>
 #include <new>
@@ -54,8 +55,10 @@ bool endsWith(std::string_view s, std::string_view suffix)
 
 // Sniffs bytes; `path` only names the file in errors, unless `byName`: then bytes that match nothing but sit
 // under a .safetensors name go to that reader, whose error (HeaderTooLarge, InvalidHeaderLength, ...) says more
-// than a hex dump. detectFormat does not guess from names.
-std::string sniff(const std::string& path, Bytes b, bool byName = false)
+// than a hex dump. detectFormat does not guess from names. Zips are told apart (torch.save or TorchScript)
+// only when `lookInsideZips`: opening a file leaves that to the zip reader, which parses the central
+// directory anyway, so it is not parsed twice.
+std::string sniff(const std::string& path, Bytes b, bool byName = false, bool lookInsideZips = true)
 {
     if (b.empty())
         throw LoadError(path, "the file is empty");
@@ -63,6 +66,8 @@ std::string sniff(const std::string& path, Bytes b, bool byName = false)
     // locate; nothing in its bytes says so, and read as one zip it fails with a misleading zip64 error.
     if (byName && endsWith(path, ".distcp"))
         throw LoadError(path, "is a shard (.distcp)" + kDcpUnsupported);
+    if (looksLikeZip(b) && !lookInsideZips)
+        return "torch-zip";
     if (looksLikeZip(b)) {
         try {
             ZipArchive zip(b);
@@ -119,7 +124,9 @@ std::string indexInDirectory(const std::string& dir)
 
 Source dispatch(const std::string& path, const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
 {
-    std::string format = sniff(path, file->bytes(), true);
+    PhaseTimer sniffTimer(options.timings, "sniff format");
+    std::string format = sniff(path, file->bytes(), true, false);
+    sniffTimer.stop();
     if (format == "torch-zip")
         return readTorchZip(file, options);
     if (format == "torch-legacy")

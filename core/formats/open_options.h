@@ -5,11 +5,15 @@
 
 namespace sl {
 
+struct Timings;
+
 struct OpenOptions {
     // The container to select instead of the picked one ("optimizer", "state_dict", ...).
     std::optional<std::string> container;
     // Threads for opening shards; 0 means one per core.
     unsigned threads = 0;
+    // Where to record per-phase times (statelens ls --timings); null to skip.
+    Timings* timings = nullptr;
 };
 
 } // namespace sl

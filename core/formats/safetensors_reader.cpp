@@ -2,6 +2,7 @@
 
 #include "io/byte_reader.h"
 #include "util/error.h"
+#include "util/timings.h"
 #include "util/name_index.h"
 
 #include <simdjson.h>
@@ -44,7 +45,7 @@ bool looksLikeSafetensors(Bytes data)
     return false;
 }
 
-Source readSafetensors(const std::shared_ptr<const MappedFile>& file, const OpenOptions&)
+Source readSafetensors(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
 {
     Source out;
     out.path = file->path();
@@ -62,6 +63,7 @@ Source readSafetensors(const std::shared_ptr<const MappedFile>& file, const Open
                 + std::to_string(data.size()) + "-byte file");
     const uint64_t bufferStart = 8 + n;
 
+    PhaseTimer jsonTimer(options.timings, "header json");
     simdjson::dom::parser parser;
     simdjson::dom::element root;
     // simdjson reads up to SIMDJSON_PADDING bytes past the text (never interpreting them). The tensor buffer
@@ -75,6 +77,8 @@ Source readSafetensors(const std::shared_ptr<const MappedFile>& file, const Open
     if (root.get_object().get(header))
         throw LoadError(file->path(), "InvalidHeaderDeserialization: the header is not a JSON object");
 
+    jsonTimer.stop();
+    PhaseTimer entriesTimer(options.timings, "header entries");
     auto bad = [&](const std::string& what) { throw LoadError(file->path(), "InvalidHeaderDeserialization: " + what); };
 
     // Tensor names so far, for the duplicate check: a flat index over `names` (an unordered_set of 100k
@@ -181,6 +185,8 @@ Source readSafetensors(const std::shared_ptr<const MappedFile>& file, const Open
         out.entries.push_back(std::move(e));
     }
 
+    entriesTimer.stop();
+    PhaseTimer validateTimer(options.timings, "validate offsets");
     // Offsets must tile the buffer exactly: sorted, each beginning where the previous ended.
     auto before = [](const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; };
     // Writers usually list tensors in buffer order. When the spans strictly increase, their sorted order is

@@ -193,7 +193,7 @@ Source readTorchLegacy(const std::shared_ptr<const MappedFile>& file, const Open
             auto ck = std::make_shared<torch::PickledCheckpoint>(torch::TorchSemantics::PersistentIds::Tar);
             ck->file = file;
             readTarLayout(ck, all, out);
-            torch::finishSource(ck, out, options.container ? &*options.container : nullptr);
+            torch::finishSource(ck, out, options.container ? &*options.container : nullptr, options.timings);
             return out;
         }
         auto ck = std::make_shared<torch::PickledCheckpoint>(torch::TorchSemantics::PersistentIds::Legacy);
@@ -266,7 +266,7 @@ Source readTorchLegacy(const std::shared_ptr<const MappedFile>& file, const Open
             out.addFinding(Severity::Info, std::to_string(r.remaining()) + " bytes follow the last storage");
 
         const std::string* container = options.container ? &*options.container : nullptr;
-        torch::finishSource(ck, out, container);
+        torch::finishSource(ck, out, container, options.timings);
     } catch (const FormatError& e) {
         throw LoadError(file->path(), e.what());
     }

@@ -4,6 +4,7 @@
 #include "pickle/unpickler.h"
 #include "torch/pickled_checkpoint.h"
 #include "util/error.h"
+#include "util/timings.h"
 
 #include <charconv>
 #include <unordered_map>
@@ -43,6 +44,7 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
     out.format = "torch-zip";
     out.files.push_back(file->path());
     try {
+        PhaseTimer directoryTimer(options.timings, "zip central directory");
         ZipArchive zip(file->bytes());
         if (zip.entries().empty())
             throw FormatError("the zip archive is empty");
@@ -56,7 +58,8 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         if (!pkl)
             throw FormatError("no " + prefix + "data.pkl record; not a torch.save archive");
         if (isTorchScriptArchive(zip, prefix))
-            throw FormatError("this is a TorchScript archive, not a torch.save checkpoint");
+            throw FormatError("is a TorchScript archive (torch.jit.save), not a torch.save checkpoint; "
+                              "TorchScript is not supported yet");
 
         // Small text records: versions and byte order.
         for (const char* rec : { "version", ".data/version", "byteorder", ".format_version", ".storage_alignment",
@@ -101,11 +104,15 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
             out.addFinding(Severity::Info, "tensor data is big-endian (byteorder record)");
         }
 
+        directoryTimer.stop();
         // Run the pickle over the mapped bytes (inflated first only if the archive was re-compressed).
+        PhaseTimer pickleTimer(options.timings, "pickle");
         Bytes pickleBytes = zip.contents(*pkl, ck->ownedPickle, kMaxInflatedPickle);
         uint64_t pickleOffset = pkl->method == 0 ? zip.dataOffset(*pkl) : 0;
         pickle::Unpickler unpickler(pickleBytes, ck->arena, ck->semantics, pickleOffset);
         ck->root = unpickler.load();
+        pickleTimer.stop();
+        PhaseTimer storageTimer(options.timings, "resolve storages");
 
         // Resolve each storage to its record without reading it. The archive's own name index finds them
         // (first record of a name wins, as before); `recordName` is reused so lookups do not allocate.
@@ -155,8 +162,9 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
                 std::to_string(compressed)
                     + " storage records are compressed (the archive was re-zipped); their bytes cannot be mapped");
 
+        storageTimer.stop();
         const std::string* container = options.container ? &*options.container : nullptr;
-        torch::finishSource(ck, out, container);
+        torch::finishSource(ck, out, container, options.timings);
     } catch (const FormatError& e) {
         throw LoadError(file->path(), e.what());
     }

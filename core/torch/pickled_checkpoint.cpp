@@ -1,6 +1,7 @@
 #include "pickled_checkpoint.h"
 
 #include "util/error.h"
+#include "util/timings.h"
 #include "util/name_index.h"
 
 #include <algorithm>
@@ -118,7 +119,7 @@ void reportSharedStorage(Source& out)
         out.entries[i].attributes.emplace_back("tied_with", std::move(partners));
 }
 
-void fillEntries(const PickledCheckpoint& ck, Source& out, const std::string* container)
+void fillEntries(const PickledCheckpoint& ck, Source& out, const std::string* container, Timings* timings = nullptr)
 {
     out.containers.clear();
     for (const auto& c : ck.scan.containers)
@@ -147,8 +148,12 @@ void fillEntries(const PickledCheckpoint& ck, Source& out, const std::string* co
     }
     const Container& c = ck.scan.containers[static_cast<size_t>(idx)];
     out.container = c.info.path;
+    PhaseTimer entriesTimer(timings, "build entries");
     buildEntries(ck.scan, c, ck.context, out);
+    entriesTimer.stop();
+    PhaseTimer sharedTimer(timings, "shared storages");
     reportSharedStorage(out);
+    sharedTimer.stop();
     if (!container && ck.scan.containers.size() > 1)
         out.addFinding(Severity::Info,
             "picked container '" + c.info.path + "' (" + reason + "); " + std::to_string(ck.scan.containers.size() - 1)
@@ -157,11 +162,14 @@ void fillEntries(const PickledCheckpoint& ck, Source& out, const std::string* co
 
 } // namespace
 
-void finishSource(const std::shared_ptr<PickledCheckpoint>& ckpt, Source& out, const std::string* container)
+void finishSource(const std::shared_ptr<PickledCheckpoint>& ckpt, Source& out, const std::string* container,
+    Timings* timings)
 {
+    PhaseTimer scanTimer(timings, "scan containers");
     ckpt->scan = scanContainers(ckpt->root);
+    scanTimer.stop();
     reportGlobals(ckpt->semantics, out);
-    fillEntries(*ckpt, out, container);
+    fillEntries(*ckpt, out, container, timings);
     out.backing = ckpt;
 }
 

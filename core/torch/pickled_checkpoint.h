@@ -11,6 +11,10 @@
 
 #include <memory>
 
+namespace sl {
+struct Timings;
+}
+
 namespace sl::torch {
 
 struct PickledCheckpoint : SourceBacking {
@@ -31,6 +35,7 @@ struct PickledCheckpoint : SourceBacking {
 
 // Scans containers, selects `container` (or picks one when null), builds entries and adds the findings
 // about globals and rebuild problems. Throws LoadError when `container` names nothing.
-void finishSource(const std::shared_ptr<PickledCheckpoint>& ckpt, Source& out, const std::string* container);
+void finishSource(const std::shared_ptr<PickledCheckpoint>& ckpt, Source& out, const std::string* container,
+    Timings* timings = nullptr);
 
 } // namespace sl::torch
