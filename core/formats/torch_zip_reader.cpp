@@ -24,7 +24,8 @@ std::string_view asText(Bytes b) { return { reinterpret_cast<const char*>(b.data
 
 bool isTorchScriptArchive(const ZipArchive& zip, const std::string& prefix)
 {
-    if (zip.find(prefix + "constants.pkl") || zip.find(prefix + "bytecode.pkl"))
+    // model.json is the pre-1.4 TorchScript layout.
+    if (zip.find(prefix + "constants.pkl") || zip.find(prefix + "bytecode.pkl") || zip.find(prefix + "model.json"))
         return true;
     const std::string code = prefix + "code/";
     for (const auto& e : zip.entries())
@@ -54,12 +55,12 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
             throw FormatError("first zip record '" + std::string(first) + "' is not inside a folder; not a torch.save archive");
         const std::string prefix(first.substr(0, slash + 1));
 
-        const ZipEntry* pkl = zip.find(prefix + "data.pkl");
-        if (!pkl)
-            throw FormatError("no " + prefix + "data.pkl record; not a torch.save archive");
         if (isTorchScriptArchive(zip, prefix))
             throw FormatError("is a TorchScript archive (torch.jit.save), not a torch.save checkpoint; "
                               "TorchScript is not supported yet");
+        const ZipEntry* pkl = zip.find(prefix + "data.pkl");
+        if (!pkl)
+            throw FormatError("no " + prefix + "data.pkl record; not a torch.save archive");
 
         // Small text records: versions and byte order.
         for (const char* rec : { "version", ".data/version", "byteorder", ".format_version", ".storage_alignment",
