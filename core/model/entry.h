@@ -4,6 +4,7 @@
 // Readers fill what their format knows; later stages (sharding, quantization, values) add to `attributes`
 // and `parts` instead of reshaping this struct.
 
+#include "dims.h"
 #include "dtype.h"
 
 #include <cstdint>
@@ -14,7 +15,7 @@
 
 namespace sl {
 
-using Shape = std::vector<int64_t>;
+using Shape = Dims;
 
 // Where a tensor's bytes live. Offsets are absolute byte offsets in `Source::files[file]`.
 struct TensorLocation {
@@ -35,7 +36,7 @@ struct TensorLocation {
     uint64_t storageByteOffset = 0; // absolute offset of the storage's first byte
     uint64_t storageNbytes = 0;
     int64_t storageOffset = 0;
-    std::vector<int64_t> strides; // empty when the reader only knows the tensor is contiguous
+    Dims strides; // empty when the reader only knows the tensor is contiguous
 };
 
 enum class EntryKind : uint8_t {

@@ -33,7 +33,7 @@ std::string_view Arena::copy(std::string_view s)
 {
     if (s.empty())
         return {};
-    char* p = static_cast<char*>(m_resource.allocate(s.size(), 1));
+    char* p = static_cast<char*>(do_allocate(s.size(), 1));
     std::memcpy(p, s.data(), s.size());
     return { p, s.size() };
 }

@@ -255,31 +255,43 @@ struct TensorValue : Value {
 
 // The arena every Value of one graph lives in. Values are trivially destructible or own only
 // arena memory, so nothing is destroyed individually.
-class Arena {
+class Arena : private std::pmr::memory_resource {
 public:
     explicit Arena(size_t initialBytes = 1 << 16)
         : m_resource(initialBytes)
     {
     }
-    std::pmr::memory_resource* resource() { return &m_resource; }
+    std::pmr::memory_resource* resource() { return this; }
     template <typename T, typename... Args> T* make(Args&&... args)
     {
-        void* p = m_resource.allocate(sizeof(T), alignof(T));
+        void* p = do_allocate(sizeof(T), alignof(T));
         return new (p) T(std::forward<Args>(args)...);
     }
     template <typename T> std::span<T> array(size_t n)
     {
         if (n == 0)
             return {};
-        T* p = static_cast<T*>(m_resource.allocate(n * sizeof(T), alignof(T)));
+        T* p = static_cast<T*>(do_allocate(n * sizeof(T), alignof(T)));
         for (size_t i = 0; i < n; ++i)
             new (p + i) T();
         return { p, n };
     }
     std::string_view copy(std::string_view s);
+    // Bytes handed out so far: an upper bound on the graph's nodes and references (8 bytes each), which
+    // sizes the budgets of the walks over it without walking it first.
+    size_t bytesAllocated() const { return m_bytes; }
 
 private:
+    void* do_allocate(size_t bytes, size_t align) override
+    {
+        m_bytes += bytes;
+        return m_resource.allocate(bytes, align);
+    }
+    void do_deallocate(void*, size_t, size_t) override { } // released with the arena
+    bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
+
     std::pmr::monotonic_buffer_resource m_resource;
+    size_t m_bytes = 0;
 };
 
 // Shared immutable singletons: None, True, False and small ints, as CPython caches them.

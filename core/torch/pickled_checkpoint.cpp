@@ -149,11 +149,12 @@ void fillEntries(const PickledCheckpoint& ck, Source& out, const std::string* co
     const Container& c = ck.scan.containers[static_cast<size_t>(idx)];
     out.container = c.info.path;
     PhaseTimer entriesTimer(timings, "build entries");
-    buildEntries(ck.scan, c, ck.context, out);
+    const bool shared = buildEntries(ck.scan, c, ck.context, out);
     entriesTimer.stop();
-    PhaseTimer sharedTimer(timings, "shared storages");
-    reportSharedStorage(out);
-    sharedTimer.stop();
+    if (shared) {
+        PhaseTimer sharedTimer(timings, "shared storages");
+        reportSharedStorage(out);
+    }
     if (!container && ck.scan.containers.size() > 1)
         out.addFinding(Severity::Info,
             "picked container '" + c.info.path + "' (" + reason + "); " + std::to_string(ck.scan.containers.size() - 1)
@@ -166,7 +167,11 @@ void finishSource(const std::shared_ptr<PickledCheckpoint>& ckpt, Source& out, c
     Timings* timings)
 {
     PhaseTimer scanTimer(timings, "scan containers");
-    ckpt->scan = scanContainers(ckpt->root);
+    // The graph lives in the arena (8 bytes per node or reference at least) and its strings in the file
+    // or the inflated pickle: together an upper bound on its size, known without walking it.
+    const size_t graphSize = ckpt->arena.bytesAllocated() / 8 + (ckpt->file ? ckpt->file->size() : 0) / 64
+        + ckpt->ownedPickle.size() / 64 + 1;
+    ckpt->scan = scanContainers(ckpt->root, graphSize);
     scanTimer.stop();
     reportGlobals(ckpt->semantics, out);
     fillEntries(*ckpt, out, container, timings);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -186,19 +187,31 @@ std::optional<ContainerInfo::Role> tokenRole(std::string_view tok)
     return std::nullopt;
 }
 
-// Components split into tokens at '_', '.' and '-'; the first token that names a role decides.
-ContainerInfo::Role roleForPath(const std::vector<std::string>& path)
+// A key split into tokens at '_', '.' and '-'; the first token that names a role decides.
+ContainerInfo::Role roleForKey(std::string_view key)
 {
-    for (const std::string& comp : path) {
-        for (size_t start = 0; start <= comp.size();) {
-            size_t end = std::min(comp.find_first_of("_.-", start), comp.size());
-            if (end > start)
-                if (auto role = tokenRole(std::string_view(comp).substr(start, end - start)))
-                    return *role;
-            start = end + 1;
-        }
+    for (size_t start = 0; start <= key.size();) {
+        size_t end = std::min(key.find_first_of("_.-", start), key.size());
+        if (end > start)
+            if (auto role = tokenRole(key.substr(start, end - start)))
+                return *role;
+        start = end + 1;
     }
     return ContainerInfo::Role::Model;
+}
+
+// Children that can hold containers; everything else (tensors, scalars, strings) is a leaf for the scan.
+bool canHoldContainers(const Value* v)
+{
+    switch (v->kind) {
+    case Kind::Dict:
+    case Kind::List:
+    case Kind::Tuple:
+    case Kind::Object:
+        return true;
+    default:
+        return false;
+    }
 }
 
 // Nodes, references and string bytes (in 64-byte units) reachable from root, each node counted once.
@@ -326,7 +339,7 @@ private:
         for (const auto& [k, item] : d->items) {
             if (!pathIsModel || item->kind != Kind::Dict || !m_hasTensors(item))
                 continue;
-            if (roleForPath({ keyString(k) }) == ContainerInfo::Role::Model && !isOptimizerDict(item))
+            if (roleForKey(keyString(k)) == ContainerInfo::Role::Model && !isOptimizerDict(item))
                 ++branches;
         }
         return branches >= 2;
@@ -357,11 +370,24 @@ private:
     // visit made deep paths quadratic.
     ContainerInfo::Role pathRole() const { return m_pathRoles.empty() ? ContainerInfo::Role::Model : m_pathRoles.back(); }
 
+    // Leaves cost one visit and no key: a 100,000-tensor state dict would otherwise build 100,000 key
+    // strings just to learn that tensors hold no containers.
+    bool leaf(const Value* v)
+    {
+        if (canHoldContainers(v))
+            return false;
+        if (++m_visits > kMaxVisits)
+            throw FormatError("the pickled object graph is too large to walk (shared subtrees?)");
+        m_budget.charge(1);
+        m_out.totalTensors += isTorchTensor(v);
+        return true;
+    }
+
     void child(const std::string& key, const Value* v)
     {
         m_budget.charge(key.size() / 64);
         ContainerInfo::Role parent = pathRole();
-        m_pathRoles.push_back(parent != ContainerInfo::Role::Model ? parent : roleForPath({ key }));
+        m_pathRoles.push_back(parent != ContainerInfo::Role::Model ? parent : roleForKey(key));
         m_path.push_back(key);
         visit(v);
         m_path.pop_back();
@@ -381,7 +407,8 @@ private:
             else if (isNestedModuleTree(d))
                 whole = addWhole(v, Container::Shape::Dict, pathRole());
             for (const auto& [k, item] : d->items)
-                child(keyString(k), item);
+                if (!leaf(item))
+                    child(keyString(k), item);
             leaveWhole(whole);
             return;
         }
@@ -393,7 +420,8 @@ private:
                 && std::any_of(s->items.begin(), s->items.end(), isTorchTensor))
                 add(v, Container::Shape::Sequence, ContainerInfo::Role::Model, s->items.size());
             for (size_t i = 0; i < s->items.size(); ++i)
-                child(std::to_string(i), s->items[i]);
+                if (!leaf(s->items[i]))
+                    child(std::to_string(i), s->items[i]);
             return;
         }
         case Kind::Object: {
@@ -402,14 +430,18 @@ private:
             const DictValue* slots = nullptr;
             if (auto* attrs = objectAttributes(o, &slots))
                 for (const auto& [k, item] : attrs->items)
-                    child(keyString(k), item);
+                    if (!leaf(item))
+                        child(keyString(k), item);
             if (slots && slots != objectAttributes(o))
                 for (const auto& [k, item] : slots->items)
-                    child(keyString(k), item);
+                    if (!leaf(item))
+                        child(keyString(k), item);
             for (const auto& [k, item] : o->dictItems)
-                child(keyString(k), item);
+                if (!leaf(item))
+                    child(keyString(k), item);
             for (size_t i = 0; i < o->listItems.size(); ++i)
-                child(std::to_string(i), o->listItems[i]);
+                if (!leaf(o->listItems[i]))
+                    child(std::to_string(i), o->listItems[i]);
             leaveWhole(whole);
             return;
         }
@@ -428,7 +460,24 @@ private:
     size_t m_visits = 0;
 };
 
+// Appends a dict key as a name component: strings as they are, ints in decimal, anything else as a short
+// repr (keyString without the temporary string).
+void appendKey(std::string& out, const Value* k)
+{
+    if (k->kind == Kind::Str || k->kind == Kind::Bytes) {
+        out += static_cast<const StrValue*>(k)->s;
+    } else if (k->kind == Kind::Int) {
+        char buf[24];
+        auto [end, ec] = std::to_chars(buf, buf + sizeof buf, static_cast<const IntValue*>(k)->v);
+        out.append(buf, end);
+    } else {
+        out += keyString(k);
+    }
+}
+
 // Turns a container into entries. In counting mode it only counts the tensors it would emit.
+// The name being built lives in one buffer that grows and shrinks as the walk descends and returns, so
+// only an entry's own copy of its name is allocated.
 class Flattener {
 public:
     // `roles` maps every container's node to its role (containerRoles); built once per scan, not per
@@ -446,83 +495,119 @@ public:
     size_t run()
     {
         const Value* v = m_self.node;
+        m_name.clear();
         switch (m_self.shape) {
         case Container::Shape::Module:
-            flattenModule(static_cast<const ObjectValue*>(v), "", 0);
+            flattenModule(static_cast<const ObjectValue*>(v), 0);
             break;
         case Container::Shape::Sequence: {
             if (v->kind == Kind::Tensor) { // torch.save(tensor)
-                flattenValue(v, "", 1);
+                flattenValue(v, 1);
                 break;
             }
             auto* s = static_cast<const SeqValue*>(v);
-            for (size_t i = 0; i < s->items.size(); ++i)
-                flattenValue(s->items[i], std::to_string(i), 1);
+            flattenSequence(*s, 1);
             break;
         }
         case Container::Shape::Dict:
         case Container::Shape::Optimizer:
-            flattenItems(static_cast<const DictValue*>(v)->items, "", 1);
+            flattenItems(static_cast<const DictValue*>(v)->items, 1);
             break;
         }
         return m_tensors;
     }
 
+    // Storages that more than one emitted tensor uses (tied weights, views); empty when none is shared,
+    // which lets the shared-storage report skip its work on ordinary state dicts.
+    bool anyStorageShared() const { return m_anyShared; }
+
 private:
     bool excluded(const Value* v) const
     {
         // A nested container with another role (an optimizer inside a training dict) is selectable on its
-        // own and stays out of this one.
+        // own and stays out of this one. Only dicts, lists and objects can be containers.
+        if (!canHoldContainers(v))
+            return false;
         auto it = m_containerRole.find(v);
         return it != m_containerRole.end() && v != m_self.node && it->second != m_self.info.role;
     }
 
     bool hasTensors(const Value* v, int depth) { return m_hasTensors(v, depth); }
 
-    void flattenItems(const std::pmr::vector<std::pair<Value*, Value*>>& items, const std::string& prefix, int depth)
+    // Name components: ".key" (or "key" at the top), undone by resize(base) after the child.
+    size_t pushKey(const Value* k)
     {
-        for (const auto& [k, v] : items)
-            flattenValue(v, joinPath(prefix, keyString(k)), depth);
+        const size_t base = m_name.size();
+        if (base)
+            m_name += '.';
+        appendKey(m_name, k);
+        return base;
+    }
+    size_t pushIndex(size_t i)
+    {
+        const size_t base = m_name.size();
+        if (base)
+            m_name += '.';
+        char buf[24];
+        auto [end, ec] = std::to_chars(buf, buf + sizeof buf, i);
+        m_name.append(buf, end);
+        return base;
     }
 
-    void flattenValue(const Value* v, const std::string& name, int depth)
+    void flattenItems(const std::pmr::vector<std::pair<Value*, Value*>>& items, int depth)
+    {
+        for (const auto& [k, v] : items) {
+            const size_t base = pushKey(k);
+            flattenValue(v, depth);
+            m_name.resize(base);
+        }
+    }
+
+    void flattenSequence(const SeqValue& s, int depth)
+    {
+        for (size_t i = 0; i < s.items.size(); ++i) {
+            const size_t base = pushIndex(i);
+            flattenValue(s.items[i], depth);
+            m_name.resize(base);
+        }
+    }
+
+    void flattenValue(const Value* v, int depth)
     {
         if (++m_visits > kMaxVisits)
             throw FormatError("the state dict is too large to flatten (shared subtrees?)");
-        m_budget.charge(1 + name.size() / 64);
+        m_budget.charge(1 + m_name.size() / 64);
         if (depth > kMaxDepth || excluded(v))
             return;
         switch (v->kind) {
         case Kind::Tensor:
             ++m_tensors;
             if (m_out)
-                emitTensor(*static_cast<const TensorValue*>(v), name);
+                emitTensor(*static_cast<const TensorValue*>(v));
             return;
         case Kind::Dict:
             if (hasTensors(v, depth) && m_onPath.insert(v).second) {
-                flattenItems(static_cast<const DictValue*>(v)->items, name, depth + 1);
+                flattenItems(static_cast<const DictValue*>(v)->items, depth + 1);
                 m_onPath.erase(v);
                 return;
             }
             break;
         case Kind::Tuple:
             if (tupleHoldsTensor(v)) {
-                emitGroup(*static_cast<const SeqValue*>(v), name);
+                emitGroup(*static_cast<const SeqValue*>(v));
                 return;
             }
             [[fallthrough]];
         case Kind::List:
             if (hasTensors(v, depth) && m_onPath.insert(v).second) {
-                auto* s = static_cast<const SeqValue*>(v);
-                for (size_t i = 0; i < s->items.size(); ++i)
-                    flattenValue(s->items[i], joinPath(name, std::to_string(i)), depth + 1);
+                flattenSequence(*static_cast<const SeqValue*>(v), depth + 1);
                 m_onPath.erase(v);
                 return;
             }
             break;
         case Kind::Object:
             if (isModuleObject(v) && m_onPath.insert(v).second) {
-                flattenModule(static_cast<const ObjectValue*>(v), name, depth + 1);
+                flattenModule(static_cast<const ObjectValue*>(v), depth + 1);
                 m_onPath.erase(v);
                 return;
             }
@@ -530,16 +615,16 @@ private:
         default:
             break;
         }
-        emitObject(v, name);
+        emitObject(v);
     }
 
-    void flattenModule(const ObjectValue* m, const std::string& prefix, int depth)
+    void flattenModule(const ObjectValue* m, int depth)
     {
         // nn.Module.state_dict() order: parameters, persistent buffers, then submodules.
         auto* attrs = objectAttributes(m);
         if (!attrs || depth > kMaxDepth)
             return;
-        m_budget.charge(1 + prefix.size() / 64); // submodules shared by many parents are walked once per path
+        m_budget.charge(1 + m_name.size() / 64); // submodules shared by many parents are walked once per path
         std::unordered_set<std::string_view> nonPersistent;
         if (auto* np = asSeq(attrs->lookup("_non_persistent_buffers_set")))
             for (auto* n : np->items)
@@ -547,35 +632,55 @@ private:
                     nonPersistent.insert(s->s);
         if (auto* params = asDict(attrs->lookup("_parameters")))
             for (const auto& [k, v] : params->items)
-                if (v->kind != Kind::None)
-                    flattenValue(v, joinPath(prefix, keyString(k)), depth + 1);
+                if (v->kind != Kind::None) {
+                    const size_t base = pushKey(k);
+                    flattenValue(v, depth + 1);
+                    m_name.resize(base);
+                }
         if (auto* buffers = asDict(attrs->lookup("_buffers")))
             for (const auto& [k, v] : buffers->items) {
                 auto* ks = asStr(k);
-                if (v->kind != Kind::None && !(ks && nonPersistent.count(ks->s)))
-                    flattenValue(v, joinPath(prefix, keyString(k)), depth + 1);
+                if (v->kind != Kind::None && !(ks && nonPersistent.count(ks->s))) {
+                    const size_t base = pushKey(k);
+                    flattenValue(v, depth + 1);
+                    m_name.resize(base);
+                }
             }
         if (auto* modules = asDict(attrs->lookup("_modules")))
             for (const auto& [k, v] : modules->items)
                 if (isModuleObject(v) && m_onPath.insert(v).second) {
-                    flattenModule(static_cast<const ObjectValue*>(v), joinPath(prefix, keyString(k)), depth + 1);
+                    const size_t base = pushKey(k);
+                    flattenModule(static_cast<const ObjectValue*>(v), depth + 1);
+                    m_name.resize(base);
                     m_onPath.erase(v);
                 }
     }
 
-    void emitTensor(const TensorValue& t, const std::string& name)
+    void noteStorage(const TensorValue& t)
     {
-        m_out->entries.push_back(tensorEntryAt(t, name, m_ctx, 0, m_budget));
+        if (!t.storage)
+            return;
+        const StorageValue* root = t.storage->viewOf ? t.storage->viewOf : t.storage;
+        if (root->index >= m_storageUses.size())
+            m_storageUses.resize(root->index + 1, 0);
+        if (++m_storageUses[root->index] > 1)
+            m_anyShared = true;
     }
 
-    void emitGroup(const SeqValue& s, const std::string& name)
+    void emitTensor(const TensorValue& t)
+    {
+        noteStorage(t);
+        m_out->entries.push_back(tensorEntryAt(t, m_name, m_ctx, 0, m_budget));
+    }
+
+    void emitGroup(const SeqValue& s)
     {
         // torch.ao packed params: (weight, bias) under one key. The logical shape is the weight's.
         m_tensors += 1;
         if (!m_out)
             return;
         Entry e;
-        e.name = name;
+        e.name = m_name;
         e.kind = EntryKind::Group;
         e.typeName = "tuple";
         m_budget.charge(s.items.size());
@@ -598,10 +703,10 @@ private:
         m_out->entries.push_back(std::move(e));
     }
 
-    void emitObject(const Value* v, const std::string& name)
+    void emitObject(const Value* v)
     {
         if (m_out)
-            m_out->entries.push_back(objectEntry(v, name));
+            m_out->entries.push_back(objectEntry(v, m_name));
     }
 
     // A non-tensor value as an entry (also the non-tensor parts of a group, so they name their type too).
@@ -644,6 +749,9 @@ private:
     WalkBudget& m_budget;
     TensorPresence m_hasTensors;
     std::unordered_set<const Value*> m_onPath;
+    std::string m_name;
+    std::vector<uint32_t> m_storageUses; // by StorageValue::index
+    bool m_anyShared = false;
     size_t m_tensors = 0;
     size_t m_visits = 0;
 };
@@ -851,7 +959,7 @@ std::unordered_map<const Value*, ContainerInfo::Role> containerRoles(const Conta
 
 } // namespace
 
-ContainerScan scanContainers(const Value* root)
+ContainerScan scanContainers(const Value* root, size_t graphSize)
 {
     ContainerScan scan;
     if (root && root->kind == Kind::Tensor) {
@@ -865,7 +973,7 @@ ContainerScan scanContainers(const Value* root)
         scan.totalTensors = 1;
         return scan;
     }
-    WalkBudget budget { 16 * graphWeight(root) + 100'000 };
+    WalkBudget budget { 16 * (graphSize ? graphSize : graphWeight(root)) + 100'000 };
     scan.walkBudget = budget.left;
     Scanner(scan, budget).visit(root);
     // Direct counts served the scan; report what each container would list.
@@ -972,16 +1080,19 @@ int pickContainer(const ContainerScan& scan, std::string* reason)
     return best;
 }
 
-void buildEntries(const ContainerScan& scan, const Container& c, const EntryContext& ctx, Source& out)
+bool buildEntries(const ContainerScan& scan, const Container& c, const EntryContext& ctx, Source& out)
 {
     // The scan counted what this container emits; growing the vector of (large) Entry values step by step
     // cost more than building them on 76,800-tensor files.
     out.entries.reserve(out.entries.size() + c.info.tensorCount);
     WalkBudget budget { scan.walkBudget };
-    Flattener(c, ctx, &out, containerRoles(scan), budget).run();
+    const auto roles = containerRoles(scan); // the Flattener keeps a reference: it must outlive it
+    Flattener flattener(c, ctx, &out, roles, budget);
+    flattener.run();
     for (const auto& e : out.entries)
         if (const std::string* bad = e.attribute("invalid_view"))
             out.addFinding(Severity::Danger, "tensor " + *bad + "; torch.load would fail or read garbage", e.name);
+    return flattener.anyStorageShared();
 }
 
 } // namespace sl::torch

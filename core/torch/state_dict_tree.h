@@ -39,7 +39,9 @@ struct ContainerScan {
     size_t walkBudget = 100'000;
 };
 
-ContainerScan scanContainers(const pickle::Value* root);
+// `graphSize` bounds the graph's nodes, references and string bytes / 64 (see graphWeight); the walks'
+// budget is a multiple of it. Readers pass what their arena allocated; 0 measures the graph first.
+ContainerScan scanContainers(const pickle::Value* root, size_t graphSize = 0);
 
 // Index into scan.containers of the pick, or -1 when nothing holds tensors. `reason` says which rule won.
 int pickContainer(const ContainerScan& scan, std::string* reason = nullptr);
@@ -52,7 +54,8 @@ struct EntryContext {
 
 // Appends the flattened entries of `c` to `out.entries` and entry-level findings to `out.findings`.
 // Other containers of a different role nested inside `c` are left out (they are selectable on their own).
-void buildEntries(const ContainerScan& scan, const Container& c, const EntryContext& ctx, Source& out);
+// Returns whether any storage is used by more than one emitted tensor (tied weights or views).
+bool buildEntries(const ContainerScan& scan, const Container& c, const EntryContext& ctx, Source& out);
 
 // Entry for one tensor value (exposed for readers that meet tensors outside a container walk).
 Entry tensorEntry(const pickle::TensorValue& t, std::string name, const EntryContext& ctx);

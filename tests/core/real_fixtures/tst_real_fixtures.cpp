@@ -101,7 +101,7 @@ QList<qint64> jsonInts(const QJsonValue& v)
         out << x.toInteger();
     return out;
 }
-QList<qint64> toList(const std::vector<int64_t>& v)
+QList<qint64> toList(const sl::Dims& v)
 {
     return QList<qint64>(v.begin(), v.end());
 }

@@ -82,8 +82,8 @@ QString locationKindName(TensorLocation::Kind k)
     return {};
 }
 
-template <typename T>
-QString listText(const std::vector<T>& v)
+template <typename Container>
+QString listText(const Container& v)
 {
     QStringList parts;
     for (const auto& x : v)
