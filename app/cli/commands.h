@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <memory>
+#include <vector>
 
 namespace sl::cli {
 
@@ -14,5 +16,18 @@ Runner addDemoCommand(CLI::App& app);
 
 // Writes `text` to `outputPath` atomically, or to stdout when the path is empty or "-".
 void emit(const std::string& text, const std::string& outputPath);
+
+// A command's loaded data, deliberately not freed: the process exits right after its output, and tearing
+// down a 100,000-entry source took longer than listing it. Sanitizer builds free it, so leak checks work.
+template <typename T> T& keepUntilExit(T&& value)
+{
+#ifdef STATELENS_FREE_AT_EXIT
+    static std::vector<std::unique_ptr<T>> freedAtExit;
+    freedAtExit.push_back(std::make_unique<T>(std::move(value)));
+    return *freedAtExit.back();
+#else
+    return *new T(std::move(value));
+#endif
+}
 
 } // namespace sl::cli

@@ -57,13 +57,13 @@ int runLs(const LsOptions& o)
     if (o.timings)
         options.timings = &timings;
     Timings* t = o.timings ? &timings : nullptr;
-    Source s = openSource(o.path, options);
+    const Source& s = keepUntilExit(openSource(o.path, options));
     if (o.listContainers) {
         emit(containersTable(s), o.output);
         return 0;
     }
     PhaseTimer formatTimer(t, o.format == "json" ? "format json" : "format table");
-    std::string text = o.format == "json" ? sourceToJson(s) : sourceToTable(s);
+    const std::string& text = keepUntilExit(o.format == "json" ? sourceToJson(s) : sourceToTable(s));
     formatTimer.stop();
     PhaseTimer writeTimer(t, "write output");
     emit(text, o.output);

@@ -8,6 +8,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace sl {
 
@@ -63,90 +64,131 @@ Source readSafetensors(const std::shared_ptr<const MappedFile>& file, const Open
                 + std::to_string(data.size()) + "-byte file");
     const uint64_t bufferStart = 8 + n;
 
-    PhaseTimer jsonTimer(options.timings, "header json");
-    simdjson::dom::parser parser;
-    simdjson::dom::element root;
-    // simdjson reads up to SIMDJSON_PADDING bytes past the text (never interpreting them). The tensor buffer
-    // usually follows, so parse the mapping in place; copy the header into a padded buffer only when the
-    // file ends too soon after it.
+    PhaseTimer parseTimer(options.timings, "header parse");
+    // simdjson On-Demand walks the header once without building a document (the DOM parser's tape and
+    // string buffers for a 13 MB header cost as much as the parse). It reads up to SIMDJSON_PADDING bytes
+    // past the text without interpreting them; the tensor buffer usually follows, so the mapping is parsed
+    // in place and the header is copied into a padded buffer only when the file ends too soon after it.
+    const char* text = reinterpret_cast<const char*>(data.data() + 8);
     const bool padded = data.size() - bufferStart >= simdjson::SIMDJSON_PADDING;
-    auto err = parser.parse(reinterpret_cast<const char*>(data.data() + 8), static_cast<size_t>(n), !padded).get(root);
-    if (err)
+    simdjson::padded_string copy;
+    simdjson::padded_string_view json;
+    if (padded) {
+        json = simdjson::padded_string_view(text, static_cast<size_t>(n), static_cast<size_t>(n) + simdjson::SIMDJSON_PADDING);
+    } else {
+        copy = simdjson::padded_string(text, static_cast<size_t>(n));
+        json = copy;
+    }
+    auto bad = [&](const std::string& what) { throw LoadError(file->path(), "InvalidHeaderDeserialization: " + what); };
+    auto check = [&](simdjson::error_code err, const std::string& what) {
+        if (err)
+            bad(what + " (" + simdjson::error_message(err) + ")");
+    };
+    simdjson::ondemand::parser parser;
+    simdjson::ondemand::document doc;
+    if (auto err = parser.iterate(json).get(doc))
         throw LoadError(file->path(), std::string("InvalidHeaderDeserialization: ") + simdjson::error_message(err));
-    simdjson::dom::object header;
-    if (root.get_object().get(header))
+    simdjson::ondemand::object header;
+    if (doc.get_object().get(header))
         throw LoadError(file->path(), "InvalidHeaderDeserialization: the header is not a JSON object");
 
-    jsonTimer.stop();
-    PhaseTimer entriesTimer(options.timings, "header entries");
-    auto bad = [&](const std::string& what) { throw LoadError(file->path(), "InvalidHeaderDeserialization: " + what); };
-
-    // Tensor names so far, for the duplicate check: a flat index over `names` (an unordered_set of 100k
-    // names cost more than parsing the JSON). The views point into the parser, alive until we return.
-    std::vector<std::string_view> names;
-    NameIndex seen;
-    auto nameAt = [&](size_t i) { return names[i]; };
     std::vector<Span> spans;
-    out.entries.reserve(header.size());
-    spans.reserve(header.size());
-    names.reserve(header.size());
-    seen.reserve(header.size());
+    spans.reserve(static_cast<size_t>(n / 64));
+    out.entries.reserve(static_cast<size_t>(n / 64));
+    std::string_view lastDtype;
+    std::optional<DType> lastDt;
 
-    for (auto [key, value] : header) {
+    for (auto field : header) {
+        std::string_view key;
+        check(field.unescaped_key().get(key), "malformed tensor name");
+        simdjson::ondemand::value value;
+        check(field.value().get(value), "malformed value for '" + std::string(key) + "'");
         if (key == "__metadata__") {
-            simdjson::dom::object meta;
+            simdjson::ondemand::object meta;
             if (value.get_object().get(meta))
                 bad("__metadata__ is not an object");
-            for (auto [mk, mv] : meta) {
+            for (auto mf : meta) {
+                std::string_view mk;
+                check(mf.unescaped_key().get(mk), "malformed __metadata__ key");
+                std::string k(mk);
                 std::string_view s;
-                if (mv.get_string().get(s))
-                    bad("__metadata__ value for '" + std::string(mk) + "' is not a string");
-                out.metadata.emplace_back(std::string(mk), std::string(s));
+                if (mf.value().get_string().get(s))
+                    bad("__metadata__ value for '" + k + "' is not a string");
+                out.metadata.emplace_back(std::move(k), std::string(s));
             }
             continue;
         }
-        names.push_back(key);
-        if (seen.insert(names.size() - 1, nameAt) != names.size() - 1)
-            out.addFinding(Severity::Danger, "duplicate tensor name in the header; the reference reader keeps only one",
-                std::string(key));
-        simdjson::dom::object info;
-        if (value.get_object().get(info))
-            bad("entry '" + std::string(key) + "' is not an object");
-        std::string_view dtypeStr;
-        simdjson::dom::array shapeArr;
-        simdjson::dom::array offsets;
-        if (info["dtype"].get_string().get(dtypeStr))
-            bad("entry '" + std::string(key) + "' has no string dtype");
-        if (info["shape"].get_array().get(shapeArr))
-            bad("entry '" + std::string(key) + "' has no shape array");
-        if (info["data_offsets"].get_array().get(offsets))
-            bad("entry '" + std::string(key) + "' has no data_offsets array");
-
-        Entry e;
+        out.entries.emplace_back();
+        Entry& e = out.entries.back();
         e.name = std::string(key);
+        simdjson::ondemand::object info;
+        if (value.get_object().get(info))
+            bad("entry '" + e.name + "' is not an object");
+        std::string_view dtypeStr;
+        bool haveDtype = false;
+        bool haveShape = false;
+        bool haveOffsets = false;
+        uint64_t numel = 1;
+        bool overflow = false;
+        uint64_t begin = 0;
+        uint64_t end = 0;
+        for (auto f : info) {
+            std::string_view k;
+            check(f.unescaped_key().get(k), "malformed field in entry '" + e.name + "'");
+            if (k == "dtype") {
+                if (f.value().get_string().get(dtypeStr))
+                    bad("entry '" + e.name + "' has no string dtype");
+                haveDtype = true;
+                // dtype strings repeat; the previous one's answer usually applies.
+                if (dtypeStr != lastDtype) {
+                    lastDt = dtypeFromSafetensors(dtypeStr);
+                    lastDtype = dtypeStr;
+                }
+            } else if (k == "shape") {
+                simdjson::ondemand::array shapeArr;
+                if (f.value().get_array().get(shapeArr))
+                    bad("entry '" + e.name + "' has no shape array");
+                for (auto d : shapeArr) {
+                    uint64_t dim = 0;
+                    if (d.get_uint64().get(dim) || dim > static_cast<uint64_t>(INT64_MAX))
+                        bad("entry '" + e.name + "' has a shape that is not a list of non-negative integers");
+                    if (e.shape.size() >= 64)
+                        bad("entry '" + e.name + "' has more than 64 dimensions");
+                    e.shape.push_back(static_cast<int64_t>(dim));
+                    overflow |= __builtin_mul_overflow(numel, dim, &numel);
+                }
+                haveShape = true;
+            } else if (k == "data_offsets") {
+                simdjson::ondemand::array offsets;
+                if (f.value().get_array().get(offsets))
+                    bad("entry '" + e.name + "' has no data_offsets array");
+                size_t count = 0;
+                for (auto o : offsets) {
+                    uint64_t v = 0;
+                    if (o.get_uint64().get(v) || count >= 2)
+                        bad("entry '" + e.name + "' needs data_offsets [begin, end]");
+                    (count == 0 ? begin : end) = v;
+                    ++count;
+                }
+                if (count != 2)
+                    bad("entry '" + e.name + "' needs data_offsets [begin, end]");
+                haveOffsets = true;
+            }
+        }
+        if (!haveDtype)
+            bad("entry '" + e.name + "' has no string dtype");
+        if (!haveShape)
+            bad("entry '" + e.name + "' has no shape array");
+        if (!haveOffsets)
+            bad("entry '" + e.name + "' has no data_offsets array");
+
         e.device = "cpu";
-        auto dt = dtypeFromSafetensors(dtypeStr);
-        if (!dt) {
+        if (!lastDt) {
             out.addFinding(Severity::Warning,
                 "unknown dtype '" + std::string(dtypeStr) + "'; the reference reader refuses the file", e.name);
             e.attributes.emplace_back("header_dtype", std::string(dtypeStr));
         }
-        e.dtype = dt.value_or(DType::Unknown);
-        uint64_t numel = 1;
-        bool overflow = false;
-        for (auto d : shapeArr) {
-            uint64_t dim = 0;
-            if (d.get_uint64().get(dim) || dim > static_cast<uint64_t>(INT64_MAX))
-                bad("entry '" + e.name + "' has a shape that is not a list of non-negative integers");
-            if (e.shape.size() >= 64)
-                bad("entry '" + e.name + "' has more than 64 dimensions");
-            e.shape.push_back(static_cast<int64_t>(dim));
-            overflow |= __builtin_mul_overflow(numel, dim, &numel);
-        }
-        uint64_t begin = 0;
-        uint64_t end = 0;
-        if (offsets.size() != 2 || offsets.at(0).get_uint64().get(begin) || offsets.at(1).get_uint64().get(end))
-            bad("entry '" + e.name + "' needs data_offsets [begin, end]");
+        e.dtype = lastDt.value_or(DType::Unknown);
 
         // Byte count against the shape, as Metadata::validate checks it.
         unsigned bits = dtypeBits(e.dtype);
@@ -181,11 +223,35 @@ Source readSafetensors(const std::shared_ptr<const MappedFile>& file, const Open
             e.dtype = DType::Float4_e2m1fn_x2;
             e.shape.back() /= 2;
         }
-        spans.push_back(Span { begin, end, out.entries.size() });
-        out.entries.push_back(std::move(e));
+        spans.push_back(Span { begin, end, out.entries.size() - 1 });
     }
+    // On-Demand stops at the end of the object; anything after it (a second value) is malformed JSON.
+    if (const char* at = nullptr; !doc.current_location().get(at))
+        bad("unexpected content after the header object");
+    parseTimer.stop();
 
-    entriesTimer.stop();
+    // Duplicate names: sort 64-bit name hashes and compare the names of equal neighbours. Cheaper than a
+    // hash table whose 100,000 random probes miss the cache; the reference reader keeps only one of them.
+    PhaseTimer duplicateTimer(options.timings, "duplicate names");
+    {
+        std::vector<std::pair<uint64_t, uint32_t>> hashes;
+        hashes.reserve(out.entries.size());
+        for (size_t i = 0; i < out.entries.size(); ++i)
+            hashes.emplace_back(std::hash<std::string_view> {}(out.entries[i].name), static_cast<uint32_t>(i));
+        std::sort(hashes.begin(), hashes.end());
+        std::vector<uint32_t> duplicates;
+        for (size_t i = 1; i < hashes.size(); ++i)
+            for (size_t j = i; j-- > 0 && hashes[j].first == hashes[i].first;)
+                if (out.entries[hashes[j].second].name == out.entries[hashes[i].second].name) {
+                    duplicates.push_back(std::max(hashes[i].second, hashes[j].second));
+                    break;
+                }
+        std::sort(duplicates.begin(), duplicates.end());
+        for (uint32_t d : duplicates)
+            out.addFinding(Severity::Danger, "duplicate tensor name in the header; the reference reader keeps only one",
+                out.entries[d].name);
+    }
+    duplicateTimer.stop();
     PhaseTimer validateTimer(options.timings, "validate offsets");
     // Offsets must tile the buffer exactly: sorted, each beginning where the previous ended.
     auto before = [](const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; };

@@ -1,6 +1,8 @@
 #include "source_report.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstring>
 #include <cstdio>
 
 namespace sl {
@@ -183,79 +185,204 @@ std::string sourceToJson(const Source& s)
     return out;
 }
 
+namespace {
+
+// Text for a terminal: valid UTF-8, and control characters (a tensor name can hold ESC or a newline) shown
+// as \xNN so a file cannot move the cursor or fake lines. Plain printable ASCII, the usual case, is appended
+// as it is.
+void appendDisplay(std::string& out, std::string_view text)
+{
+    bool plain = true;
+    for (unsigned char c : text)
+        if (c < 0x20 || c >= 0x7F) {
+            plain = false;
+            break;
+        }
+    if (plain) {
+        out += text;
+        return;
+    }
+    const std::string clean = isValidUtf8(text) ? std::string(text) : sanitizeUtf8(text);
+    for (unsigned char c : clean) {
+        if (c < 0x20 || c == 0x7F) {
+            char buf[5];
+            std::snprintf(buf, sizeof buf, "\\x%02x", c);
+            out += buf;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+}
+
+size_t displayWidth(std::string_view text)
+{
+    size_t width = 0;
+    bool plain = true;
+    for (unsigned char c : text) {
+        if (c < 0x20 || c >= 0x7F)
+            plain = false;
+        width += (c & 0xC0) != 0x80; // count code points, not bytes
+    }
+    if (plain)
+        return text.size();
+    std::string shown;
+    appendDisplay(shown, text);
+    width = 0;
+    for (unsigned char c : shown)
+        width += (c & 0xC0) != 0x80;
+    return width;
+}
+
+// The DTYPE and SHAPE cells of a row, written into small buffers: no allocation per row.
+struct RowCells {
+    char dtype[96];
+    size_t dtypeLen = 0;
+    char shape[48];
+    size_t shapeLen = 0;
+    char count[24];
+    size_t countLen = 0;
+    std::string_view objectType;
+    std::string_view objectValue;
+};
+
+void put(char* buf, size_t cap, size_t& len, std::string_view s)
+{
+    size_t n = std::min(s.size(), cap - len);
+    std::memcpy(buf + len, s.data(), n);
+    len += n;
+}
+
+void rowCells(const Entry& e, RowCells& r)
+{
+    if (e.kind == EntryKind::Object) {
+        r.objectType = e.typeName.empty() ? std::string_view("object") : std::string_view(e.typeName);
+        r.objectValue = e.value;
+        return;
+    }
+    put(r.dtype, sizeof r.dtype, r.dtypeLen, dtypeName(e.dtype));
+    if (e.kind == EntryKind::Group) {
+        char tail[32];
+        int n = std::snprintf(tail, sizeof tail, " (%zu parts)", e.parts.size());
+        put(r.dtype, sizeof r.dtype, r.dtypeLen, std::string_view(tail, static_cast<size_t>(n)));
+    } else if (!e.typeName.empty()) {
+        std::string_view t = e.typeName;
+        put(r.dtype, sizeof r.dtype, r.dtypeLen, " <");
+        put(r.dtype, sizeof r.dtype, r.dtypeLen, t.substr(t.rfind('.') + 1));
+        put(r.dtype, sizeof r.dtype, r.dtypeLen, ">");
+    }
+    if (e.dtype == DType::Unknown && e.shape.empty()) {
+        put(r.shape, sizeof r.shape, r.shapeLen, "?");
+    } else {
+        // "[a, b, c]", cut to 40 characters with "..." like the column allows.
+        char full[512];
+        size_t len = 0;
+        full[len++] = '[';
+        for (size_t i = 0; i < e.shape.size() && len < sizeof full - 48; ++i) {
+            if (i) {
+                full[len++] = ',';
+                full[len++] = ' ';
+            }
+            auto [p, ec] = std::to_chars(full + len, full + sizeof full, e.shape[i]);
+            len = static_cast<size_t>(p - full);
+        }
+        full[len++] = ']';
+        if (len > 40) {
+            put(r.shape, sizeof r.shape, r.shapeLen, std::string_view(full, 37));
+            put(r.shape, sizeof r.shape, r.shapeLen, "...");
+        } else {
+            put(r.shape, sizeof r.shape, r.shapeLen, std::string_view(full, len));
+        }
+    }
+    auto [p, ec] = std::to_chars(r.count, r.count + sizeof r.count, e.numel());
+    r.countLen = static_cast<size_t>(p - r.count);
+}
+
+} // namespace
+
 std::string sourceToTable(const Source& s)
 {
-    struct Row {
-        std::string name, dtype, shape, count, storage;
-    };
-    std::vector<Row> rows;
-    rows.reserve(s.entries.size());
-    for (const auto& e : s.entries) {
-        Row r;
-        r.name = sanitizeUtf8(e.name.empty() ? std::string_view("(tensor)") : std::string_view(e.name));
-        if (e.kind == EntryKind::Object) {
-            r.dtype = e.typeName.empty() ? "object" : e.typeName;
-            r.shape = e.value;
-        } else {
-            r.dtype = std::string(dtypeName(e.dtype));
-            r.shape = e.dtype == DType::Unknown && e.shape.empty() ? "?" : shapeToString(e.shape);
-            r.count = std::to_string(e.numel());
-            if (e.kind == EntryKind::Group)
-                r.dtype += " (" + std::to_string(e.parts.size()) + " parts)";
-            else if (!e.typeName.empty())
-                r.dtype += " <" + e.typeName.substr(e.typeName.rfind('.') + 1) + ">";
-        }
-        r.storage = e.location.storageId;
-        rows.push_back(std::move(r));
-    }
+    // Pass 1: column widths. Pass 2: the rows, written straight into the output.
     size_t wName = 4, wDtype = 5, wShape = 5, wCount = 5;
-    for (const auto& r : rows) {
-        wName = std::max(wName, r.name.size());
-        wDtype = std::max(wDtype, r.dtype.size());
-        wShape = std::max(wShape, r.shape.size());
-        wCount = std::max(wCount, r.count.size());
+    RowCells cells;
+    for (const auto& e : s.entries) {
+        cells = RowCells {};
+        rowCells(e, cells);
+        wName = std::max(wName, e.name.empty() ? size_t(8) : displayWidth(e.name));
+        if (e.kind == EntryKind::Object) {
+            wDtype = std::max(wDtype, displayWidth(cells.objectType));
+            wShape = std::max(wShape, std::min<size_t>(displayWidth(cells.objectValue), 40));
+        } else {
+            wDtype = std::max(wDtype, cells.dtypeLen);
+            wShape = std::max(wShape, cells.shapeLen);
+            wCount = std::max(wCount, cells.countLen);
+        }
     }
     wName = std::min<size_t>(wName, 100);
     wShape = std::min<size_t>(wShape, 40);
 
     std::string out;
-    out.reserve(rows.size() * (wName + wDtype + wShape + wCount + 16) + 512);
-    out += "path:      " + sanitizeUtf8(s.path) + "\n";
-    out += "format:    " + s.format + "\n";
-    out += "container: " + (s.container.empty() ? std::string("(top level)") : s.container);
+    out.reserve(s.entries.size() * (wName + wDtype + wShape + wCount + 16) + 512);
+    out += "path:      ";
+    appendDisplay(out, s.path);
+    out += "\nformat:    " + s.format + "\n";
+    out += "container: ";
+    appendDisplay(out, s.container.empty() ? std::string_view("(top level)") : std::string_view(s.container));
     if (s.containers.size() > 1)
         out += "   (" + std::to_string(s.containers.size() - 1) + " more: statelens ls --containers)";
     out += "\n\n";
-    auto pad = [&](const std::string& text, size_t width, bool right = false) {
-        if (text.size() >= width)
-            return text;
-        std::string spaces(width - text.size(), ' ');
-        return right ? spaces + text : text + spaces;
+    auto fill = [&](size_t used, size_t width) {
+        if (used < width)
+            out.append(width - used, ' ');
     };
-    out += pad("NAME", wName) + "  " + pad("DTYPE", wDtype) + "  " + pad("SHAPE", wShape) + "  " + pad("NUMEL", wCount, true)
-        + "  STORAGE\n";
-    // Same layout as pad(), appended in place: no temporary strings per cell on listings of 100k rows.
-    auto cell = [&](std::string_view text, size_t width, bool right = false) {
-        size_t fill = text.size() < width ? width - text.size() : 0;
-        if (right)
-            out.append(fill, ' ');
-        out += text;
-        if (!right)
-            out.append(fill, ' ');
+    auto cell = [&](std::string_view text, size_t width) {
+        size_t before = out.size();
+        appendDisplay(out, text);
+        fill(out.size() - before, width);
     };
-    for (const auto& r : rows) {
-        cell(r.name, wName);
-        out += "  ";
-        cell(r.dtype, wDtype);
-        out += "  ";
-        if (r.shape.size() > 40)
-            cell(r.shape.substr(0, 37) + "...", wShape);
+    cell("NAME", wName);
+    out += "  ";
+    cell("DTYPE", wDtype);
+    out += "  ";
+    cell("SHAPE", wShape);
+    out += "  ";
+    fill(5, wCount);
+    out += "NUMEL  STORAGE\n";
+    for (const auto& e : s.entries) {
+        cells = RowCells {};
+        rowCells(e, cells);
+        const size_t nameStart = out.size();
+        if (e.name.empty())
+            out += "(tensor)";
         else
-            cell(r.shape, wShape);
+            appendDisplay(out, e.name);
+        fill(displayWidth(std::string_view(out).substr(nameStart)), wName);
         out += "  ";
-        cell(r.count, wCount, true);
+        if (e.kind == EntryKind::Object) {
+            cell(cells.objectType, wDtype);
+            out += "  ";
+            std::string_view v = cells.objectValue;
+            size_t valueStart = out.size();
+            if (displayWidth(v) > 40) {
+                appendDisplay(out, v.substr(0, 37));
+                out += "...";
+            } else {
+                appendDisplay(out, v);
+            }
+            fill(out.size() - valueStart, wShape);
+            out += "  ";
+            fill(0, wCount);
+        } else {
+            out.append(cells.dtype, cells.dtypeLen);
+            fill(cells.dtypeLen, wDtype);
+            out += "  ";
+            out.append(cells.shape, cells.shapeLen);
+            fill(cells.shapeLen, wShape);
+            out += "  ";
+            fill(cells.countLen, wCount);
+            out.append(cells.count, cells.countLen);
+        }
         out += "  ";
-        out += r.storage;
+        out += e.location.storageId;
         out += '\n';
     }
     out += "\n" + std::to_string(s.entries.size()) + " entries, " + humanCount(s.totalParameters()) + " parameters, "
@@ -264,9 +391,12 @@ std::string sourceToTable(const Source& s)
         out += "\nfindings:\n";
         for (const auto& f : s.findings) {
             out += "  [" + std::string(severityName(f.severity)) + "] ";
-            if (!f.entry.empty())
-                out += sanitizeUtf8(f.entry) + ": ";
-            out += sanitizeUtf8(f.message) + "\n";
+            if (!f.entry.empty()) {
+                appendDisplay(out, f.entry);
+                out += ": ";
+            }
+            appendDisplay(out, f.message);
+            out += '\n';
         }
     }
     return out;
