@@ -109,6 +109,7 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         // Run the pickle over the mapped bytes (inflated first only if the archive was re-compressed).
         PhaseTimer pickleTimer(options.timings, "pickle");
         Bytes pickleBytes = zip.contents(*pkl, ck->ownedPickle, kMaxInflatedPickle);
+        populate(pickleBytes.data(), pickleBytes.size());
         uint64_t pickleOffset = pkl->method == 0 ? zip.dataOffset(*pkl) : 0;
         pickle::Unpickler unpickler(pickleBytes, ck->arena, ck->semantics, pickleOffset);
         ck->root = unpickler.load();

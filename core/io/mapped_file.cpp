@@ -11,6 +11,20 @@
 
 namespace sl {
 
+void populate(const void* data, size_t size)
+{
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+    if (size == 0)
+        return;
+    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
+    const auto end = reinterpret_cast<uintptr_t>(data) + size;
+    if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ) != 0) // a hint; errors do not matter
+        ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+}
+
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path)
 {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -250,7 +250,7 @@ void ZipArchive::prefetchLocalHeaders() const
     uintptr_t end = 0;
     auto flush = [&] {
         if (end > begin)
-            ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED); // only a hint: errors do not matter
+            populate(reinterpret_cast<const void*>(begin), end - begin);
     };
     for (const ZipEntry& e : m_entries) {
         if (e.localHeaderOffset >= m_data.size())
