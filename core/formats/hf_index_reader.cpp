@@ -25,6 +25,7 @@ struct Shard {
     std::string error;
     std::unordered_map<std::string_view, size_t> byName;
     std::vector<bool> used;
+    int32_t fileIndex = -1; // in Source::files
 };
 
 // Keeps every shard's backing alive.
@@ -174,6 +175,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
             out.addFinding(Severity::Danger, "shard name '" + s.name + "' points outside the index folder; not opened");
             continue;
         }
+        s.fileIndex = static_cast<int32_t>(out.files.size());
         out.files.push_back(s.path);
         if (!s.source) {
             if (s.error == "missing")
@@ -190,9 +192,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
             s.byName.emplace(s.source->entries[i].name, i);
         s.used.assign(s.source->entries.size(), false);
     }
-    auto fileIndexOf = [&](const Shard& s) {
-        return static_cast<int32_t>(std::find(out.files.begin(), out.files.end(), s.path) - out.files.begin());
-    };
+    auto fileIndexOf = [](const Shard& s) { return s.fileIndex; };
 
     // One state dict, in weight_map order.
     out.entries.reserve(mapping.size());
@@ -257,7 +257,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     for (const auto& [si, count] : unavailable)
         out.addFinding(Severity::Warning,
             std::to_string(count) + " tensors listed in the index are unavailable because shard " + shards[si].name
-                + " could not be read");
+                + (shards[si].path.empty() ? " was not opened (its name leaves the index folder)" : " could not be read"));
 
     // Tensors a shard holds that the index never mentions still load (transformers reads whole shards).
     size_t unlisted = 0;

@@ -14,6 +14,9 @@ namespace sl {
 
 namespace {
 
+// A broken file can have one problem per tensor; the first few name their tensors, then a count.
+constexpr size_t kMaxFindingsPerKind = 20;
+
 struct Span {
     uint64_t begin;
     uint64_t end;
@@ -97,6 +100,7 @@ Source readSafetensors(const std::shared_ptr<const MappedFile>& file, const Open
     out.entries.reserve(static_cast<size_t>(n / 64));
     std::string_view lastDtype;
     std::optional<DType> lastDt;
+    size_t unknownDtypes = 0;
 
     for (auto field : header) {
         std::string_view key;
@@ -184,8 +188,9 @@ Source readSafetensors(const std::shared_ptr<const MappedFile>& file, const Open
 
         e.device = "cpu";
         if (!lastDt) {
-            out.addFinding(Severity::Warning,
-                "unknown dtype '" + std::string(dtypeStr) + "'; the reference reader refuses the file", e.name);
+            if (++unknownDtypes <= kMaxFindingsPerKind)
+                out.addFinding(Severity::Warning,
+                    "unknown dtype '" + std::string(dtypeStr) + "'; the reference reader refuses the file", e.name);
             e.attributes.emplace_back("header_dtype", std::string(dtypeStr));
         }
         e.dtype = lastDt.value_or(DType::Unknown);
@@ -228,6 +233,8 @@ Source readSafetensors(const std::shared_ptr<const MappedFile>& file, const Open
     // On-Demand stops at the end of the object; anything after it (a second value) is malformed JSON.
     if (const char* at = nullptr; !doc.current_location().get(at))
         bad("unexpected content after the header object");
+    if (unknownDtypes > kMaxFindingsPerKind)
+        out.addFinding(Severity::Warning, std::to_string(unknownDtypes) + " tensors in all have unknown dtypes");
     parseTimer.stop();
 
     // Duplicate names: sort 64-bit name hashes and compare the names of equal neighbours. Cheaper than a
@@ -247,9 +254,11 @@ Source readSafetensors(const std::shared_ptr<const MappedFile>& file, const Open
                     break;
                 }
         std::sort(duplicates.begin(), duplicates.end());
-        for (uint32_t d : duplicates)
+        for (size_t i = 0; i < duplicates.size() && i < kMaxFindingsPerKind; ++i)
             out.addFinding(Severity::Danger, "duplicate tensor name in the header; the reference reader keeps only one",
-                out.entries[d].name);
+                out.entries[duplicates[i]].name);
+        if (duplicates.size() > kMaxFindingsPerKind)
+            out.addFinding(Severity::Danger, std::to_string(duplicates.size()) + " duplicate tensor names in all");
     }
     duplicateTimer.stop();
     PhaseTimer validateTimer(options.timings, "validate offsets");
@@ -265,13 +274,15 @@ Source readSafetensors(const std::shared_ptr<const MappedFile>& file, const Open
     uint64_t expected = 0;
     size_t reported = 0;
     for (const Span& s : spans) {
-        if (s.begin != expected && reported++ < 20)
+        if (s.begin != expected && reported++ < kMaxFindingsPerKind)
             out.addFinding(Severity::Danger,
                 std::string("InvalidOffset: data starts at ") + std::to_string(s.begin) + " but the previous tensor ends at "
                     + std::to_string(expected) + (s.begin > expected ? " (a gap)" : " (overlap)"),
                 out.entries[s.entry].name);
         expected = std::max(expected, s.end);
     }
+    if (reported > kMaxFindingsPerKind)
+        out.addFinding(Severity::Danger, "InvalidOffset: " + std::to_string(reported) + " gaps or overlaps between tensors in all");
     if (expected != data.size() - bufferStart)
         out.addFinding(Severity::Danger,
             "MetadataIncompleteBuffer: tensors end at buffer byte " + std::to_string(expected) + " but the buffer holds "

@@ -16,7 +16,8 @@ namespace {
 // torch's kMaxSupportedFileFormatVersion (caffe2/serialize/versions.h) at the time of writing.
 constexpr int64_t kNewestKnownVersion = 10;
 // data.pkl deflated by a re-zipping tool is inflated into memory; beyond this it is refused.
-constexpr uint64_t kMaxInflatedPickle = uint64_t(4) << 30;
+// 1 GiB holds the pickle of ~8 million tensors, and bounds what a small deflate bomb can make us allocate.
+constexpr uint64_t kMaxInflatedPickle = uint64_t(1) << 30;
 
 std::string_view asText(Bytes b) { return { reinterpret_cast<const char*>(b.data()), b.size() }; }
 

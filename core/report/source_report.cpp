@@ -274,18 +274,21 @@ void rowCells(const Entry& e, RowCells& r)
         put(r.shape, sizeof r.shape, r.shapeLen, "?");
     } else {
         // "[a, b, c]", cut to 40 characters with "..." like the column allows.
-        char full[512];
+        // Only the first 40 characters are shown, so formatting stops once 44 are written.
+        constexpr size_t kShown = 44;
+        char full[kShown + 32]; // room for one more ", " + 20 digits + "]" past kShown
         size_t len = 0;
         full[len++] = '[';
-        for (size_t i = 0; i < e.shape.size() && len < sizeof full - 48; ++i) {
+        for (size_t i = 0; i < e.shape.size() && len < kShown; ++i) {
             if (i) {
                 full[len++] = ',';
                 full[len++] = ' ';
             }
-            auto [p, ec] = std::to_chars(full + len, full + sizeof full, e.shape[i]);
+            auto [p, ec] = std::to_chars(full + len, full + kShown + 28, e.shape[i]);
             len = static_cast<size_t>(p - full);
         }
-        full[len++] = ']';
+        if (len < sizeof full)
+            full[len++] = ']';
         if (len > 40) {
             put(r.shape, sizeof r.shape, r.shapeLen, std::string_view(full, 37));
             put(r.shape, sizeof r.shape, r.shapeLen, "...");
