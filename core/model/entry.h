@@ -8,6 +8,7 @@
 #include "dtype.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -39,6 +40,43 @@ struct TensorLocation {
     Dims strides; // empty when the reader only knows the tensor is contiguous
 };
 
+// How a tensor is split across ranks or files. `Entry::shape` is always the global (logical) shape; the
+// piece one rank or one file holds is described here.
+struct ShardChunk {
+    Shape offsets; // where the piece starts in the global tensor, per dimension
+    Shape sizes; // its extent
+    int32_t file = -1; // Source::files index holding its bytes, -1 when not known
+    uint64_t byteOffset = 0; // its bytes in that file (byteLength 0 when not known)
+    uint64_t byteLength = 0;
+    std::string label; // "rank 1", "__0_0.distcp", ...
+};
+
+struct Sharding {
+    enum class Kind : uint8_t {
+        DTensor, // torch.distributed.tensor: placements over a device mesh (FSDP2, tensor parallel)
+        ShardedTensor, // torch.distributed._shard ShardedTensor (FSDP1 SHARDED_STATE_DICT)
+        FlatParameter, // FSDP1 LOCAL_STATE_DICT: a 1-D slice of a unit's flattened parameters
+        DcpChunks, // torch.distributed.checkpoint: the global tensor's chunks in .distcp files
+        PerRankFiles, // one torch.save file per rank, opened together
+    };
+    Kind kind = Kind::DTensor;
+    Shape localShape; // the piece this source holds (DTensor, ShardedTensor, per-rank files)
+    std::vector<std::string> placements; // "Shard(0)", "Replicate()", "Partial(sum)", "_StridedShard(0, sf=2)"
+    Shape meshShape;
+    std::vector<std::string> meshDimNames;
+    std::vector<ShardChunk> chunks; // every known piece, for DCP the union over all ranks
+};
+std::string_view shardingKindName(Sharding::Kind k);
+
+// One logical parameter stored quantized. The entry's dtype and shape are the logical ones (what the
+// float weight was); `parts` hold the stored tensors (qdata, scale, absmax, qweight, ...).
+struct Quantization {
+    std::string scheme; // "torchao.Float8Tensor", "bitsandbytes.nf4", "gptq", "fp8.block", "torch.ao.per_channel"
+    DType storageDType = DType::Unknown; // how the values are stored (uint8, int32, float8_e4m3fn, qint8)
+    std::vector<std::pair<std::string, std::string>> params; // block size, group size, bits, axis, ...
+    bool logicalShapeKnown = true; // false when only the packed layout is known
+};
+
 enum class EntryKind : uint8_t {
     Tensor,
     Group, // one logical parameter stored as several tensors (quantized weights, packed params)
@@ -62,6 +100,9 @@ struct Entry {
     std::vector<std::pair<std::string, std::string>> attributes;
     // Component tensors of a Group, or the inner tensors of a wrapper subclass; `name` holds the role.
     std::vector<Entry> parts;
+    // Set when the tensor is sharded or quantized; shared so copying an entry stays cheap.
+    std::shared_ptr<const Sharding> sharding;
+    std::shared_ptr<const Quantization> quantization;
 
     uint64_t numel() const;
     // Bytes the tensor's elements occupy (numel * bits / 8, rounded up); 0 for non-tensors.

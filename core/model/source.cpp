@@ -20,6 +20,23 @@ std::string_view severityName(Severity s)
     return "info";
 }
 
+std::string_view shardingKindName(Sharding::Kind k)
+{
+    switch (k) {
+    case Sharding::Kind::DTensor:
+        return "dtensor";
+    case Sharding::Kind::ShardedTensor:
+        return "sharded_tensor";
+    case Sharding::Kind::FlatParameter:
+        return "flat_parameter";
+    case Sharding::Kind::DcpChunks:
+        return "dcp_chunks";
+    case Sharding::Kind::PerRankFiles:
+        return "per_rank_files";
+    }
+    return "dtensor";
+}
+
 std::string_view containerRoleName(ContainerInfo::Role r)
 {
     switch (r) {

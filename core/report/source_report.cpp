@@ -142,6 +142,74 @@ void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s)
             w.field(k, v);
         w.endObject();
     }
+    if (e.sharding) {
+        const Sharding& sh = *e.sharding;
+        w.key("sharding");
+        w.beginObject();
+        w.field("kind", shardingKindName(sh.kind));
+        auto dims = [&](const char* key, const Shape& d) {
+            w.key(key);
+            w.beginArray();
+            for (int64_t x : d)
+                w.integer(x);
+            w.endArray();
+        };
+        if (!sh.localShape.empty() || sh.kind == Sharding::Kind::DTensor)
+            dims("local_shape", sh.localShape);
+        if (!sh.placements.empty()) {
+            w.key("placements");
+            w.beginArray();
+            for (const auto& p : sh.placements)
+                w.string(p);
+            w.endArray();
+        }
+        if (!sh.meshShape.empty())
+            dims("mesh_shape", sh.meshShape);
+        if (!sh.meshDimNames.empty()) {
+            w.key("mesh_dim_names");
+            w.beginArray();
+            for (const auto& n : sh.meshDimNames)
+                w.string(n);
+            w.endArray();
+        }
+        if (!sh.chunks.empty()) {
+            w.key("chunks");
+            w.beginArray();
+            for (const auto& c : sh.chunks) {
+                w.beginObject();
+                dims("offsets", c.offsets);
+                dims("sizes", c.sizes);
+                if (c.file >= 0 && static_cast<size_t>(c.file) < s.files.size())
+                    w.field("file", s.files[static_cast<size_t>(c.file)]);
+                if (c.byteLength) {
+                    w.field("byte_offset", c.byteOffset);
+                    w.field("byte_length", c.byteLength);
+                }
+                if (!c.label.empty())
+                    w.field("label", c.label);
+                w.endObject();
+            }
+            w.endArray();
+        }
+        w.endObject();
+    }
+    if (e.quantization) {
+        const Quantization& q = *e.quantization;
+        w.key("quantization");
+        w.beginObject();
+        w.field("scheme", q.scheme);
+        w.field("storage_dtype", dtypeName(q.storageDType));
+        if (!q.logicalShapeKnown)
+            w.field("logical_shape_known", false);
+        if (!q.params.empty()) {
+            w.key("params");
+            w.beginObject();
+            for (const auto& [k, v] : q.params)
+                w.field(k, v);
+            w.endObject();
+        }
+        w.endObject();
+    }
     if (!e.parts.empty()) {
         w.key("parts");
         w.beginArray();
