@@ -204,6 +204,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
             Entry e;
             e.name = name;
             e.location.kind = TensorLocation::Kind::Unavailable;
+            e.shapeKnown = false;
             e.attributes.emplace_back("shard", s.name);
             out.entries.push_back(std::move(e));
             ++unavailable[si];
@@ -240,6 +241,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
             Entry e;
             e.name = name;
             e.location.kind = TensorLocation::Kind::Unavailable;
+            e.shapeKnown = false;
             e.attributes.emplace_back("shard", s.name);
             out.entries.push_back(std::move(e));
             continue;

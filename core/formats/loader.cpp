@@ -1,6 +1,8 @@
 #include "loader.h"
 
 #include "formats/hf_index_reader.h"
+#include "formats/live_dump_reader.h"
+#include "formats/load_error_reader.h"
 #include "formats/safetensors_reader.h"
 #include "formats/torch_legacy_reader.h"
 #include "formats/torch_zip_reader.h"
@@ -87,6 +89,8 @@ std::string sniff(const std::string& path, Bytes b, bool byName = false, bool lo
     std::string_view text(reinterpret_cast<const char*>(b.data()), b.size());
     if (text.substr(0, kLfsPointer.size()) == kLfsPointer)
         throw LoadError(path, "is a Git LFS pointer, not checkpoint data (run `git lfs pull`)");
+    if (looksLikeLiveDump(b))
+        return "live-dump";
     if (looksLikeIndexJson(b))
         return "index";
     if (looksLikeSafetensors(b))
@@ -98,6 +102,8 @@ std::string sniff(const std::string& path, Bytes b, bool byName = false, bool lo
     std::string_view head = text.substr(0, 4096);
     if (b[0] == 0x80 && head.find("torch.distributed.checkpoint.metadata") != std::string_view::npos)
         throw LoadError(path, "is the .metadata pickle" + kDcpUnsupported);
+    if (looksLikeLoadErrorText(b))
+        return "load-error-text";
     if (size_t i = text.find_first_not_of(" \t\r\n"); i != std::string_view::npos && text[i] == '{') {
         if (head.find("\"model_type\"") != std::string_view::npos
             || head.find("\"architectures\"") != std::string_view::npos)
@@ -135,6 +141,10 @@ Source dispatch(const std::string& path, const std::shared_ptr<const MappedFile>
         return readSafetensors(file, options);
     if (format == "index")
         return readHfIndex(path, options);
+    if (format == "live-dump")
+        return readLiveDump(file, options);
+    if (format == "load-error-text")
+        return readLoadErrorText(file, options);
     throw LoadError(path, "TorchScript archives are not supported yet (use torch.jit.load, or save a state_dict)");
 }
 
@@ -160,7 +170,7 @@ template <typename F> Source guarded(const std::string& path, F&& f)
 const std::vector<std::string>& knownFormats()
 {
     static const std::vector<std::string> formats { "safetensors", "safetensors-index", "torch-zip", "torch-legacy",
-        "torch-bin-index" };
+        "torch-bin-index", "live-dump", "load-error-text" };
     return formats;
 }
 

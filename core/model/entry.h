@@ -88,6 +88,9 @@ struct Entry {
     EntryKind kind = EntryKind::Tensor;
     DType dtype = DType::Unknown;
     Shape shape;
+    // False when the source names the key but not its shape (a missing shard, a key in an error message):
+    // then `shape` is empty and means "unknown", not a 0-d tensor.
+    bool shapeKnown = true;
     TensorLocation location;
 
     bool requiresGrad = false;

@@ -54,9 +54,7 @@ std::string_view containerRoleName(ContainerInfo::Role r)
 
 uint64_t Entry::numel() const
 {
-    // An index entry whose shard could not be read has neither dtype nor shape: its empty shape means
-    // "unknown", not a 0-d tensor, so it must not count as one element.
-    if (shape.empty() && dtype == DType::Unknown && location.kind == TensorLocation::Kind::Unavailable)
+    if (!shapeKnown)
         return 0;
     uint64_t n = 1;
     for (int64_t d : shape) {

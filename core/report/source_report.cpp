@@ -96,6 +96,8 @@ void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s)
     for (int64_t d : e.shape)
         w.integer(d);
     w.endArray();
+    if (!e.shapeKnown)
+        w.field("shape_known", false);
     w.field("dtype", e.kind == EntryKind::Object ? std::string_view("object") : dtypeName(e.dtype));
     if (e.kind != EntryKind::Object) {
         w.field("numel", e.numel());
@@ -338,7 +340,7 @@ void rowCells(const Entry& e, RowCells& r)
         put(r.dtype, sizeof r.dtype, r.dtypeLen, t.substr(t.rfind('.') + 1));
         put(r.dtype, sizeof r.dtype, r.dtypeLen, ">");
     }
-    if (e.dtype == DType::Unknown && e.shape.empty()) {
+    if (!e.shapeKnown) {
         put(r.shape, sizeof r.shape, r.shapeLen, "?");
     } else {
         // "[a, b, c]", cut to 40 characters with "..." like the column allows.
