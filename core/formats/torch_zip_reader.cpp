@@ -115,6 +115,9 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         pickle::Unpickler unpickler(pickleBytes, ck->arena, ck->semantics, pickleOffset);
         ck->root = unpickler.load();
         pickleTimer.stop();
+        if (options.timings)
+            options.timings->phases.emplace_back(
+                "  (object graph " + std::to_string(ck->arena.bytesAllocated() >> 20) + " MB)", 0.0);
         PhaseTimer storageTimer(options.timings, "resolve storages");
 
         // Resolve each storage to its record without reading it. The archive's own name index finds them
@@ -122,7 +125,19 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         const std::string dataPrefix = prefix + "data/";
         std::string recordName = dataPrefix;
         size_t missing = 0;
-        zip.prefetchLocalHeaders(); // dataOffset() reads each one below
+        // Large archives written by torch follow its alignment rule; a sample of local headers proves that,
+        // and the rest are computed instead of read (reading them touched every page of the file).
+        uint64_t alignment = 64;
+        if (const std::string* a = meta(".storage_alignment")) {
+            uint64_t v = 0;
+            auto [p, ec] = std::from_chars(a->data(), a->data() + a->size(), v);
+            if (ec == std::errc() && v > 0 && v <= (1u << 20))
+                alignment = v;
+        }
+        constexpr size_t kComputedLayoutFrom = 256;
+        const bool computed = zip.entries().size() > kComputedLayoutFrom && zip.torchLayoutHolds(alignment, 64);
+        if (!computed)
+            zip.prefetchLocalHeaders(); // dataOffset() reads each one below
         for (pickle::StorageValue* s : ck->semantics.storages()) {
             if (s->viewOf)
                 continue;
@@ -138,7 +153,10 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
             }
             const ZipEntry& rec = *found;
             try {
-                s->fileOffset = static_cast<int64_t>(zip.dataOffset(rec));
+                uint64_t offset = computed ? zip.torchDataOffset(rec, alignment) : zip.dataOffset(rec);
+                if (computed && (offset > file->size() || rec.compressedSize > file->size() - offset))
+                    offset = zip.dataOffset(rec); // throws the precise reason
+                s->fileOffset = static_cast<int64_t>(offset);
             } catch (const FormatError& e) {
                 out.addFinding(Severity::Danger, e.what());
                 continue;

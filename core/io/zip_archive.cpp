@@ -240,6 +240,40 @@ Bytes ZipArchive::contents(const ZipEntry& e, std::vector<uint8_t>& buffer, uint
     return { buffer.data(), buffer.size() };
 }
 
+uint64_t ZipArchive::torchDataOffset(const ZipEntry& e, uint64_t alignment) const
+{
+    uint64_t start = e.localHeaderOffset + kLocalHeaderSize + e.name.size() + 4; // "FB" id + length
+    if (e.size >= 0xFFFFFFFF || e.localHeaderOffset >= 0xFFFFFFFF) {
+        start += 4; // the ZIP64 extra's id + length
+        if (e.size >= 0xFFFFFFFF)
+            start += 16;
+        if (e.localHeaderOffset >= 0xFFFFFFFF)
+            start += 8;
+    }
+    const uint64_t mod = start % alignment;
+    return mod == 0 ? start : start + alignment - mod;
+}
+
+bool ZipArchive::torchLayoutHolds(uint64_t alignment, size_t samples) const
+{
+    if (alignment == 0 || m_entries.empty())
+        return false;
+    const size_t n = m_entries.size();
+    const size_t step = std::max<size_t>(1, n / std::max<size_t>(1, samples));
+    for (size_t i = 0;; i += step) {
+        const size_t at = std::min(i, n - 1);
+        const ZipEntry& e = m_entries[at];
+        try {
+            if (e.method != 0 || dataOffset(e) != torchDataOffset(e, alignment))
+                return false;
+        } catch (const FormatError&) {
+            return false;
+        }
+        if (at == n - 1)
+            return true;
+    }
+}
+
 void ZipArchive::prefetchLocalHeaders() const
 {
     const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
@@ -250,7 +284,9 @@ void ZipArchive::prefetchLocalHeaders() const
     uintptr_t end = 0;
     auto flush = [&] {
         if (end > begin)
-            populate(reinterpret_cast<const void*>(begin), end - begin);
+            // WILLNEED starts read-ahead for every range at once and returns; populating them one by one
+            // would turn a cold file's scattered headers into serial disk reads (1 s instead of 30 ms).
+            ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED); // a hint: errors do not matter
     };
     for (const ZipEntry& e : m_entries) {
         if (e.localHeaderOffset >= m_data.size())

@@ -60,6 +60,15 @@ public:
     // overlap (30 ms). Changes nothing else.
     void prefetchLocalHeaders() const;
 
+    // Where PyTorchStreamWriter puts a record's data: right after the local header, its name and the "FB"
+    // padding field (plus ZIP64 fields for offsets or sizes past 4 GiB), rounded up to `alignment`
+    // (caffe2/serialize/inline_container.cc getPadding). Only valid for archives torch wrote itself.
+    uint64_t torchDataOffset(const ZipEntry& e, uint64_t alignment) const;
+    // Whether torchDataOffset() agrees with the local headers of up to `samples` records spread evenly over
+    // the archive (the first and last included). Reading every local header of a 76,800-record archive
+    // touches every page of the file; when torch wrote it, a sample proves the rule holds.
+    bool torchLayoutHolds(uint64_t alignment, size_t samples) const;
+
     uint64_t baseOffset() const { return m_base; }
     Bytes data() const { return m_data; }
 

@@ -22,6 +22,9 @@
 #include <QSet>
 #include <QTest>
 
+#include "io/mapped_file.h"
+#include "io/zip_archive.h"
+
 #include <cmath>
 
 using namespace sl;
@@ -386,7 +389,34 @@ private slots:
     void withContainerRoundTrip();
     void unknownContainerIsAnError();
     void deflatedArchive();
+    void torchAlignmentRuleMatchesEveryRecord();
 };
+
+// StateLens computes record offsets of large torch archives with torch's alignment rule; on every zip
+// fixture torch wrote, the rule must give exactly what each local header says.
+void TstTorchFormats::torchAlignmentRuleMatchesEveryRecord()
+{
+    int checked = 0;
+    for (const QString& f : expectedFixtures()) {
+        if (f.endsWith(QLatin1String(".legacy.pt")) || f == QLatin1String("deflated.pt"))
+            continue;
+        auto file = sl::MappedFile::open((torchFixturesDir() + "/" + f).toStdString());
+        if (!sl::looksLikeZip(file->bytes()))
+            continue;
+        sl::ZipArchive zip(file->bytes());
+        uint64_t alignment = 64;
+        for (const auto& e : zip.entries())
+            if (std::string_view(e.name).ends_with("/.storage_alignment"))
+                alignment = std::stoull(std::string(reinterpret_cast<const char*>(zip.storedData(e).data()), e.size));
+        for (const auto& e : zip.entries()) {
+            QVERIFY2(zip.dataOffset(e) == zip.torchDataOffset(e, alignment),
+                qPrintable(f + ": " + QString::fromStdString(std::string(e.name))));
+            ++checked;
+        }
+        QVERIFY(zip.torchLayoutHolds(alignment, 64));
+    }
+    QVERIFY2(checked > 500, qPrintable(QString::number(checked)));
+}
 
 // The suite is only as good as its fixtures: a missing one must fail, not shrink the data table.
 void TstTorchFormats::fixturesArePresent()
@@ -403,7 +433,8 @@ void TstTorchFormats::fixturesArePresent()
     }
     for (const char* f : { "lightning.pt", "deepspeed.pt", "tensor_tuple.pt", "proto1.pt", "proto2.pt", "proto3.pt",
              "proto4.pt", "proto5.pt", "proto1.legacy.pt", "proto4.legacy.pt", "proto5.legacy.pt", "deflated.pt",
-             "buffer_saved.pt", "gan.pt", "ema_and_optimizer.pt", "t2_new_dtypes.pt", "t2_dtensor.pt" })
+             "buffer_saved.pt", "gan.pt", "ema_and_optimizer.pt", "t2_new_dtypes.pt", "t2_dtensor.pt",
+             "many_records.pt" })
         if (!have.contains(QLatin1String(f)))
             missing << QLatin1String(f);
     QVERIFY2(missing.isEmpty(), qPrintable("missing fixtures (run tests/fixtures/make_torch_fixtures.py): " + missing.join(", ")));
