@@ -306,13 +306,19 @@ size_t displayWidth(std::string_view text)
 // The DTYPE and SHAPE cells of a row, written into small buffers: no allocation per row.
 struct RowCells {
     char dtype[96];
-    size_t dtypeLen = 0;
+    size_t dtypeLen;
     char shape[48];
-    size_t shapeLen = 0;
+    size_t shapeLen;
     char count[24];
-    size_t countLen = 0;
+    size_t countLen;
     std::string_view objectType;
     std::string_view objectValue;
+    // Only the lengths say what is filled: no need to clear the buffers for every row.
+    void reset()
+    {
+        dtypeLen = shapeLen = countLen = 0;
+        objectType = objectValue = {};
+    }
 };
 
 void put(char* buf, size_t cap, size_t& len, std::string_view s)
@@ -376,9 +382,9 @@ std::string sourceToTable(const Source& s)
 {
     // Pass 1: column widths. Pass 2: the rows, written straight into the output.
     size_t wName = 4, wDtype = 5, wShape = 5, wCount = 5;
-    RowCells cells;
+    RowCells cells; // filled by rowCells after reset(); the buffers are never read past their lengths
     for (const auto& e : s.entries) {
-        cells = RowCells {};
+        cells.reset();
         rowCells(e, cells);
         wName = std::max(wName, e.name.empty() ? size_t(8) : displayWidth(e.name));
         if (e.kind == EntryKind::Object) {
@@ -421,7 +427,7 @@ std::string sourceToTable(const Source& s)
     fill(5, wCount);
     out += "NUMEL  STORAGE\n";
     for (const auto& e : s.entries) {
-        cells = RowCells {};
+        cells.reset();
         rowCells(e, cells);
         const size_t nameStart = out.size();
         if (e.name.empty())

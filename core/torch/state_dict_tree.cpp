@@ -31,6 +31,10 @@ struct WalkBudget {
 } // namespace
 
 // tensorEntry for a part nested `depth` levels inside an entry, charged to the walk that asked for it.
+// fillTensorEntry writes into a fresh Entry in place (the entries of a large state dict are built straight
+// into their vector instead of being moved there).
+void fillTensorEntry(Entry& e, const TensorValue& t, std::string_view name, const EntryContext& ctx, int depth,
+    WalkBudget& budget);
 Entry tensorEntryAt(const TensorValue& t, std::string name, const EntryContext& ctx, int depth, WalkBudget& budget);
 
 namespace {
@@ -670,7 +674,7 @@ private:
     void emitTensor(const TensorValue& t)
     {
         noteStorage(t);
-        m_out->entries.push_back(tensorEntryAt(t, m_name, m_ctx, 0, m_budget));
+        fillTensorEntry(m_out->entries.emplace_back(), t, m_name, m_ctx, 0, m_budget);
     }
 
     void emitGroup(const SeqValue& s)
@@ -844,9 +848,16 @@ Entry tensorEntry(const TensorValue& t, std::string name, const EntryContext& ct
 
 Entry tensorEntryAt(const TensorValue& t, std::string name, const EntryContext& ctx, int depth, WalkBudget& budget)
 {
-    budget.charge(1 + name.size() / 64);
     Entry e;
-    e.name = std::move(name);
+    fillTensorEntry(e, t, name, ctx, depth, budget);
+    return e;
+}
+
+void fillTensorEntry(Entry& e, const TensorValue& t, std::string_view name, const EntryContext& ctx, int depth,
+    WalkBudget& budget)
+{
+    budget.charge(1 + name.size() / 64);
+    e.name = name;
     e.kind = EntryKind::Tensor;
     e.dtype = t.dtype;
     e.shape.assign(t.size.begin(), t.size.end());
@@ -900,11 +911,11 @@ Entry tensorEntryAt(const TensorValue& t, std::string name, const EntryContext& 
     }
 
     if (!t.storage)
-        return e;
+        return;
     locateStorage(*t.storage, e, ctx);
     if (t.storageOffset < 0) { // the tar layout reads it raw; the rebuild functions refuse it already
         e.attributes.emplace_back("invalid_view", "negative storage offset " + std::to_string(t.storageOffset));
-        return e;
+        return;
     }
 
     // The byte span this view covers: [offset, offset + sum((size_i - 1) * stride_i) + 1) elements.
@@ -915,14 +926,14 @@ Entry tensorEntryAt(const TensorValue& t, std::string name, const EntryContext& 
     if (item == 0 || numel == 0) {
         loc.length = 0;
         loc.offset = loc.storageByteOffset + (compressed ? 0 : static_cast<uint64_t>(t.storageOffset) * item);
-        return e;
+        return;
     }
     uint64_t lastElement = static_cast<uint64_t>(t.storageOffset);
     bool overflow = false;
     for (size_t i = 0; i < t.size.size() && i < t.stride.size(); ++i) {
         if (t.stride[i] < 0) {
             e.attributes.emplace_back("invalid_view", "negative stride " + std::to_string(t.stride[i]));
-            return e;
+            return;
         }
         uint64_t step = 0;
         overflow |= mulOverflow(static_cast<uint64_t>(t.size[i] - 1), static_cast<uint64_t>(t.stride[i]), step);
@@ -935,7 +946,7 @@ Entry tensorEntryAt(const TensorValue& t, std::string name, const EntryContext& 
     overflow |= mulOverflow(lastElement, item, endByte);
     if (overflow) {
         e.attributes.emplace_back("invalid_view", "size/stride arithmetic overflows");
-        return e;
+        return;
     }
     if (endByte > loc.storageNbytes)
         e.attributes.emplace_back("invalid_view",
@@ -943,7 +954,7 @@ Entry tensorEntryAt(const TensorValue& t, std::string name, const EntryContext& 
                 + std::to_string(loc.storageNbytes) + "-byte storage");
     loc.offset = loc.storageByteOffset + (compressed ? 0 : startByte);
     loc.length = endByte - startByte;
-    return e;
+    return;
 }
 
 namespace {
