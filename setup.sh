@@ -9,7 +9,7 @@ cd "$(dirname "$0")"
 # Debian packages, and why: see README "Dependencies".
 PACKAGES=(
   cmake ninja-build g++ pkg-config
-  qt6-base-dev libgl-dev
+  qt6-base-dev libgl-dev libtorch-dev
   libsimdjson-dev rapidjson-dev libspdlog-dev libcli11-dev zlib1g-dev
   python3-torch python3-numpy
   clang libfuzzer-14-dev libclang-rt-14-dev

@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 
 #include "formats/loader.h"
+#include "formats/rank_files_reader.h"
 #include "report/source_report.h"
 #include "util/timings.h"
 
@@ -15,7 +16,7 @@ namespace sl::cli {
 namespace {
 
 struct LsOptions {
-    std::string path;
+    std::vector<std::string> paths;
     std::string format = "table";
     std::string container;
     bool containerGiven = false;
@@ -57,7 +58,8 @@ int runLs(const LsOptions& o)
     if (o.timings)
         options.timings = &timings;
     Timings* t = o.timings ? &timings : nullptr;
-    const Source& s = keepUntilExit(openSource(o.path, options));
+    const Source& s = keepUntilExit(o.paths.size() == 1 ? openSource(o.paths.front(), options)
+                                                        : openRankFiles(o.paths, options));
     if (o.listContainers) {
         emit(containersTable(s), o.output);
         return 0;
@@ -83,7 +85,10 @@ Runner addLsCommand(CLI::App& app)
 {
     auto o = std::make_shared<LsOptions>();
     CLI::App* ls = app.add_subcommand("ls", "List the entries of a checkpoint's state dict (metadata only)");
-    ls->add_option("path", o->path, "Checkpoint file, index file or checkpoint folder")->required();
+    ls->add_option("path", o->paths,
+          "Checkpoint file, index file or checkpoint folder; several files of one sharded save "
+          "(model_rank0.pt model_rank1.pt ...) are listed together as one source")
+        ->required();
     ls->add_option("--format", o->format, "Output format")->check(CLI::IsMember({ "table", "json" }));
     ls->add_option("--container", o->container, "Select this container instead of the picked one (see --containers)")
         ->each([o](const std::string&) { o->containerGiven = true; });

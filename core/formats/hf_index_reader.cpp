@@ -154,6 +154,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
                     throw LoadError(s.path, "a shard cannot itself be an index");
                 OpenOptions shardOptions;
                 shardOptions.threads = 1;
+                shardOptions.groupQuantized = false; // grouped once, over the merged state dict
                 s.source = openSource(s.path, shardOptions);
             } catch (const LoadError& e) {
                 s.error = e.problem();

@@ -1,7 +1,10 @@
 #include "loader.h"
 
 #include "formats/hf_index_reader.h"
+#include "formats/dcp_reader.h"
 #include "formats/live_dump_reader.h"
+#include "formats/torchscript_reader.h"
+#include "quant/quantized_tensors.h"
 #include "formats/load_error_reader.h"
 #include "formats/safetensors_reader.h"
 #include "formats/torch_legacy_reader.h"
@@ -145,7 +148,17 @@ Source dispatch(const std::string& path, const std::shared_ptr<const MappedFile>
         return readLiveDump(file, options);
     if (format == "load-error-text")
         return readLoadErrorText(file, options);
-    throw LoadError(path, "TorchScript archives are not supported yet (use torch.jit.load, or save a state_dict)");
+    if (format == "torchscript")
+        return readTorchScript(file, options);
+    throw LoadError(path, "unrecognised format");
+}
+
+// Every source goes through here once: format-independent steps that need the whole state dict.
+Source finish(Source s, const OpenOptions& options)
+{
+    if (options.groupQuantized)
+        quant::groupQuantizedEntries(s);
+    return s;
 }
 
 template <typename F> Source guarded(const std::string& path, F&& f)
@@ -200,13 +213,23 @@ Source openSource(const std::string& path, const OpenOptions& options)
     return guarded(path, [&] {
         std::error_code ec;
         if (fs::is_directory(path, ec)) {
+            if (isDcpDirectory(path))
+                return finish(readDcp(path, options), options);
             std::string inner = indexInDirectory(path);
             if (inner.empty())
                 throw LoadError(path, "the folder holds no checkpoint StateLens recognises");
             return openSource(inner, options);
         }
+        // A DCP checkpoint is its folder; its .metadata file stands for it.
+        if (fs::path(path).filename() == ".metadata" && isDcpDirectory(fs::path(path).parent_path().string())) {
+            try {
+                return finish(readDcp(fs::path(path).parent_path().string(), options), options);
+            } catch (const LoadError& e) {
+                throw LoadError(path, e.problem()); // name what the user gave
+            }
+        }
         auto file = MappedFile::open(path);
-        return dispatch(path, file, options);
+        return finish(dispatch(path, file, options), options);
     });
 }
 
@@ -218,7 +241,7 @@ Source openSourceFromMemory(const std::string& name, std::vector<uint8_t> bytes,
         // reader's specific error here as they do from disk.
         if (sniff(name, file->bytes(), true) == "index")
             throw LoadError(name, "an index must be opened from disk, next to its shards");
-        return dispatch(name, file, options);
+        return finish(dispatch(name, file, options), options);
     });
 }
 

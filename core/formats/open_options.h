@@ -14,6 +14,9 @@ struct OpenOptions {
     unsigned threads = 0;
     // Where to record per-phase times (statelens ls --timings); null to skip.
     Timings* timings = nullptr;
+    // Readers that open parts of a larger source (index shards) turn this off: quantized groups are formed
+    // once, over the whole state dict (torchao's flattened safetensors can split a group across shards).
+    bool groupQuantized = true;
 };
 
 } // namespace sl

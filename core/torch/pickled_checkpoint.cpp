@@ -1,5 +1,6 @@
 #include "pickled_checkpoint.h"
 
+#include "quant/quantized_tensors.h"
 #include "util/error.h"
 #include "util/timings.h"
 #include "util/name_index.h"
@@ -185,6 +186,7 @@ void PickledCheckpoint::selectContainer(Source& s, const std::string& container)
         [](const Finding& f) { return !f.entry.empty() || f.message.rfind("picked container", 0) == 0; });
     try {
         fillEntries(*this, s, &container);
+        quant::groupQuantizedEntries(s);
     } catch (const FormatError& e) {
         // Another container can exceed the walk budget the first one fitted in; still only LoadErrors leave.
         throw LoadError(s.path, e.what());

@@ -1,5 +1,7 @@
 #include "state_dict_tree.h"
 
+#include "distributed/distributed_tensors.h"
+#include "quant/quantized_tensors.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -906,6 +908,9 @@ void fillTensorEntry(Entry& e, const TensorValue& t, std::string_view name, cons
     if (depth < kMaxPartDepth) {
         describeQuant(t, e, depth, budget);
         describeSubclassState(t, e, ctx, depth, budget);
+        // The specific describers refine the generic one: they find the inner tensors in e.parts.
+        if (t.subclass && !distributed::describeDistributedTensor(t, e))
+            quant::describeQuantizedSubclass(t, e);
     } else {
         e.attributes.emplace_back("parts", "not shown: nested too deeply (a tensor state that holds itself?)");
     }
