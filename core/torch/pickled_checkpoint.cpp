@@ -1,6 +1,7 @@
 #include "pickled_checkpoint.h"
 
 #include "quant/quantized_tensors.h"
+#include "torch/optimizer_labels.h"
 #include "util/error.h"
 #include "util/timings.h"
 #include "util/name_index.h"
@@ -120,6 +121,27 @@ void reportSharedStorage(Source& out)
         out.entries[i].attributes.emplace_back("tied_with", std::move(partners));
 }
 
+// Optimizer state entries get the parameter each belongs to, from the optimizer's own param_names or the
+// parameter order of the file's model state dict.
+void labelOptimizer(const PickledCheckpoint& ck, const Container& optimizer, Source& out)
+{
+    std::vector<Entry> model;
+    int pick = pickContainer(ck.scan);
+    if (pick >= 0 && ck.scan.containers[static_cast<size_t>(pick)].info.role == ContainerInfo::Role::Model) {
+        Source tmp;
+        buildEntries(ck.scan, ck.scan.containers[static_cast<size_t>(pick)], ck.context, tmp);
+        model = std::move(tmp.entries);
+    }
+    OptimizerLabels labels = labelOptimizerState(optimizer.node, out.entries, model);
+    if (labels.states && !out.entries.empty())
+        out.addFinding(Severity::Info,
+            labels.labelled ? "labelled " + std::to_string(labels.labelled) + " of " + std::to_string(labels.states)
+                    + " optimizer states with their parameter (from " + labels.how + ")"
+                            : "optimizer states are keyed by index and nothing in the file names their parameters; a "
+                              "paired model (diff) can label them",
+            out.entries.front().name);
+}
+
 void fillEntries(const PickledCheckpoint& ck, Source& out, const std::string* container, Timings* timings = nullptr)
 {
     out.containers.clear();
@@ -152,6 +174,8 @@ void fillEntries(const PickledCheckpoint& ck, Source& out, const std::string* co
     PhaseTimer entriesTimer(timings, "build entries");
     const bool shared = buildEntries(ck.scan, c, ck.context, out);
     entriesTimer.stop();
+    if (c.shape == Container::Shape::Optimizer)
+        labelOptimizer(ck, c, out);
     if (shared) {
         PhaseTimer sharedTimer(timings, "shared storages");
         reportSharedStorage(out);
