@@ -133,18 +133,39 @@ Source readLiveDump(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         }
         simdjson::dom::object dtensor;
         if (!o["dtensor"].get_object().get(dtensor)) {
-            for (auto [k, v] : dtensor) {
-                std::string value;
+            // The entry's shape is the DTensor's global shape; the rank's piece and the layout go here.
+            auto sharding = std::make_shared<Sharding>();
+            sharding->kind = Sharding::Kind::DTensor;
+            auto ints = [&](simdjson::dom::element v, Shape& out) {
                 simdjson::dom::array arr;
-                if (!v.get_array().get(arr)) {
-                    for (auto x : arr)
-                        value += (value.empty() ? "" : ", ") + text(x);
-                    value = "[" + value + "]";
-                } else {
-                    value = text(v);
+                if (v.get_array().get(arr))
+                    return;
+                for (auto x : arr) {
+                    int64_t i = 0;
+                    if (!x.get_int64().get(i) && i >= 0)
+                        out.push_back(i);
                 }
-                e.attributes.emplace_back(std::string(k), value);
+            };
+            auto strings = [&](simdjson::dom::element v, std::vector<std::string>& out) {
+                simdjson::dom::array arr;
+                if (v.get_array().get(arr))
+                    return;
+                for (auto x : arr)
+                    out.push_back(text(x));
+            };
+            for (auto [k, v] : dtensor) {
+                if (k == "placements")
+                    strings(v, sharding->placements);
+                else if (k == "mesh_shape")
+                    ints(v, sharding->meshShape);
+                else if (k == "mesh_dim_names")
+                    strings(v, sharding->meshDimNames);
+                else if (k == "local_shape")
+                    ints(v, sharding->localShape);
+                else
+                    e.attributes.emplace_back("dtensor." + std::string(k), text(v));
             }
+            e.sharding = std::move(sharding);
         }
         (persistent ? backing->persistent : backing->nonPersistent).push_back(std::move(e));
     }
