@@ -150,11 +150,20 @@ Source parseLoadErrorText(std::string name, std::string_view text, const OpenOpt
     auto backing = std::make_shared<LoadErrorBacking>();
     size_t clauses = 0;
 
-    if (size_t at = findNoCase(text, kHeadError, 0); at != std::string_view::npos) {
+    // The model's class. A traceback also quotes torch's own source line ("... state_dict for {}:"), so
+    // take the first occurrence followed by an identifier.
+    for (size_t at = findNoCase(text, kHeadError, 0); at != std::string_view::npos;
+         at = findNoCase(text, kHeadError, at + 1)) {
         size_t p = at + kHeadError.size();
         size_t end = text.find(':', p);
-        if (end != std::string_view::npos && end - p < 200)
-            out.metadata.emplace_back("model_class", std::string(text.substr(p, end - p)));
+        if (end == std::string_view::npos || end == p || end - p > 200)
+            continue;
+        std::string_view cls = text.substr(p, end - p);
+        if (std::all_of(cls.begin(), cls.end(),
+                [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; })) {
+            out.metadata.emplace_back("model_class", std::string(cls));
+            break;
+        }
     }
     for (size_t at = findNoCase(text, kHeadMissing, 0); at != std::string_view::npos;
          at = findNoCase(text, kHeadMissing, at + 1)) {
