@@ -18,20 +18,20 @@ constexpr std::string_view kHeadMismatch = "size mismatch for ";
 constexpr std::string_view kHeadWhileCopying = "while copying the parameter named ";
 constexpr std::string_view kHeadError = "error(s) in loading state_dict for ";
 
-// Case-insensitive search (heads only; ASCII).
-size_t findNoCase(std::string_view hay, std::string_view needle, size_t from)
+// Heads are matched case-insensitively (Lightning and logs change the casing): the text is lower-cased
+// once into a copy with the same offsets, and searched with string_view::find (memchr/memcmp speed, which
+// keeps a multi-megabyte log quick even in sanitizer builds).
+std::string asciiLower(std::string_view t)
 {
-    if (needle.empty() || hay.size() < needle.size())
-        return std::string_view::npos;
-    for (size_t i = from; i + needle.size() <= hay.size(); ++i) {
-        size_t j = 0;
-        while (j < needle.size()
-            && std::tolower(static_cast<unsigned char>(hay[i + j])) == static_cast<unsigned char>(needle[j]))
-            ++j;
-        if (j == needle.size())
-            return i;
-    }
-    return std::string_view::npos;
+    std::string out(t);
+    for (char& c : out)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+size_t findIn(std::string_view lowered, std::string_view needle, size_t from)
+{
+    return lowered.find(needle, from);
 }
 
 void skipSpace(std::string_view t, size_t& p)
@@ -131,15 +131,16 @@ struct LoadErrorBacking : SourceBacking {
 
 bool looksLikeLoadErrorText(Bytes data)
 {
-    std::string_view t(reinterpret_cast<const char*>(data.data()), data.size());
+    std::string_view raw(reinterpret_cast<const char*>(data.data()), data.size());
     // A text file: no NUL bytes in the first kilobyte.
-    if (t.substr(0, 1024).find('\0') != std::string_view::npos)
+    if (raw.substr(0, 1024).find('\0') != std::string_view::npos)
         return false;
-    return findNoCase(t, kHeadError, 0) != std::string_view::npos
-        || findNoCase(t, kHeadMissing, 0) != std::string_view::npos
-        || findNoCase(t, kHeadUnexpected, 0) != std::string_view::npos
-        || (findNoCase(t, kHeadMismatch, 0) != std::string_view::npos
-            && findNoCase(t, "from checkpoint", 0) != std::string_view::npos);
+    const std::string t = asciiLower(raw);
+    return findIn(t, kHeadError, 0) != std::string_view::npos
+        || findIn(t, kHeadMissing, 0) != std::string_view::npos
+        || findIn(t, kHeadUnexpected, 0) != std::string_view::npos
+        || (findIn(t, kHeadMismatch, 0) != std::string_view::npos
+            && findIn(t, "from checkpoint", 0) != std::string_view::npos);
 }
 
 Source parseLoadErrorText(std::string name, std::string_view text, const OpenOptions& options)
@@ -149,11 +150,12 @@ Source parseLoadErrorText(std::string name, std::string_view text, const OpenOpt
     out.format = "load-error-text";
     auto backing = std::make_shared<LoadErrorBacking>();
     size_t clauses = 0;
+    const std::string lowered = asciiLower(text);
 
     // The model's class. A traceback also quotes torch's own source line ("... state_dict for {}:"), so
     // take the first occurrence followed by an identifier.
-    for (size_t at = findNoCase(text, kHeadError, 0); at != std::string_view::npos;
-         at = findNoCase(text, kHeadError, at + 1)) {
+    for (size_t at = findIn(lowered, kHeadError, 0); at != std::string_view::npos;
+         at = findIn(lowered, kHeadError, at + 1)) {
         size_t p = at + kHeadError.size();
         size_t end = text.find(':', p);
         if (end == std::string_view::npos || end == p || end - p > 200)
@@ -165,22 +167,22 @@ Source parseLoadErrorText(std::string name, std::string_view text, const OpenOpt
             break;
         }
     }
-    for (size_t at = findNoCase(text, kHeadMissing, 0); at != std::string_view::npos;
-         at = findNoCase(text, kHeadMissing, at + 1)) {
+    for (size_t at = findIn(lowered, kHeadMissing, 0); at != std::string_view::npos;
+         at = findIn(lowered, kHeadMissing, at + 1)) {
         size_t p = at + kHeadMissing.size();
         for (auto& k : quotedList(text, p))
             backing->model.get(k, "missing");
         ++clauses;
     }
-    for (size_t at = findNoCase(text, kHeadUnexpected, 0); at != std::string_view::npos;
-         at = findNoCase(text, kHeadUnexpected, at + 1)) {
+    for (size_t at = findIn(lowered, kHeadUnexpected, 0); at != std::string_view::npos;
+         at = findIn(lowered, kHeadUnexpected, at + 1)) {
         size_t p = at + kHeadUnexpected.size();
         for (auto& k : quotedList(text, p))
             backing->checkpoint.get(k, "unexpected");
         ++clauses;
     }
-    for (size_t at = findNoCase(text, kHeadMismatch, 0); at != std::string_view::npos;
-         at = findNoCase(text, kHeadMismatch, at + 1)) {
+    for (size_t at = findIn(lowered, kHeadMismatch, 0); at != std::string_view::npos;
+         at = findIn(lowered, kHeadMismatch, at + 1)) {
         // size mismatch for KEY: copying a param with shape S1 from checkpoint, the shape in current model is S2.
         size_t p = at + kHeadMismatch.size();
         size_t colon = text.find(": copying a param with shape", p);
@@ -189,7 +191,7 @@ Source parseLoadErrorText(std::string name, std::string_view text, const OpenOpt
         std::string key(text.substr(p, colon - p));
         p = colon + std::string_view(": copying a param with shape").size();
         auto fromCkpt = parseShape(text, p);
-        size_t modelAt = findNoCase(text, "the shape in current model is", p);
+        size_t modelAt = findIn(lowered, "the shape in current model is", p);
         if (!fromCkpt || modelAt == std::string_view::npos)
             continue;
         p = modelAt + std::string_view("the shape in current model is").size();
@@ -204,16 +206,16 @@ Source parseLoadErrorText(std::string name, std::string_view text, const OpenOpt
         me.shapeKnown = true;
         ++clauses;
     }
-    for (size_t at = findNoCase(text, kHeadWhileCopying, 0); at != std::string_view::npos;
-         at = findNoCase(text, kHeadWhileCopying, at + 1)) {
+    for (size_t at = findIn(lowered, kHeadWhileCopying, 0); at != std::string_view::npos;
+         at = findIn(lowered, kHeadWhileCopying, at + 1)) {
         // While copying the parameter named "KEY", whose dimensions in the model are S1 and whose dimensions
         // in the checkpoint are S2, an exception occurred : (...)
         size_t p = at + kHeadWhileCopying.size();
         auto keys = quotedList(text, p);
         if (keys.empty())
             continue;
-        size_t m = findNoCase(text, "dimensions in the model are", p);
-        size_t c = findNoCase(text, "dimensions in the checkpoint are", p);
+        size_t m = findIn(lowered, "dimensions in the model are", p);
+        size_t c = findIn(lowered, "dimensions in the checkpoint are", p);
         if (m == std::string_view::npos || c == std::string_view::npos)
             continue;
         size_t pm = m + std::string_view("dimensions in the model are").size();
