@@ -3,8 +3,13 @@
 
 #include "main_window.h"
 
+#include "formats/torchscript_reader.h"
+
 #include <QApplication>
 #include <QCommandLineParser>
+
+#include <string>
+#include <unistd.h>
 
 namespace sl::gui {
 
@@ -40,5 +45,11 @@ static int run(int argc, char** argv)
 // The module's one export, looked up by main() with dlsym.
 extern "C" __attribute__((visibility("default"))) int statelens_gui_main(int argc, char** argv)
 {
+    // This module holds its own copy of the core, so it sets the TorchScript worker too: this process's
+    // executable (statelens), whose hidden subcommand loads TorchScript archives in a child process.
+    char exe[4096];
+    ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0)
+        sl::setTorchScriptWorker(sl::torchScriptWorkerFor(std::string(exe, static_cast<size_t>(n))));
     return sl::gui::run(argc, argv);
 }

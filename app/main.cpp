@@ -1,8 +1,11 @@
 // statelens: the GUI by default, headless subcommands when the first argument names one.
 //
 // The GUI is a module loaded on demand (see CMakeLists.txt), so headless runs never load Qt Widgets.
+// LibTorch is never loaded here at all: TorchScript archives are read by this same executable's hidden
+// `__torchscript-worker` subcommand in a child process (core/formats/torchscript_reader.h).
 
 #include "cli/cli.h"
+#include "formats/torchscript_reader.h"
 
 #include <cstdio>
 #include <dlfcn.h>
@@ -11,13 +14,19 @@
 
 namespace {
 
-#ifdef STATELENS_HAVE_GUI
-// libstatelens-gui.so beside the executable, found through /proc/self/exe (symlinks resolved).
-std::string guiModulePath()
+// This executable, through /proc/self/exe (symlinks resolved).
+std::string selfExecutable()
 {
     char buf[4096];
     ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    std::string exe = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("./statelens");
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("./statelens");
+}
+
+#ifdef STATELENS_HAVE_GUI
+// libstatelens-gui.so beside the executable.
+std::string guiModulePath()
+{
+    std::string exe = selfExecutable();
     return exe.substr(0, exe.rfind('/') + 1) + "libstatelens-gui.so";
 }
 
@@ -44,6 +53,8 @@ int runGui(int argc, char** argv)
 
 int main(int argc, char** argv)
 {
+    // Every subcommand that opens files may meet a TorchScript archive (one readlink, no LibTorch).
+    sl::setTorchScriptWorker(sl::torchScriptWorkerFor(selfExecutable()));
     if (argc > 1 && sl::cli::wantsCommandLine(argv[1]))
         return sl::cli::run(argc, argv);
 #ifdef STATELENS_HAVE_GUI

@@ -12,7 +12,7 @@
 namespace sl::cli {
 
 namespace {
-constexpr std::string_view kSubcommands[] = { "ls", "demo" };
+constexpr std::string_view kSubcommands[] = { "ls", "diff", "suggest", "rules", "demo", "__torchscript-worker" };
 }
 
 bool wantsCommandLine(std::string_view arg)
@@ -45,8 +45,16 @@ int run(int argc, char** argv)
     std::vector<std::pair<CLI::App*, Runner>> commands;
     Runner ls = addLsCommand(app);
     commands.emplace_back(app.get_subcommand("ls"), ls);
+    Runner diff = addDiffCommand(app);
+    commands.emplace_back(app.get_subcommand("diff"), diff);
+    Runner suggest = addSuggestCommand(app);
+    commands.emplace_back(app.get_subcommand("suggest"), suggest);
+    Runner rules = addRulesCommand(app);
+    commands.emplace_back(app.get_subcommand("rules"), rules);
     Runner demo = addDemoCommand(app);
     commands.emplace_back(app.get_subcommand("demo"), demo);
+    Runner torchScriptWorker = addTorchScriptWorkerCommand(app);
+    commands.emplace_back(app.get_subcommand("__torchscript-worker"), torchScriptWorker);
 
     try {
         app.parse(argc, argv);

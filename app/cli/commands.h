@@ -1,6 +1,8 @@
 #pragma once
 // Each subcommand registers its options on the CLI11 app and returns what runs it after parsing.
 
+#include "model/source.h"
+
 #include <CLI/CLI.hpp>
 
 #include <functional>
@@ -13,6 +15,21 @@ using Runner = std::function<int()>;
 
 Runner addLsCommand(CLI::App& app);
 Runner addDemoCommand(CLI::App& app);
+Runner addTorchScriptWorkerCommand(CLI::App& app); // hidden: the child that loads TorchScript
+Runner addDiffCommand(CLI::App& app);
+Runner addSuggestCommand(CLI::App& app);
+Runner addRulesCommand(CLI::App& app); // rules export | rules import
+
+// One side of a comparison: a path and, optionally, the container to select ("" keeps the picked one).
+struct SideOption {
+    std::string path;
+    std::string container;
+    bool containerGiven = false;
+};
+// Registers the positional PATH and --container-<letter> on `cmd`.
+void addSideOptions(CLI::App* cmd, SideOption& side, const std::string& positional, const std::string& letter,
+    const std::string& description);
+const Source& openSide(const SideOption& side);
 
 // Writes `text` to `outputPath` atomically, or to stdout when the path is empty or "-".
 void emit(const std::string& text, const std::string& outputPath);

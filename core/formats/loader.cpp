@@ -25,9 +25,19 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view kLfsPointer = "version https://git-lfs.github.com/spec";
-const std::string kDcpUnsupported = " of a torch.distributed.checkpoint (DCP) checkpoint; StateLens does not read DCP "
-                                    "yet (torch.distributed.checkpoint.format_utils.dcp_to_torch_save converts one to "
-                                    "a torch.save file)";
+const std::string kDcp = " of a torch.distributed.checkpoint (DCP) checkpoint";
+
+// A DCP file opened on its own: the checkpoint is the folder (only .metadata says where anything is).
+std::string dcpFolderHint(const std::string& path)
+{
+    std::string dir = fs::path(path).parent_path().string();
+    if (dir.empty())
+        dir = ".";
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::path(dir) / ".metadata", ec))
+        return "; open its folder with the .metadata file (" + dir + " has none)";
+    return "; open its folder instead: " + dir;
+}
 
 std::string hexPrefix(Bytes b)
 {
@@ -70,7 +80,7 @@ std::string sniff(const std::string& path, Bytes b, bool byName = false, bool lo
     // A DCP shard is payloads laid end to end (often small torch.save zips) that only .metadata can
     // locate; nothing in its bytes says so, and read as one zip it fails with a misleading zip64 error.
     if (byName && endsWith(path, ".distcp"))
-        throw LoadError(path, "is a shard (.distcp)" + kDcpUnsupported);
+        throw LoadError(path, "is a data file (.distcp)" + kDcp + dcpFolderHint(path));
     if (looksLikeZip(b) && !lookInsideZips)
         return "torch-zip";
     if (looksLikeZip(b)) {
@@ -103,8 +113,8 @@ std::string sniff(const std::string& path, Bytes b, bool byName = false, bool lo
     // Never "index" by name alone: a shard check that sniffs bytes would miss it, and it could name itself.
     // Files that sit next to checkpoints: say what they are rather than dumping their first bytes.
     std::string_view head = text.substr(0, 4096);
-    if (b[0] == 0x80 && head.find("torch.distributed.checkpoint.metadata") != std::string_view::npos)
-        throw LoadError(path, "is the .metadata pickle" + kDcpUnsupported);
+    if (b[0] == 0x80 && head.find("checkpoint.metadata") != std::string_view::npos)
+        throw LoadError(path, "is the .metadata pickle" + kDcp + "; open the folder that holds it with its .distcp files");
     if (looksLikeLoadErrorText(b))
         return "load-error-text";
     if (size_t i = text.find_first_not_of(" \t\r\n"); i != std::string_view::npos && text[i] == '{') {
@@ -183,7 +193,7 @@ template <typename F> Source guarded(const std::string& path, F&& f)
 const std::vector<std::string>& knownFormats()
 {
     static const std::vector<std::string> formats { "safetensors", "safetensors-index", "torch-zip", "torch-legacy",
-        "torch-bin-index", "live-dump", "load-error-text" };
+        "torch-bin-index", "live-dump", "load-error-text", "torchscript", "dcp" };
     return formats;
 }
 
@@ -193,10 +203,18 @@ std::string detectFormat(const std::string& path)
                Source s;
                std::error_code ec;
                if (fs::is_directory(path, ec)) {
+                   if (isDcpDirectory(path)) {
+                       s.format = "dcp";
+                       return s;
+                   }
                    std::string inner = indexInDirectory(path);
                    if (inner.empty())
                        throw LoadError(path, "the folder holds no checkpoint StateLens recognises");
                    s.format = detectFormat(inner);
+                   return s;
+               }
+               if (fs::path(path).filename() == ".metadata" && isDcpDirectory(fs::path(path).parent_path().string())) {
+                   s.format = "dcp";
                    return s;
                }
                auto file = MappedFile::open(path);

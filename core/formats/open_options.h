@@ -6,6 +6,7 @@
 namespace sl {
 
 struct Timings;
+struct TorchScriptWorker;
 
 struct OpenOptions {
     // The container to select instead of the picked one ("optimizer", "state_dict", ...).
@@ -17,6 +18,9 @@ struct OpenOptions {
     // Readers that open parts of a larger source (index shards) turn this off: quantized groups are formed
     // once, over the whole state dict (torchao's flattened safetensors can split a group across shards).
     bool groupQuantized = true;
+    // How TorchScript archives are loaded (a child process; formats/torchscript_reader.h). Null uses the
+    // process-wide setting (setTorchScriptWorker), which app/main.cpp points at the statelens executable.
+    const TorchScriptWorker* torchScriptWorker = nullptr;
 };
 
 } // namespace sl

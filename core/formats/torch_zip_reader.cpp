@@ -1,5 +1,6 @@
 #include "torch_zip_reader.h"
 
+#include "formats/torchscript_reader.h"
 #include "io/zip_archive.h"
 #include "pickle/unpickler.h"
 #include "torch/pickled_checkpoint.h"
@@ -56,9 +57,9 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
             throw FormatError("first zip record '" + std::string(first) + "' is not inside a folder; not a torch.save archive");
         const std::string prefix(first.substr(0, slash + 1));
 
+        // The loader sends every zip here (it does not parse the central directory twice to tell them apart).
         if (isTorchScriptArchive(zip, prefix))
-            throw FormatError("is a TorchScript archive (torch.jit.save), not a torch.save checkpoint; "
-                              "TorchScript is not supported yet");
+            return readTorchScript(file, options);
         const ZipEntry* pkl = zip.find(prefix + "data.pkl");
         if (!pkl)
             throw FormatError("no " + prefix + "data.pkl record; not a torch.save archive");

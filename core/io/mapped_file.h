@@ -30,6 +30,9 @@ public:
     const std::string& path() const { return m_path; }
     Bytes bytes() const { return { m_data, m_size }; }
     uint64_t size() const { return m_size; }
+    // True when the bytes are the mapped file at path(), false for in-memory inputs (whose path() only
+    // names them): a reader that hands the file to another process needs to know which.
+    bool isMapped() const { return m_mapped; }
 
 private:
     MappedFile() = default;

@@ -1,14 +1,34 @@
 #pragma once
-// Quantized state dicts: one logical parameter shown as one entry with its parts.
-// - describeQuantizedSubclass: torchao tensor subclasses met while a torch.save tensor becomes an entry.
-// - groupQuantizedEntries: key-pattern grouping after any reader (bitsandbytes, GPTQ/AWQ, FP8 scales,
-//   torchao's flattened safetensors layout, torch.ao eager modules), with the missing-scale checks.
+// Quantized state dicts: one logical parameter shown as one entry (kind Group) with its stored tensors as
+// parts, the logical shape and dtype, and Entry::quantization {scheme, storage dtype, params}.
+// - describeQuantizedSubclass: torchao tensor subclasses met while a torch.save tensor becomes an entry
+//   (AffineQuantizedTensor and its tensor impls, Float8Tensor, Int4Tensor, Int8Tensor, NF4Tensor, MXTensor,
+//   NVFP4Tensor, Float8TrainingTensor, wrappers such as LinearActivationQuantizedTensor, ...).
+// - groupQuantizedEntries: key-pattern grouping after any reader (bitsandbytes 4/8-bit, GPTQ/AWQ, FP8
+//   scales, torchao's flattened safetensors layout, torch.ao eager modules), with the checks for weights
+//   loaded without their scales (warnings). Idempotent, linear in the number of entries, and it leaves
+//   float state dicts alone: a group needs a quantized dtype or a key pattern no float module writes.
+//
+// Grouped parts keep their own locations; their `name` is their role ("qdata", "absmax", "qweight") and an
+// attribute "key" keeps the state-dict key they were stored under. The group takes the position of its
+// weight. Nothing here reads tensor bytes, except the few bytes of a bitsandbytes quant_state tensor (UTF-8
+// JSON holding the original shape and dtype), read through its location with a strict size cap.
 
 #include "model/source.h"
 #include "pickle/value.h"
 
 namespace sl::quant {
 
+// Attribute a quantized entry carries when inner tensors its scheme needs are absent (comma-separated
+// roles); groupQuantizedEntries reports it as a warning.
+inline constexpr const char* kMissingPartsAttribute = "quantization_missing";
+// Attribute of a grouped part: the state-dict key it was stored under.
+inline constexpr const char* kPartKeyAttribute = "key";
+// The most bytes read from one bitsandbytes quant_state tensor (real ones hold ~150 bytes of JSON).
+inline constexpr uint64_t kMaxQuantStateBytes = 16 * 1024;
+
+// Refines the generic description of a tensor subclass (inner tensors in e.parts, other state in
+// e.attributes) when it is a torchao quantized class. Returns whether it recognised the class.
 bool describeQuantizedSubclass(const pickle::TensorValue& t, Entry& e);
 void groupQuantizedEntries(Source& s);
 

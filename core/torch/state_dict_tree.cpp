@@ -22,6 +22,7 @@ namespace {
 // fixed visit cap is not enough: the budget is a multiple of the graph's own size (graphWeight).
 struct WalkBudget {
     size_t left;
+    std::unordered_set<const void*> seen = {}; // objects described once per walk (shared shard lists)
     void charge(size_t units)
     {
         if (units > left)
@@ -909,8 +910,19 @@ void fillTensorEntry(Entry& e, const TensorValue& t, std::string_view name, cons
         describeQuant(t, e, depth, budget);
         describeSubclassState(t, e, ctx, depth, budget);
         // The specific describers refine the generic one: they find the inner tensors in e.parts.
-        if (t.subclass && !distributed::describeDistributedTensor(t, e))
-            quant::describeQuantizedSubclass(t, e);
+        if (t.subclass) {
+            // The distributed describer builds entries for inner tensors the generic walk does not reach
+            // (ShardedTensor's local shards) and charges its own work, both to this walk.
+            const distributed::DescribeContext dctx {
+                [&](const TensorValue& inner, std::string role) {
+                    return tensorEntryAt(inner, std::move(role), ctx, depth + 1, budget);
+                },
+                [&](size_t units) { budget.charge(units); },
+                [&](const void* object) { return budget.seen.insert(object).second; },
+            };
+            if (!distributed::describeDistributedTensor(t, e, dctx))
+                quant::describeQuantizedSubclass(t, e);
+        }
     } else {
         e.attributes.emplace_back("parts", "not shown: nested too deeply (a tensor state that holds itself?)");
     }
@@ -1108,6 +1120,7 @@ bool buildEntries(const ContainerScan& scan, const Container& c, const EntryCont
     for (const auto& e : out.entries)
         if (const std::string* bad = e.attribute("invalid_view"))
             out.addFinding(Severity::Danger, "tensor " + *bad + "; torch.load would fail or read garbage", e.name);
+    distributed::reportDistributedFindings(out);
     return flattener.anyStorageShared();
 }
 

@@ -9,6 +9,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <map>
+
 using sl::test::runStatelens;
 
 class TestCli : public QObject {
@@ -199,6 +201,136 @@ private slots:
         auto stdoutRun = runStatelens({ QStringLiteral("ls"), m_checkpoint, QStringLiteral("--format"), QStringLiteral("json") });
         QCOMPARE(f.readAll(), stdoutRun.out);
         QCOMPARE(QDir(dir.path()).entryList(QDir::Files).size(), 1); // no temporary left behind
+    }
+
+    // diff: 0 when a strict load would succeed, 1 when it would not, 2 on errors, one line each.
+    void diffExitCodes()
+    {
+        QCOMPARE(runStatelens({ "diff", m_checkpoint, m_model }).exitCode, 1);
+        QCOMPARE(runStatelens({ "diff", m_model, m_model }).exitCode, 0);
+        auto missing = runStatelens({ "diff", m_dir.filePath("absent.pt"), m_model });
+        QCOMPARE(missing.exitCode, 2);
+        QCOMPARE(missing.err.trimmed().count('\n'), 0);
+        QTemporaryDir dir;
+        QFile bad(dir.filePath("bad.yaml"));
+        QVERIFY(bad.open(QIODevice::WriteOnly));
+        bad.write("version: 1\nrules:\n  - pattern: '^model\\.(layers'\n    replace: x\n");
+        bad.close();
+        auto badRules = runStatelens({ "diff", m_checkpoint, m_model, "--rules", bad.fileName() });
+        QCOMPARE(badRules.exitCode, 2);
+        QVERIFY2(badRules.err.contains("rule 1") && badRules.err.contains("position"), badRules.err.constData());
+        QCOMPARE(badRules.err.trimmed().count('\n'), 0);
+    }
+
+    // The JSON report follows the README's schema, and its summary counts its rows.
+    void diffJsonSchema()
+    {
+        auto r = runStatelens({ "diff", m_checkpoint, m_model, "--format", "json" });
+        QCOMPARE(r.exitCode, 1);
+        const QJsonObject o = QJsonDocument::fromJson(r.out).object();
+        for (const char* k : { "a", "b", "rules", "summary", "rows" })
+            QVERIFY2(o.contains(k), k);
+        QCOMPARE(o["a"].toObject()["path"].toString(), m_checkpoint);
+        std::map<QString, int> counted;
+        for (const auto& v : o["rows"].toArray()) {
+            const QJsonObject row = v.toObject();
+            for (const char* k : { "status", "a", "b", "reason", "explanation", "rule" })
+                QVERIFY2(row.contains(k), k);
+            ++counted[row["status"].toString()];
+            if (row["status"].toString() == "missing")
+                QVERIFY(row["a"].isNull() && row["b"].isString());
+            if (row["status"].toString() == "unexpected")
+                QVERIFY(row["b"].isNull() && row["a"].isString());
+        }
+        const QJsonObject summary = o["summary"].toObject();
+        for (const char* k : { "match", "renamed", "shape_mismatch", "dtype_mismatch", "missing", "unexpected" })
+            QCOMPARE(summary[k].toInt(), counted[k]);
+        QVERIFY(counted["unexpected"] > 0 && counted["missing"] > 0);
+        QVERIFY(!summary["load_succeeds"].toBool());
+        // Picking the optimizer state on A's side is one flag, and the report says so.
+        auto opt = runStatelens({ "diff", m_checkpoint, m_model, "--container-a", "optimizer", "--format", "json" });
+        QCOMPARE(QJsonDocument::fromJson(opt.out).object()["a"].toObject()["container"].toString(), QStringLiteral("optimizer"));
+    }
+
+    // suggest writes rules that a follow-up diff applies: what remains is what no rename can fix.
+    void suggestThenDiff()
+    {
+        QTemporaryDir dir;
+        const QString rules = dir.filePath("rules.yaml");
+        auto s = runStatelens({ "suggest", m_checkpoint, m_model, "-o", rules });
+        QCOMPARE(s.exitCode, 0);
+        QVERIFY2(s.err.contains("_orig_mod."), s.err.constData());
+        QFile f(rules);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray text = f.readAll();
+        QVERIFY2(text.contains("# strip"), text.constData()); // the title as a comment
+        QVERIFY(text.contains("version: 1"));
+        auto before = QJsonDocument::fromJson(runStatelens({ "diff", m_checkpoint, m_model, "--format", "json" }).out).object();
+        auto d = runStatelens({ "diff", m_checkpoint, m_model, "--rules", rules, "--format", "json" });
+        auto after = QJsonDocument::fromJson(d.out).object();
+        QVERIFY(after["summary"].toObject()["renamed"].toInt() > 0);
+        QVERIFY(after["summary"].toObject()["unexpected"].toInt() < before["summary"].toObject()["unexpected"].toInt());
+        QVERIFY(after["summary"].toObject()["missing"].toInt() < before["summary"].toObject()["missing"].toInt());
+        for (const auto& v : after["rows"].toArray())
+            if (v.toObject()["status"].toString() == "renamed")
+                QVERIFY(v.toObject()["rule"].isDouble());
+    }
+
+    void diffFormats_data()
+    {
+        QTest::addColumn<QString>("format");
+        QTest::addColumn<QByteArray>("marker");
+        QTest::newRow("text") << "text" << QByteArray("load_state_dict");
+        QTest::newRow("json") << "json" << QByteArray("\"summary\"");
+        QTest::newRow("md") << "md" << QByteArray("|");
+        QTest::newRow("csv") << "csv" << QByteArray("status,a,b");
+        QTest::newRow("html") << "html" << QByteArray("<html");
+        QTest::newRow("junit") << "junit" << QByteArray("<testsuite");
+    }
+
+    // Every format goes to a file atomically (nothing else left in the folder) and equals stdout.
+    void diffFormats()
+    {
+        QFETCH(QString, format);
+        QFETCH(QByteArray, marker);
+        QTemporaryDir dir;
+        const QString out = dir.filePath("report");
+        auto r = runStatelens({ "diff", m_checkpoint, m_model, "--format", format, "-o", out });
+        QCOMPARE(r.exitCode, 1);
+        QFile f(out);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray written = f.readAll();
+        QVERIFY2(written.contains(marker), written.left(200).constData());
+        QCOMPARE(written, runStatelens({ "diff", m_checkpoint, m_model, "--format", format }).out);
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files).size(), 1);
+        if (format == "html")
+            QVERIFY(!written.contains("http://") && !written.contains("https://") && !written.contains("src="));
+    }
+
+    // Suggested rules export to every format; the HF key_mapping round-trips through import.
+    void rulesExportImport()
+    {
+        QTemporaryDir dir;
+        const QString rules = dir.filePath("rules.yaml");
+        QCOMPARE(runStatelens({ "suggest", m_checkpoint, m_model, "-o", rules }).exitCode, 0);
+        for (const char* to : { "python", "yaml", "json" }) {
+            auto r = runStatelens({ "rules", "export", rules, "--to", to });
+            QVERIFY2(r.exitCode == 0 && !r.out.isEmpty(), r.err.constData());
+        }
+        auto py = runStatelens({ "rules", "export", rules, "--to", "python" });
+        QVERIFY(py.out.contains("def remap_state_dict"));
+        const QString hf = dir.filePath("key_mapping.json");
+        auto h = runStatelens({ "rules", "export", rules, "--to", "hf-key-mapping", "--keys", m_checkpoint, "-o", hf });
+        QVERIFY2(h.exitCode == 0 || h.exitCode == 1, h.err.constData());
+        QVERIFY(QJsonDocument::fromJson([&] { QFile f(hf); f.open(QIODevice::ReadOnly); return f.readAll(); }()).isObject());
+        auto back = runStatelens({ "rules", "import", hf });
+        QCOMPARE(back.exitCode, 0);
+        QVERIFY2(back.out.contains("mode: first_match"), back.out.constData());
+        auto csv = runStatelens({ "rules", "export", rules, "--to", "csv", "--keys", m_checkpoint });
+        QCOMPARE(csv.exitCode, 0);
+        QVERIFY(csv.out.contains("_orig_mod."));
+        auto noKeys = runStatelens({ "rules", "export", rules, "--to", "torchtitan" });
+        QCOMPARE(noKeys.exitCode, 2);
     }
 
     void versionAndHelp()

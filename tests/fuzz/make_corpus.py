@@ -7,6 +7,8 @@ Writes OUT_DIR/<fuzzer>/<sha1> files:
   * synthetic seeds made here with the standard library only (no torch import): small safetensors files,
     pickles of every protocol, torch.save-shaped zips, legacy streams and tar layouts whose pickles call
     torch's rebuild functions through stand-in modules;
+  * every DCP folder (a .metadata file with its .distcp files) under the SOURCE_DIRs, as one fuzz_dcp input:
+    the .metadata bytes, then each data file after the separator fuzz_dcp.cpp splits on;
   * every file under the SOURCE_DIRs, sorted by what its bytes are (not its name): zips go to the zip
     fuzzer (big storage records cut short so the seed stays small) and their .pkl records to the pickle
     fuzzer; legacy streams and tars to the legacy and tar fuzzers, their pickles to the pickle fuzzer;
@@ -33,6 +35,7 @@ MAX_LEN = {
     "fuzz_tar": 128 << 10,
     "fuzz_pickle": 64 << 10,
     "fuzz_hf_index": 64 << 10,
+    "fuzz_dcp": 128 << 10,
 }
 MAX_SEEDS_PER_FUZZER = 2000
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
@@ -389,6 +392,33 @@ def add_file(c, data):
             c.add("fuzz_safetensors", data)
 
 
+DCP_SEPARATOR = b"%%DCPFILE%%"  # as tests/fuzz/fuzz_dcp.cpp splits its input
+
+
+def add_dcp_folder(c, dirpath, files):
+    """A DCP folder as one fuzz_dcp input. The fuzzer names its data files __0_0.distcp, __1_0.distcp, ... in
+    order, so the .metadata's relative paths are renamed to those names (same order as sorted here)."""
+    try:
+        with open(os.path.join(dirpath, ".metadata"), "rb") as f:
+            metadata = f.read()
+        data = sorted(n for n in files if n.endswith(".distcp") or n.endswith(".safetensors"))[:7]
+        blobs = []
+        renames = []
+        for i, n in enumerate(data):
+            with open(os.path.join(dirpath, n), "rb") as f:
+                blobs.append(f.read())
+            old, new = n.encode(), f"__{i}_0.distcp".encode()
+            if len(old) == len(new):  # a pickle string's length prefix stays right only for same-length names
+                placeholder = b"\x01\x01" + f"{i:02d}".encode() + b"\x01" * (len(old) - 4)
+                metadata = metadata.replace(old, placeholder)  # in two steps: new names may be old ones
+                renames.append((placeholder, new))
+        for placeholder, new in renames:
+            metadata = metadata.replace(placeholder, new)
+        c.add("fuzz_dcp", DCP_SEPARATOR.join([metadata] + blobs))
+    except OSError:
+        pass
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -398,6 +428,8 @@ def main():
         if not os.path.isdir(root):
             continue
         for dirpath, _, files in os.walk(root):
+            if ".metadata" in files:
+                add_dcp_folder(c, dirpath, files)
             for name in sorted(files):
                 path = os.path.join(dirpath, name)
                 try:

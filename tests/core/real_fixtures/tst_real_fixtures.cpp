@@ -2,9 +2,9 @@
 // sl::openSource, one data row per file listed in MANIFEST.tsv, checked against sources that are not
 // StateLens:
 //   - MANIFEST.tsv: size and sha256 (the fixture is intact) and the kind, which decides what must happen:
-//     torch.save zip / legacy / tar, safetensors and sharded indexes must open; TorchScript archives, DCP
-//     .metadata / .distcp, HF config.json and Git LFS pointer stubs must fail with a LoadError that names
-//     the file and says what it is.
+//     torch.save zip / legacy / tar, safetensors, sharded indexes, DCP .metadata (its folder) and TorchScript
+//     archives (through the LibTorch worker; see checkTorchScript) must open; DCP .distcp data files, HF
+//     config.json and Git LFS pointer stubs must fail with a LoadError that names the file and says what it is.
 //   - SOURCES.md: per-file lines "tensors=N (T:f32×4, ...); first keys: [...]", "structure: {...}",
 //     safetensors "header N bytes; K tensors; dtypes {...}" / "tensors: name:DT[shape], ..." and index
 //     "K keys -> S shard files {...}".
@@ -25,6 +25,7 @@
 
 #include "common/test_paths.h"
 #include "formats/loader.h"
+#include "formats/torchscript_reader.h"
 #include "model/dtype.h"
 #include "model/source.h"
 #include "util/error.h"
@@ -524,19 +525,51 @@ QString labelOf(const Entry& e)
     return "T:" + dt;
 }
 
+// Quantized groups (core/quant): a key-pattern group (bitsandbytes, GPTQ, FP8, torchao's flattened
+// safetensors) holds other state-dict keys as parts, each naming its key in the "key" attribute; a torchao
+// tensor subclass is one tensor of the file shown as a Group with its inner tensors as parts.
+const std::string* partKey(const Entry& part) { return part.attribute("key"); }
+
+bool isSubclassGroup(const Entry& e)
+{
+    return e.kind == EntryKind::Group && !e.typeName.empty() && e.typeName != "tuple"
+        && !(e.parts.empty() ? nullptr : partKey(e.parts.front()));
+}
+
+// A group part's dotted path: its own key, or "<group>.<role>" for the parts of one pickled value.
+QString partPath(const QString& container, const QString& group, const Entry& part)
+{
+    const std::string* key = partKey(part);
+    return key ? joinPath(container, q(*key)) : joinPath(group, q(part.name));
+}
+
+// The tensors as the file stores them, by key: entries, and the parts of key-pattern groups.
+std::vector<std::pair<QString, const Entry*>> storedTensors(const std::vector<Entry>& entries)
+{
+    std::vector<std::pair<QString, const Entry*>> out;
+    for (const Entry& e : entries) {
+        if (e.kind == EntryKind::Group && !e.parts.empty() && partKey(e.parts.front()))
+            for (const Entry& part : e.parts)
+                out.emplace_back(q(*partKey(part)), &part);
+        else
+            out.emplace_back(q(e.name), &e);
+    }
+    return out;
+}
+
 void addLeaves(const QString& container, const std::vector<Entry>& entries, QMap<QString, Leaf>& out)
 {
     auto add = [&](const QString& path, const Entry& e) {
-        if (e.kind == EntryKind::Tensor && !isNumpy(e) && !out.contains(path))
+        if ((e.kind == EntryKind::Tensor || isSubclassGroup(e)) && !isNumpy(e) && !out.contains(path))
             out.insert(path, Leaf { container, e });
     };
     for (const Entry& e : entries) {
         const QString full = joinPath(container, q(e.name));
-        if (e.kind == EntryKind::Tensor)
+        if (e.kind == EntryKind::Tensor || isSubclassGroup(e))
             add(full, e);
         else if (e.kind == EntryKind::Group)
             for (const Entry& part : e.parts)
-                add(joinPath(full, q(part.name)), part);
+                add(partPath(container, full, part), part);
     }
 }
 
@@ -634,6 +667,8 @@ private slots:
 
 private:
     void checkRejected(const QString& abs, Kind kind, QStringList& problems);
+    void checkTorchScript(const QString& abs, const QString& manifestKind, QStringList& problems);
+    void checkDcp(const QString& file, const QString& abs, QStringList& problems);
     void checkTorch(const QString& file, const QString& abs, Kind kind, QStringList& problems);
     void compareWithSources(const SourcesInfo& si, const QMap<QString, Leaf>& leaves, QStringList& problems);
     void compareWithTorch(
@@ -657,6 +692,8 @@ void TestRealFixtures::initTestCase()
     m_dir = test::realFixturesDir();
     if (m_dir.isEmpty())
         QSKIP("../shared/fixtures/real is not there (set STATELENS_SHARED_DIR to point elsewhere)");
+    // TorchScript archives are loaded by the statelens executable's worker (as app/main.cpp sets it up).
+    setTorchScriptWorker(torchScriptWorkerFor(test::statelensBinary().toStdString()));
 
     QFile manifest(m_dir + "/MANIFEST.tsv");
     QVERIFY2(manifest.open(QIODevice::ReadOnly), "MANIFEST.tsv is missing");
@@ -744,8 +781,16 @@ void TestRealFixtures::realFile()
     case Kind::Index:
         checkIndex(m.file, abs, bytes, problems);
         break;
-    case Kind::TorchScript:
     case Kind::Dcp:
+        if (m.file.endsWith(QLatin1String("/.metadata"))) {
+            checkDcp(m.file, abs, problems);
+            break;
+        }
+        checkRejected(abs, kind, problems); // a .distcp alone: only .metadata locates anything in it
+        break;
+    case Kind::TorchScript:
+        checkTorchScript(abs, m.kind, problems);
+        break;
     case Kind::HfConfig:
     case Kind::LfsPointer:
         checkRejected(abs, kind, problems);
@@ -793,6 +838,103 @@ void TestRealFixtures::checkRejected(const QString& abs, Kind kind, QStringList&
     } catch (const std::exception& e) {
         problems << "threw something other than LoadError: " + QString::fromUtf8(e.what());
     }
+}
+
+// TorchScript archives open through the LibTorch worker (tests/core/torchscript compares them with
+// torch.jit.load). The pre-1.4 model.json layout, which torch 1.13 no longer loads either, and every archive
+// when the plugin is not built, fail with a LoadError that says TorchScript.
+void TestRealFixtures::checkTorchScript(const QString& abs, const QString& manifestKind, QStringList& problems)
+{
+    const bool plugin = QFileInfo::exists(QFileInfo(test::statelensBinary()).absolutePath() + "/libstatelens-torch.so");
+    if (!plugin || manifestKind.contains(QLatin1String("TorchScript-v1"))) {
+        checkRejected(abs, Kind::TorchScript, problems);
+        return;
+    }
+    try {
+        Source s = openSource(abs.toStdString());
+        if (s.format != "torchscript")
+            problems << "format is " + q(s.format) + ", expected torchscript";
+        tally("TorchScript archives opened (LibTorch worker)");
+    } catch (const std::exception& e) {
+        problems << "openSource threw: " + QString::fromUtf8(e.what());
+    }
+}
+
+// A DCP checkpoint opened through its .metadata: every state_dict_metadata key of SOURCES.md ("name:
+// TensorStorageMetadata size=[..] dtype=torch.X chunks=N" or "name: ...BytesStorageMetadata"), found under its
+// container (container path + "." + entry name is the flat key), and storage_data's items per file.
+void TestRealFixtures::checkDcp(const QString& file, const QString& abs, QStringList& problems)
+{
+    Source src;
+    try {
+        src = openSource(abs.toStdString());
+    } catch (const std::exception& e) {
+        problems << "openSource threw: " + QString::fromUtf8(e.what());
+        return;
+    }
+    if (src.format != "dcp")
+        problems << "format is " + q(src.format) + ", expected dcp";
+    QFile sources(m_dir + "/SOURCES.md");
+    if (!sources.open(QIODevice::ReadOnly)) {
+        problems << "SOURCES.md is missing";
+        return;
+    }
+    const QString text = QString::fromUtf8(sources.readAll());
+    const QString section = text.mid(text.indexOf("#### `" + file + "`")).section(QStringLiteral("\n#### "), 0, 0);
+    static const QRegularExpression sdmRe(QStringLiteral(R"(- state_dict_metadata \((\d+) entries\): (.*))"));
+    static const QRegularExpression tensorRe(QStringLiteral(R"(^(.+): TensorStorageMetadata size=\[([0-9, ]*)\] dtype=torch\.(\w+) chunks=(\d+)$)"));
+    static const QRegularExpression storageRe(QStringLiteral(R"(- storage_data: (\d+) items in files \{(.*)\})"));
+    static const QRegularExpression pairRe(QStringLiteral(R"('([^']+)': (\d+))"));
+    const auto sdm = sdmRe.match(section);
+    const auto storage = storageRe.match(section);
+    if (!sdm.hasMatch() || !storage.hasMatch()) {
+        problems << "SOURCES.md has no state_dict_metadata or storage_data line for " + file;
+        return;
+    }
+    QHash<QString, const Entry*> byKey;
+    std::vector<Source> views;
+    for (const ContainerInfo& c : src.containers)
+        views.push_back(src.withContainer(c.path));
+    QMap<QString, int> perFile;
+    for (const Source& v : views)
+        for (const Entry& e : v.entries) {
+            byKey.insert(joinPath(q(v.container), q(e.name)), &e);
+            if (e.sharding)
+                for (const ShardChunk& c : e.sharding->chunks)
+                    if (c.file >= 0)
+                        ++perFile[QFileInfo(q(src.files[size_t(c.file)])).fileName()];
+            if (e.kind == EntryKind::Object && e.location.file >= 0)
+                ++perFile[QFileInfo(q(src.files[size_t(e.location.file)])).fileName()];
+        }
+    const QStringList keys = sdm.captured(2).split(QStringLiteral("; "));
+    if (keys.size() != sdm.captured(1).toInt() || byKey.size() != keys.size())
+        problems << QString("SOURCES.md lists %1 keys, StateLens %2").arg(keys.size()).arg(byKey.size());
+    for (const QString& k : keys) {
+        const auto t = tensorRe.match(k);
+        const QString name = t.hasMatch() ? t.captured(1) : k.section(QStringLiteral(": "), 0, 0);
+        const Entry* e = byKey.value(name);
+        if (!e) {
+            problems << "no entry for " + name;
+        } else if (!t.hasMatch()) {
+            if (e->kind != EntryKind::Object)
+                problems << name + " is a bytes item in SOURCES.md but not an object entry";
+        } else {
+            Shape shape;
+            for (const QString& d : t.captured(2).split(QStringLiteral(", "), Qt::SkipEmptyParts))
+                shape.push_back(d.toLongLong());
+            if (e->shape != shape || q(std::string(dtypeName(e->dtype))) != t.captured(3)
+                || !e->sharding || int(e->sharding->chunks.size()) != t.captured(4).toInt())
+                problems << name + " differs from SOURCES.md: " + k;
+        }
+    }
+    QMap<QString, int> wantFiles;
+    for (auto it = pairRe.globalMatch(storage.captured(2)); it.hasNext();) {
+        const auto m = it.next();
+        wantFiles[m.captured(1)] = m.captured(2).toInt();
+    }
+    if (perFile != wantFiles)
+        problems << "items per file differ from SOURCES.md's storage_data line";
+    tally("DCP checkpoints opened and compared with SOURCES.md");
 }
 
 void TestRealFixtures::checkTorch(const QString& file, const QString& abs, Kind kind, QStringList& problems)
@@ -932,12 +1074,12 @@ void TestRealFixtures::compareWithTorch(
     for (const Entry& e : src.entries) {
         const QString full = joinPath(q(src.container), q(e.name));
         std::vector<std::pair<QString, const Entry*>> tensors;
-        if (e.kind == EntryKind::Tensor && !isNumpy(e))
+        if ((e.kind == EntryKind::Tensor || isSubclassGroup(e)) && !isNumpy(e))
             tensors.emplace_back(full, &e);
         else if (e.kind == EntryKind::Group)
             for (const Entry& part : e.parts)
                 if (part.kind == EntryKind::Tensor && !isNumpy(part))
-                    tensors.emplace_back(joinPath(full, q(part.name)), &part);
+                    tensors.emplace_back(partPath(q(src.container), full, part), &part);
         for (const auto& [path, entry] : tensors) {
             ++picked;
             if (truth.contains(path))
@@ -1008,11 +1150,12 @@ void TestRealFixtures::checkSafetensors(
         problems << "format is " + q(src.format);
 
     QHash<QString, const Entry*> byName;
-    for (const Entry& e : src.entries)
-        if (byName.contains(q(e.name)))
-            problems << "entry listed twice: " + q(e.name);
+    const auto stored = storedTensors(src.entries);
+    for (const auto& [name, e] : stored)
+        if (byName.contains(name))
+            problems << "entry listed twice: " + name;
         else
-            byName.insert(q(e.name), &e);
+            byName.insert(name, e);
     const quint64 dataStart = 8 + h.length;
     int compared = 0;
     QMap<QString, int> dtypes;
@@ -1054,8 +1197,8 @@ void TestRealFixtures::checkSafetensors(
                             .arg(e->location.length);
     }
     const qsizetype headerTensors = h.object.size() - (h.object.contains("__metadata__") ? 1 : 0);
-    if (qsizetype(src.entries.size()) != headerTensors)
-        problems << QString("%1 entries for %2 header tensors").arg(src.entries.size()).arg(headerTensors);
+    if (qsizetype(stored.size()) != headerTensors)
+        problems << QString("%1 entries for %2 header tensors").arg(stored.size()).arg(headerTensors);
     tally("safetensors: tensors compared with the header parsed by QJsonDocument", compared);
 
     const SourcesInfo si = m_sources.value(file);
@@ -1065,8 +1208,8 @@ void TestRealFixtures::checkSafetensors(
     }
     if (quint64(si.headerBytes) != h.length)
         problems << QString("SOURCES.md header %1 bytes, the file %2").arg(si.headerBytes).arg(h.length);
-    if (si.stTensorCount != qsizetype(src.entries.size()))
-        problems << QString("SOURCES.md %1 tensors, StateLens %2").arg(si.stTensorCount).arg(src.entries.size());
+    if (si.stTensorCount != qsizetype(stored.size()))
+        problems << QString("SOURCES.md %1 tensors, StateLens %2").arg(si.stTensorCount).arg(stored.size());
     if (si.stDtypes != dtypes)
         problems << "SOURCES.md dtype counts differ from the header";
     static const QRegularExpression listed(QStringLiteral(R"(^(.*):([A-Z0-9_]+)\[([0-9, ]*)\]$)"));
@@ -1108,13 +1251,14 @@ void TestRealFixtures::checkIndex(
         problems << QString("format is %1, expected %2").arg(q(src.format), format);
 
     QHash<QString, const Entry*> byName;
-    for (const Entry& e : src.entries)
-        if (byName.contains(q(e.name)))
-            problems << "entry listed twice: " + q(e.name);
+    const auto stored = storedTensors(src.entries);
+    for (const auto& [name, e] : stored)
+        if (byName.contains(name))
+            problems << "entry listed twice: " + name;
         else
-            byName.insert(q(e.name), &e);
-    if (qsizetype(src.entries.size()) != weightMap.size())
-        problems << QString("%1 entries for %2 weight_map keys").arg(src.entries.size()).arg(weightMap.size());
+            byName.insert(name, e);
+    if (qsizetype(stored.size()) != weightMap.size())
+        problems << QString("%1 entries for %2 weight_map keys").arg(stored.size()).arg(weightMap.size());
 
     // Shards as this test reads them: a safetensors header, or nothing (missing, LFS pointer, .bin).
     const QString dir = QFileInfo(abs).absolutePath();
@@ -1191,11 +1335,11 @@ void TestRealFixtures::checkIndex(
         problems << "SOURCES.md has no index line for this file";
         return;
     }
-    if (si.indexKeys != weightMap.size() || si.indexKeys != qsizetype(src.entries.size()))
+    if (si.indexKeys != weightMap.size() || si.indexKeys != qsizetype(stored.size()))
         problems << QString("SOURCES.md %1 keys, weight_map %2, StateLens %3")
                         .arg(si.indexKeys)
                         .arg(weightMap.size())
-                        .arg(src.entries.size());
+                        .arg(stored.size());
     if (si.indexShardFiles != perShard.size() || si.indexShardCounts != perShard)
         problems << "SOURCES.md shard counts differ from weight_map";
     for (auto it = si.indexMetadata.cbegin(); it != si.indexMetadata.cend(); ++it) {

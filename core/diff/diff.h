@@ -1,0 +1,94 @@
+#pragma once
+// What a strict load_state_dict of A (the checkpoint) into B (the model) would do, and why.
+//
+// Steps:
+//   1. map A's names through the rules (rules/rule.h); a drop rule takes the key out;
+//   2. align mapped A names with B's names (a hash join);
+//   3. classify each pair with load_state_dict semantics: match, renamed (matched only through a rule),
+//      shape_mismatch (a strict load fails), dtype_mismatch (a strict load casts, so it does not fail),
+//      missing (in B only), unexpected (in A only), dropped (removed by a drop rule);
+//   4. explain every row that is not a plain match where a known cause applies (reasons.cpp): wrapper
+//      prefixes, quantized or sharded counterparts, tied weights, transposed or padded shapes, fused vs split
+//      projections, per-expert vs stacked MoE weights, non-persistent buffers;
+//   5. fold rows that differ only by layer or expert index into templates (folding).
+
+#include "model/source.h"
+#include "rules/rule.h"
+#include "rules/rule_engine.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sl {
+
+enum class RowStatus : uint8_t { Match, Renamed, ShapeMismatch, DtypeMismatch, Missing, Unexpected, Dropped };
+std::string_view rowStatusName(RowStatus s); // "match", "renamed", "shape_mismatch", ...
+constexpr size_t kRowStatusCount = 7;
+
+enum class Reason : uint8_t {
+    None,
+    WrapperPrefix, // _orig_mod., module., _fsdp_wrapped_module., _checkpoint_wrapped_module., base_model.model.
+    FlatParam, // FSDP1 flat parameters: the original names are not in the file
+    QuantizedCounterpart, // one side holds the quantized group of the other side's float weight
+    ShardedCounterpart, // a local shard against the global shape
+    TiedWeight, // a missing key that shares storage with a present one (lm_head / embed)
+    Transposed, // the same dimensions in the other order
+    PaddedVocabulary, // dimension 0 padded to a multiple
+    FusedProjection, // qkv or gate_up on one side, separate projections on the other
+    StackedExperts, // per-expert MoE weights on one side, one stacked tensor on the other
+    NonPersistentBuffer, // a buffer the model does not save (rotary inv_freq, position_ids)
+    DtypeCast, // a different dtype that a strict load would cast
+};
+std::string_view reasonName(Reason r); // "wrapper_prefix", ...
+
+struct DiffRow {
+    RowStatus status = RowStatus::Match;
+    int32_t a = -1; // index into A's entries
+    int32_t b = -1; // index into B's entries
+    int32_t rule = -1; // the last rule that renamed or dropped the A key
+    Reason reason = Reason::None;
+    std::string mapped; // A's name after the rules (empty for missing rows)
+    std::string explanation; // one line, when there is a reason
+};
+
+struct DiffSummary {
+    size_t counts[kRowStatusCount] = {};
+    size_t count(RowStatus s) const { return counts[static_cast<size_t>(s)]; }
+    // No missing, unexpected or shape_mismatch rows (and, when asked, no dtype_mismatch either).
+    bool loadSucceeds(bool failOnDtype = false) const;
+};
+
+struct DiffOptions {
+    bool explain = true; // reasons are cheap but not free; the GUI's live preview may skip them
+};
+
+struct DiffResult {
+    std::vector<DiffRow> rows; // A's order first (matched, unexpected, dropped), then B's missing keys
+    DiffSummary summary;
+    std::vector<PatternError> ruleErrors;
+};
+
+// A and B must outlive nothing: rows refer to them by index only.
+DiffResult diffSources(const Source& a, const Source& b, const RuleSet& rules, const DiffOptions& options = {});
+// Same with rules compiled already (the GUI recompiles only when rules change).
+DiffResult diffSources(const Source& a, const Source& b, const CompiledRules& rules, const DiffOptions& options = {});
+
+// Rows that differ only by integer name segments (layer, expert) and share status and reason, folded:
+// "layers.{0..31}.mlp.up_proj.weight" (32 rows).
+struct FoldedRow {
+    std::string name; // the template with ranges filled in
+    std::string templateKey; // with "{}" for every folded segment
+    RowStatus status = RowStatus::Match;
+    Reason reason = Reason::None;
+    std::vector<size_t> rows; // indices into DiffResult::rows, in order
+};
+std::vector<FoldedRow> foldRows(const DiffResult& diff, const Source& a, const Source& b);
+
+// The display name of a row: B's name when it has one, else A's mapped name.
+const std::string& rowName(const DiffRow& row, const Source& a, const Source& b);
+
+// "layers.3.attn.q.weight" -> "layers.{}.attn.q.weight", and the numbers it took out.
+std::string foldIndices(std::string_view name, std::vector<int64_t>* numbers = nullptr);
+
+} // namespace sl

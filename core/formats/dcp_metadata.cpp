@@ -1,0 +1,465 @@
+#include "dcp_metadata.h"
+
+#include "pickle/global_policy.h"
+#include "pickle/unpickler.h"
+#include "pickle/value.h"
+#include "util/error.h"
+
+#include <map>
+
+namespace sl::dcp {
+
+using namespace sl::pickle;
+
+namespace {
+
+constexpr size_t kMaxDims = 64;
+constexpr size_t kMaxPathElems = 256;
+constexpr size_t kMaxProblemsPerItem = 4;
+
+// Only what the VM cannot leave inert: torch.Size(tuple) is the tuple itself, so shapes read as tuples.
+// Every global is recorded; torch reads .metadata with plain pickle.load, which imports each of them.
+class DcpSemantics : public InertSemantics {
+public:
+    Value* global(Unpickler& u, std::string_view module, std::string_view name) override
+    {
+        auto [m, n] = mapLegacyName(module, name);
+        auto* g = u.arena().make<GlobalValue>(m, n, KnownGlobal::Unknown);
+        if (m == "torch")
+            if (auto d = dtypeFromName(n))
+                g->dtype = *d;
+        ++globals[std::string(m) + "." + std::string(n)];
+        return g;
+    }
+
+    Value* call(Unpickler& u, Value* callable, SeqValue* args) override
+    {
+        const GlobalValue* g = asGlobal(callable);
+        if (g && g->module == "torch" && g->name == "Size" && args && args->items.size() == 1
+            && asSeq(args->items[0]))
+            return args->items[0];
+        return InertSemantics::call(u, callable, args);
+    }
+
+    std::map<std::string, size_t> globals;
+};
+
+// What reading the graph may copy. The memo lets a small pickle name one big list or string many times
+// (10,000 tensors sharing one 100,000-chunk list, one long key repeated), so copies are charged against a
+// multiple of the input size; real files use about one unit per byte.
+class Budget {
+public:
+    Budget(const std::string& name, size_t inputSize)
+        : m_name(name)
+        , m_left(16 * inputSize + (1u << 20))
+    {
+    }
+    void charge(size_t units)
+    {
+        if (units > m_left)
+            throw LoadError(m_name,
+                "the .metadata pickle refers to the same objects too many times (a memo-amplified pickle); not read");
+        m_left -= units;
+    }
+
+private:
+    const std::string& m_name;
+    size_t m_left;
+};
+
+std::string_view shortName(const Value* v)
+{
+    const ObjectValue* o = asObject(v);
+    const GlobalValue* c = o ? o->cls() : nullptr;
+    return c ? c->name : std::string_view();
+}
+
+std::string className(const Value* v)
+{
+    if (const ObjectValue* o = asObject(v))
+        if (const GlobalValue* c = o->cls())
+            return qualifiedName(*c);
+    switch (v ? v->kind : Kind::None) {
+    case Kind::None: return "None";
+    case Kind::Dict: return "dict";
+    case Kind::List: return "list";
+    case Kind::Tuple: return "tuple";
+    case Kind::Str: return "str";
+    case Kind::Int: return "int";
+    default: return "a " + shortRepr(v, 40);
+    }
+}
+
+// A dataclass's fields: BUILD stores its __dict__, or (dict, slots) when it has __slots__.
+const DictValue* fieldsOf(const Value* v)
+{
+    const ObjectValue* o = asObject(v);
+    if (!o)
+        return nullptr;
+    if (const DictValue* d = asDict(o->state))
+        return d;
+    if (const SeqValue* t = asSeq(o->state); t && t->kind == Kind::Tuple && t->items.size() == 2) {
+        if (const DictValue* d = asDict(t->items[0]))
+            return d;
+        return asDict(t->items[1]);
+    }
+    return nullptr;
+}
+
+const Value* field(const DictValue* d, std::string_view key) { return d ? d->lookup(key) : nullptr; }
+
+bool readDims(const Value* v, Shape& out)
+{
+    const SeqValue* s = asSeq(v);
+    if (!s || s->kind == Kind::Set || s->items.size() > kMaxDims)
+        return false;
+    out.clear();
+    for (const Value* x : s->items) {
+        int64_t i = 0;
+        if (!x || x->kind != Kind::Int || !toInt(x, i) || i < 0)
+            return false;
+        out.push_back(i);
+    }
+    return true;
+}
+
+bool readU64(const Value* v, uint64_t& out)
+{
+    int64_t i = 0;
+    if (!v || v->kind != Kind::Int || !toInt(v, i) || i < 0)
+        return false;
+    out = static_cast<uint64_t>(i);
+    return true;
+}
+
+std::string text(const Value* v)
+{
+    if (const StrValue* s = asStr(v))
+        return std::string(s->s);
+    return shortRepr(v, 200);
+}
+
+void addProblem(ItemMeta& item, std::string p)
+{
+    if (item.problems.size() < kMaxProblemsPerItem)
+        item.problems.push_back(std::move(p));
+}
+
+// TensorProperties: the __getstate__ tuple (dtype, layout, requires_grad, memory_format, pin_memory), or
+// a plain __dict__ from writers that pickle the dataclass as it is.
+void readProperties(const Value* v, ItemMeta& item)
+{
+    const Value* dtype = nullptr;
+    const Value* requiresGrad = nullptr;
+    if (const ObjectValue* o = asObject(v)) {
+        if (const SeqValue* t = asSeq(o->state); t && t->kind == Kind::Tuple && !t->items.empty()) {
+            dtype = t->items[0];
+            if (t->items.size() > 2)
+                requiresGrad = t->items[2];
+        } else if (const DictValue* d = fieldsOf(v)) {
+            dtype = d->lookup("dtype");
+            requiresGrad = d->lookup("requires_grad");
+        }
+    }
+    if (!dtype) {
+        addProblem(item, "its TensorProperties are missing or malformed (" + className(v) + "); dtype unknown");
+        return;
+    }
+    const GlobalValue* g = asGlobal(dtype);
+    if (g && g->module == "torch" && g->dtype != DType::Unknown) {
+        item.dtype = g->dtype;
+    } else {
+        item.dtypeText = g ? qualifiedName(*g) : shortRepr(dtype, 60);
+        addProblem(item, "unknown dtype " + item.dtypeText);
+    }
+    if (requiresGrad && requiresGrad->kind == Kind::Bool)
+        item.requiresGrad = static_cast<const BoolValue*>(requiresGrad)->v;
+}
+
+void readTensorMeta(const DictValue* f, ItemMeta& item, Budget& budget)
+{
+    item.kind = ItemMeta::Kind::Tensor;
+    readProperties(field(f, "properties"), item);
+    const Value* size = field(f, "size");
+    if (readDims(size, item.size))
+        item.sizeKnown = true;
+    else
+        addProblem(item, "its size is not a torch.Size of non-negative ints (" + shortRepr(size, 60) + ")");
+    const SeqValue* chunks = asSeq(field(f, "chunks"));
+    if (!chunks || chunks->kind == Kind::Set) {
+        addProblem(item, "its chunk list is missing or malformed");
+        return;
+    }
+    budget.charge(chunks->items.size());
+    item.chunks.reserve(chunks->items.size());
+    size_t bad = 0;
+    for (const Value* c : chunks->items) {
+        const DictValue* cf = fieldsOf(c);
+        ChunkMeta m;
+        if (!cf || !readDims(field(cf, "offsets"), m.offsets) || !readDims(field(cf, "sizes"), m.sizes)
+            || m.offsets.size() != m.sizes.size()) {
+            ++bad;
+            continue;
+        }
+        budget.charge(2 * m.offsets.size());
+        item.chunks.push_back(std::move(m));
+    }
+    if (bad)
+        addProblem(item, std::to_string(bad) + " of its chunks are malformed (offsets and sizes must be torch.Size of "
+                "equal length); they are left out");
+}
+
+void readStorageData(const Value* v, MetadataFile& out, Budget& budget)
+{
+    if (!v || v->kind == Kind::None)
+        return;
+    const DictValue* d = asDict(v);
+    if (!d) {
+        out.findings.push_back({ Severity::Warning, "storage_data is " + className(v) + ", not a dict; no bytes can be located", {} });
+        return;
+    }
+    out.storage.reserve(d->items.size());
+    size_t bad = 0;
+    for (const auto& [key, value] : d->items) {
+        StorageRef r;
+        const DictValue* kf = fieldsOf(key);
+        const StrValue* fqn = asStr(field(kf, "fqn"));
+        const DictValue* vf = fieldsOf(value);
+        if (!fqn || !vf) {
+            ++bad;
+            continue;
+        }
+        budget.charge(1 + fqn->s.size());
+        r.fqn = std::string(fqn->s);
+        if (const Value* off = field(kf, "offset"); off && off->kind != Kind::None) {
+            if (!readDims(off, r.offset)) {
+                ++bad;
+                continue;
+            }
+            r.hasOffset = true;
+        }
+        const Value* path = field(vf, "relative_path");
+        if (const StrValue* p = asStr(path)) {
+            budget.charge(p->s.size() + r.offset.size());
+            r.pathIsText = true;
+            r.relativePath = std::string(p->s);
+        } else {
+            r.relativePath = shortRepr(path, 60);
+        }
+        r.rangeKnown = readU64(field(vf, "offset"), r.itemOffset) && readU64(field(vf, "length"), r.itemLength);
+        if (const SeqValue* t = asSeq(field(vf, "transform_descriptors")))
+            for (const Value* x : t->items)
+                if (r.transforms.size() < 16)
+                    r.transforms.push_back(text(x));
+        out.storage.push_back(std::move(r));
+    }
+    if (bad)
+        out.findings.push_back({ Severity::Warning,
+            std::to_string(bad) + " storage_data entries are malformed (not MetadataIndex -> _StorageInfo) and were left out",
+            {} });
+}
+
+void readPlannerData(const Value* v, MetadataFile& out, Budget& budget)
+{
+    const DictValue* d = asDict(v);
+    if (!d)
+        return; // None, or a custom planner's own data: keys are then taken as they are
+    out.hasPlannerData = true;
+    out.plannerData.reserve(d->items.size());
+    for (const auto& [key, value] : d->items) {
+        const StrValue* k = asStr(key);
+        const SeqValue* path = asSeq(value);
+        if (!k || !path || path->kind == Kind::Set || path->items.empty() || path->items.size() > kMaxPathElems)
+            continue;
+        budget.charge(1 + k->s.size() + path->items.size());
+        // Flattening joins the path with "."; a path that cannot be its key is not copied at all.
+        size_t joined = path->items.size() - 1;
+        for (const Value* x : path->items)
+            joined += asStr(x) ? asStr(x)->s.size() : 1;
+        if (joined > k->s.size() + 20 * path->items.size())
+            continue;
+        std::vector<MetadataFile::PathElem> elems;
+        elems.reserve(path->items.size());
+        bool ok = true;
+        for (const Value* x : path->items) {
+            if (const StrValue* s = asStr(x)) {
+                elems.push_back({ std::string(s->s), false });
+            } else if (x && x->kind == Kind::Int) {
+                int64_t i = 0;
+                toInt(x, i);
+                elems.push_back({ std::to_string(i), true });
+            } else {
+                ok = false;
+                break;
+            }
+        }
+        if (ok)
+            out.plannerData.emplace_back(std::string(k->s), std::move(elems));
+    }
+}
+
+void readStorageMeta(const Value* v, MetadataFile& out)
+{
+    const DictValue* f = fieldsOf(v);
+    if (!f)
+        return;
+    for (const char* key : { "checkpoint_id", "save_id", "load_id" }) {
+        const Value* x = f->lookup(key);
+        if (!x || x->kind == Kind::None)
+            continue;
+        std::string shown = text(x);
+        // checkpoint_id is often a pathlib path: show its parts joined, not the constructor call.
+        if (const ObjectValue* o = asObject(x); o && shortName(x).ends_with("Path"))
+            if (const SeqValue* parts = asSeq(o->args)) {
+                shown.clear();
+                for (const Value* p : parts->items) {
+                    std::string part = text(p);
+                    if (!shown.empty() && shown.back() != '/')
+                        shown += '/';
+                    shown += part;
+                }
+            }
+        out.info.emplace_back(std::string("storage_meta.") + key, std::move(shown));
+    }
+    if (const SeqValue* modules = asSeq(f->lookup("modules")); modules && !modules->items.empty())
+        out.info.emplace_back("storage_meta.modules", shortRepr(modules, 200));
+}
+
+// Globals a .metadata normally references; pickle.load imports each, so anything else is reported.
+bool expectedGlobal(std::string_view module, std::string_view name)
+{
+    if (module == "torch")
+        return name == "Size" || dtypeFromName(name).has_value();
+    if (module.starts_with("torch.distributed."))
+        return true;
+    if (module == "torch.serialization")
+        return name == "_get_layout";
+    if (module == "builtins")
+        return name == "getattr";
+    if (module == "collections")
+        return name == "OrderedDict";
+    if (module == "pathlib" || module == "pathlib._local")
+        return name.ends_with("Path");
+    return false;
+}
+
+void reportGlobals(const DcpSemantics& sem, MetadataFile& out)
+{
+    std::string others;
+    size_t otherCount = 0;
+    for (const auto& [qualified, count] : sem.globals) {
+        size_t dot = qualified.rfind('.');
+        std::string_view module(qualified.data(), dot);
+        std::string_view name(qualified.data() + dot + 1, qualified.size() - dot - 1);
+        GlobalVerdict v = classifyGlobal(module, name);
+        if (v.risk == GlobalRisk::Dangerous) {
+            out.findings.push_back({ Severity::Danger,
+                "the .metadata pickle references " + qualified + ", which " + v.reason
+                    + "; torch reads .metadata with pickle.load and would run it (StateLens did not run anything)",
+                {} });
+        } else if (!expectedGlobal(module, name)) {
+            if (otherCount++ < 8)
+                others += (others.empty() ? "" : ", ") + qualified;
+        }
+    }
+    if (otherCount)
+        out.findings.push_back({ Severity::Warning,
+            "the .metadata pickle references classes a DCP checkpoint does not use (" + others
+                + (otherCount > 8 ? ", ... (" + std::to_string(otherCount) + " in all)" : std::string())
+                + "); torch reads .metadata with pickle.load, which imports them",
+            {} });
+}
+
+} // namespace
+
+std::string dimsText(const Shape& s) { return shapeToString(s); }
+
+MetadataFile parseMetadata(const std::string& name, Bytes pickle)
+{
+    MetadataFile out;
+    Arena arena;
+    DcpSemantics sem;
+    Value* root = nullptr;
+    if (pickle.empty())
+        throw LoadError(name, "the .metadata file is empty");
+    if (pickle[0] != 0x80)
+        throw LoadError(name, "is not a torch.distributed.checkpoint .metadata file (not a pickle of protocol 2 or later)");
+    try {
+        Unpickler u(pickle, arena, sem);
+        root = u.load();
+        out.protocol = u.protocol();
+    } catch (const FormatError& e) {
+        throw LoadError(name, std::string("corrupt .metadata pickle: ") + e.what());
+    }
+
+    // A Metadata by role: an object whose fields hold a state_dict_metadata dict (subclasses and
+    // Megatron's additions included).
+    const DictValue* fields = fieldsOf(root);
+    const DictValue* sdm = asDict(field(fields, "state_dict_metadata"));
+    if (!sdm)
+        throw LoadError(name,
+            "is not a torch.distributed.checkpoint .metadata file: the pickle holds " + className(root)
+                + ", not a Metadata object with state_dict_metadata");
+    reportGlobals(sem, out);
+    if (const GlobalValue* c = asObject(root)->cls(); c && c->name != "Metadata")
+        out.findings.push_back({ Severity::Info, "the metadata object is a " + qualifiedName(*c) + "; read as a DCP Metadata", {} });
+
+    if (const GlobalValue* c = asObject(root)->cls()) {
+        std::string_view m = c->module;
+        if (m.ends_with(".metadata"))
+            m.remove_suffix(9);
+        out.info.emplace_back("classes", std::string(m));
+    }
+    out.info.emplace_back("pickle_protocol", std::to_string(out.protocol));
+    out.pickleBytes = pickle.size();
+
+    Budget budget(name, pickle.size());
+    out.items.reserve(sdm->items.size());
+    for (const auto& [key, value] : sdm->items) {
+        ItemMeta item;
+        if (const StrValue* k = asStr(key)) {
+            budget.charge(1 + k->s.size());
+            item.fqn = std::string(k->s);
+        } else {
+            out.findings.push_back({ Severity::Warning, "state_dict_metadata has a key that is not a str (" + shortRepr(key, 60)
+                    + "); left out",
+                {} });
+            continue;
+        }
+        std::string_view role = shortName(value);
+        const DictValue* f = fieldsOf(value);
+        if (role == "BytesStorageMetadata") {
+            item.kind = ItemMeta::Kind::Bytes;
+        } else if (role == "TensorStorageMetadata" || (f && f->lookup("chunks") && f->lookup("size"))) {
+            readTensorMeta(f, item, budget);
+        } else {
+            item.kind = ItemMeta::Kind::Unknown;
+            item.className = className(value);
+        }
+        out.items.push_back(std::move(item));
+    }
+
+    readPlannerData(field(fields, "planner_data"), out, budget);
+    readStorageData(field(fields, "storage_data"), out, budget);
+    readStorageMeta(field(fields, "storage_meta"), out);
+    if (const StrValue* v = asStr(field(fields, "version")))
+        out.info.emplace_back("version", std::string(v->s));
+
+    std::string extra;
+    for (const auto& [k, v] : fields->items) {
+        const StrValue* ks = asStr(k);
+        if (!ks)
+            continue;
+        std::string_view n = ks->s;
+        if (n == "state_dict_metadata" || n == "planner_data" || n == "storage_data" || n == "storage_meta"
+            || n == "version")
+            continue;
+        if (extra.size() < 200)
+            extra += (extra.empty() ? "" : ", ") + std::string(n);
+    }
+    if (!extra.empty())
+        out.info.emplace_back("extra_fields", extra);
+    return out;
+}
+
+} // namespace sl::dcp

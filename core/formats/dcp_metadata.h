@@ -1,0 +1,91 @@
+#pragma once
+// The `.metadata` file of a torch.distributed.checkpoint (DCP) folder, read with the safe pickle VM into
+// plain structs. No file other than the pickle is touched here (dcp_reader.cpp opens the .distcp files).
+//
+// What torch writes (FileSystemWriter.finish: `pickle.dump(metadata)`, protocol 4 on Python 3.8-3.13, 5 on
+// newer ones):
+//   Metadata(state_dict_metadata, planner_data=None, storage_data=None, storage_meta=None, version=None)
+//     state_dict_metadata: {fqn: TensorStorageMetadata | BytesStorageMetadata}
+//       TensorStorageMetadata(properties: TensorProperties, size: torch.Size,
+//                             chunks: [ChunkStorageMetadata(offsets: torch.Size, sizes: torch.Size)])
+//         chunks are the union over all ranks
+//       TensorProperties pickles through __getstate__ as (dtype, layout, requires_grad, memory format enum,
+//         pin_memory)
+//       BytesStorageMetadata() stands for a non-tensor value (an int, a dict, _extra_state, ...)
+//     planner_data: with flatten_state_dict (the 2.x default) {flat key: (path element, ...)}, elements
+//       str or int (list positions); joined with "." they give the key
+//     storage_data: {MetadataIndex(fqn, offset: torch.Size | None, index): _StorageInfo(relative_path, offset,
+//       length[, transform_descriptors])}; MetadataIndex.offset is the chunk's offsets (absent for bytes
+//       items), _StorageInfo.__getstate__ (2.x) drops None fields
+//     storage_meta: StorageMeta(checkpoint_id, save_id, load_id, modules); version: "1.0.0" in newer 2.x
+//   Megatron-Core adds fields (mcore_data); they are listed, not interpreted.
+// Classes are matched by short name, never by module: torch 1.13 has them under
+// torch.distributed._shard.checkpoint, 2.x under torch.distributed.checkpoint, and TensorProperties moved
+// from torch.distributed._shard.sharded_tensor.metadata to torch.distributed.checkpoint.metadata.
+
+#include "io/mapped_file.h"
+#include "model/source.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sl::dcp {
+
+struct ChunkMeta {
+    Shape offsets;
+    Shape sizes;
+};
+
+// One state_dict_metadata entry.
+struct ItemMeta {
+    enum class Kind : uint8_t { Tensor, Bytes, Unknown };
+    std::string fqn;
+    Kind kind = Kind::Unknown;
+    std::string className; // qualified class of the storage metadata object, for unknown kinds
+    DType dtype = DType::Unknown;
+    std::string dtypeText; // what the pickle named, when it is not a known torch dtype
+    Shape size;
+    bool sizeKnown = false;
+    bool requiresGrad = false;
+    std::vector<ChunkMeta> chunks;
+    std::vector<std::string> problems; // what was malformed about this entry (warnings)
+};
+
+// One storage_data entry: where one chunk (or bytes item) is stored.
+struct StorageRef {
+    std::string fqn;
+    bool hasOffset = false; // MetadataIndex.offset is not None (a tensor chunk)
+    Shape offset;
+    bool pathIsText = false; // relative_path is a str
+    std::string relativePath;
+    bool rangeKnown = false; // _StorageInfo offset and length are non-negative ints
+    uint64_t itemOffset = 0; // the item's bytes in the file
+    uint64_t itemLength = 0;
+    std::vector<std::string> transforms; // transform_descriptors
+};
+
+struct MetadataFile {
+    std::vector<ItemMeta> items; // in state_dict_metadata order
+    std::vector<StorageRef> storage;
+    bool hasPlannerData = false;
+    // planner_data in its order; each path element with a flag saying it was an int.
+    struct PathElem {
+        std::string text;
+        bool isIndex = false;
+    };
+    std::vector<std::pair<std::string, std::vector<PathElem>>> plannerData;
+    int protocol = 0;
+    size_t pickleBytes = 0; // the .metadata's size, which bounds the work spent on its items
+    std::vector<std::pair<std::string, std::string>> info; // for Source::metadata
+    std::vector<Finding> findings; // about the pickle itself (globals, malformed parts)
+};
+
+// Parses .metadata bytes. `name` names the file in errors. Throws LoadError when the bytes are not a
+// pickle or the pickle holds no DCP Metadata object.
+MetadataFile parseMetadata(const std::string& name, Bytes pickle);
+
+// "[2, 3]": how chunk offsets are shown in messages.
+std::string dimsText(const Shape& s);
+
+} // namespace sl::dcp

@@ -1,0 +1,1067 @@
+#include "dcp_source.h"
+
+#include "formats/dcp_safetensors.h"
+#include "formats/hf_index_reader.h"
+#include "formats/safetensors_reader.h"
+#include "io/zip_archive.h"
+#include "pickle/global_policy.h"
+#include "quant/quantized_tensors.h"
+#include "torch/torch_semantics.h"
+#include "util/error.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <unordered_map>
+
+namespace sl::dcp {
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace sl::pickle;
+
+constexpr uint64_t kMaxBytesItemPickle = 1 << 20; // data.pkl of a bytes item unpickled to describe it
+constexpr size_t kMaxListed = 20; // findings of one kind listed one by one
+constexpr size_t kOverlapWork = 20'000'000; // box comparisons spent looking for overlapping chunks
+// Bytes of items examined (zip end records scanned, safetensors headers parsed, bytes items unpickled) per
+// checkpoint: a fixed allowance plus a multiple of the .metadata size, since storage_data entries are cheap
+// to repeat and could all point at one large item.
+constexpr size_t kInspectBase = size_t(256) << 20;
+constexpr size_t kInspectPerMetadataByte = 64;
+constexpr size_t kEndRecordSize = 22;
+
+std::string quote(std::string_view s) { return "'" + oneLineMessage(std::string(s), 200) + "'"; }
+
+bool mulSat(uint64_t a, uint64_t b, uint64_t& out) { return !__builtin_mul_overflow(a, b, &out); }
+
+uint64_t numelOf(const Shape& s, bool& overflow)
+{
+    uint64_t n = 1;
+    for (int64_t d : s)
+        if (!mulSat(n, static_cast<uint64_t>(d), n)) {
+            overflow = true;
+            return UINT64_MAX;
+        }
+    return n;
+}
+
+// Bytes a chunk's elements take; false when unknown (unknown dtype) or too large to count.
+bool chunkBytes(const Shape& sizes, DType dtype, uint64_t& out)
+{
+    bool overflow = false;
+    uint64_t n = numelOf(sizes, overflow);
+    unsigned bits = dtypeBits(dtype);
+    uint64_t b = 0;
+    if (overflow || bits == 0 || !mulSat(n, bits, b) || b > UINT64_MAX - 7)
+        return false;
+    out = (b + 7) / 8;
+    return true;
+}
+
+std::string storageKey(std::string_view fqn, const Shape* offsets)
+{
+    std::string k(fqn);
+    k += '\0';
+    if (!offsets) {
+        k += '-';
+        return k;
+    }
+    for (int64_t d : *offsets) {
+        k += std::to_string(d);
+        k += ',';
+    }
+    return k;
+}
+
+// ---- chunks that must tile the global shape ----
+
+std::string tilingProblem(const Shape& size, const std::vector<ChunkMeta>& chunks)
+{
+    if (chunks.empty())
+        return "has no chunks: no rank saved any part of it";
+    const size_t dims = size.size();
+    for (const ChunkMeta& c : chunks) {
+        if (c.offsets.size() != dims)
+            return "a chunk has " + std::to_string(c.offsets.size()) + " dimensions, the tensor " + std::to_string(dims);
+        for (size_t d = 0; d < dims; ++d)
+            if (c.offsets[d] > size[d] || c.sizes[d] > size[d] - c.offsets[d])
+                return "the chunk at offsets " + dimsText(c.offsets) + " with sizes " + dimsText(c.sizes)
+                    + " runs past the shape " + dimsText(size);
+    }
+    bool overflow = false;
+    const uint64_t numel = numelOf(size, overflow);
+    uint64_t covered = 0;
+    for (const ChunkMeta& c : chunks) {
+        uint64_t v = numelOf(c.sizes, overflow);
+        if (__builtin_add_overflow(covered, v, &covered))
+            overflow = true;
+    }
+    if (overflow)
+        return {}; // shapes past 2^64 elements: nothing sensible to count
+
+    // Overlaps: sweep along the first dimension; only chunks that start before one ends can meet it.
+    std::vector<size_t> order(chunks.size());
+    for (size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+    auto empty = [&](size_t i) {
+        for (int64_t s : chunks[i].sizes)
+            if (s == 0)
+                return true;
+        return false;
+    };
+    auto meet = [&](size_t a, size_t b) {
+        for (size_t d = 0; d < dims; ++d) {
+            int64_t lo = std::max(chunks[a].offsets[d], chunks[b].offsets[d]);
+            int64_t hi = std::min(chunks[a].offsets[d] + chunks[a].sizes[d], chunks[b].offsets[d] + chunks[b].sizes[d]);
+            if (lo >= hi)
+                return false;
+        }
+        return true;
+    };
+    int overlapA = -1, overlapB = -1;
+    bool exhaustive = true;
+    if (dims == 0) {
+        if (chunks.size() > 1) {
+            overlapA = 0;
+            overlapB = 1;
+        }
+    } else {
+        std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return chunks[a].offsets[0] < chunks[b].offsets[0]; });
+        size_t work = 0;
+        for (size_t i = 0; i < order.size() && overlapA < 0 && exhaustive; ++i) {
+            if (empty(order[i]))
+                continue;
+            const int64_t end = chunks[order[i]].offsets[0] + chunks[order[i]].sizes[0];
+            for (size_t j = i + 1; j < order.size() && chunks[order[j]].offsets[0] < end; ++j) {
+                if (++work > kOverlapWork) {
+                    exhaustive = false;
+                    break;
+                }
+                if (!empty(order[j]) && meet(order[i], order[j])) {
+                    overlapA = static_cast<int>(order[i]);
+                    overlapB = static_cast<int>(order[j]);
+                    break;
+                }
+            }
+        }
+    }
+    if (overlapA >= 0)
+        return "chunks overlap: " + dimsText(chunks[static_cast<size_t>(overlapA)].sizes) + " at offsets "
+            + dimsText(chunks[static_cast<size_t>(overlapA)].offsets) + " and "
+            + dimsText(chunks[static_cast<size_t>(overlapB)].sizes) + " at offsets "
+            + dimsText(chunks[static_cast<size_t>(overlapB)].offsets) + "; they do not tile the shape "
+            + dimsText(size);
+    if (covered < numel)
+        return "chunks do not tile the shape " + dimsText(size) + ": they cover " + std::to_string(covered) + " of "
+            + std::to_string(numel) + " elements (part of the tensor is in no chunk)";
+    if (covered > numel)
+        return "chunks cover " + std::to_string(covered) + " elements but the shape " + dimsText(size) + " has "
+            + std::to_string(numel) + " (they overlap)";
+    return {};
+}
+
+// ---- containers from planner_data ----
+
+struct Placement {
+    size_t container = 0;
+    std::string name;
+};
+
+struct ContainerBuild {
+    std::string path;
+    std::string lastElem;
+    bool optimizerLike = false;
+    size_t tensors = 0;
+    std::vector<Entry> entries;
+    std::vector<Finding> findings;
+};
+
+bool startsWithOptim(std::string_view s)
+{
+    if (s.size() < 5)
+        return false;
+    for (size_t i = 0; i < 5; ++i)
+        if (std::tolower(static_cast<unsigned char>(s[i])) != "optim"[i])
+            return false;
+    return true;
+}
+
+// As the torch readers name roles (state_dict_tree.cpp), plus what training loops save beside a model in
+// DCP (torchtitan: lr_scheduler, dataloader, train_state).
+ContainerInfo::Role roleOf(const ContainerBuild& c)
+{
+    if (c.optimizerLike)
+        return ContainerInfo::Role::Optimizer;
+    std::string_view key = c.lastElem;
+    for (size_t start = 0; start <= key.size();) {
+        size_t end = std::min(key.find_first_of("_.-", start), key.size());
+        std::string tok(key.substr(start, end - start));
+        for (char& ch : tok)
+            ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        if (tok.starts_with("optim"))
+            return ContainerInfo::Role::Optimizer;
+        if (tok == "ema" || tok == "shadow" || tok == "swa" || tok == "averaged")
+            return ContainerInfo::Role::Ema;
+        if (tok == "callbacks" || tok == "loops" || tok == "scaler" || tok == "scheduler" || tok == "schedulers"
+            || tok == "rng" || tok == "dataloader" || tok == "dataloaders" || tok == "train" || tok == "trainer"
+            || tok == "progress" || tok == "metrics")
+            return ContainerInfo::Role::Other;
+        start = end + 1;
+    }
+    return c.tensors ? ContainerInfo::Role::Model : ContainerInfo::Role::Other;
+}
+
+uint64_t mixHash(uint64_t h, std::string_view s, bool isIndex)
+{
+    h ^= isIndex ? 0x9e3779b97f4a7c15ull : 0xc2b2ae3d27d4eb4full;
+    h *= 0x100000001b3ull;
+    for (unsigned char c : s) {
+        h ^= c;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+// Splits flat keys into containers. With planner_data each key has its original path: an optimizer state
+// dict (a node with `state` and `param_groups`, or named optim*) is one container; otherwise a key belongs
+// to the shallowest node on its path that holds leaves itself ({"model": sd} gives container "model";
+// torchtitan's top-level model keys stay at the top). Without planner_data keys stay as they are.
+std::vector<Placement> placeItems(const MetadataFile& md, std::vector<ContainerBuild>& containers, std::vector<Finding>& findings)
+{
+    using Path = std::vector<MetadataFile::PathElem>;
+    std::unordered_map<std::string_view, const Path*> pathOf;
+    size_t mismatched = 0;
+    std::string firstMismatch;
+    for (const auto& [key, path] : md.plannerData) {
+        std::string joined;
+        for (size_t i = 0; i < path.size(); ++i) {
+            if (i)
+                joined += '.';
+            joined += path[i].text;
+        }
+        if (joined != key) {
+            if (mismatched++ == 0)
+                firstMismatch = key;
+            continue;
+        }
+        pathOf[key] = &path;
+    }
+    if (mismatched)
+        findings.push_back({ Severity::Info,
+            std::to_string(mismatched) + " planner_data paths do not join to their key (first: " + quote(firstMismatch)
+                + "); those keys are shown as they are",
+            {} });
+
+    std::vector<Path> paths(md.items.size());
+    size_t withoutPath = 0;
+    for (size_t i = 0; i < md.items.size(); ++i) {
+        auto it = pathOf.find(md.items[i].fqn);
+        if (it != pathOf.end()) {
+            paths[i] = *it->second;
+        } else {
+            paths[i] = { { md.items[i].fqn, false } };
+            withoutPath += md.hasPlannerData;
+        }
+    }
+    if (withoutPath)
+        findings.push_back({ Severity::Info,
+            std::to_string(withoutPath) + " keys have no planner_data path; they are shown as they are", {} });
+
+    struct Facts {
+        bool hasLeaf = false;
+        bool hasState = false;
+        bool hasParamGroups = false;
+    };
+    std::unordered_map<uint64_t, Facts> nodes;
+    const uint64_t seed = 0xcbf29ce484222325ull;
+    for (const Path& p : paths) {
+        uint64_t h = seed;
+        for (size_t d = 0; d < p.size(); ++d) {
+            Facts& f = nodes[h];
+            f.hasLeaf |= d + 1 == p.size();
+            f.hasState |= !p[d].isIndex && p[d].text == "state";
+            f.hasParamGroups |= !p[d].isIndex && p[d].text == "param_groups";
+            h = mixHash(h, p[d].text, p[d].isIndex);
+        }
+    }
+
+    std::unordered_map<std::string, size_t> byPath;
+    std::vector<Placement> out(md.items.size());
+    std::vector<uint64_t> prefix;
+    for (size_t i = 0; i < paths.size(); ++i) {
+        const Path& p = paths[i];
+        prefix.assign(1, seed);
+        for (const auto& e : p)
+            prefix.push_back(mixHash(prefix.back(), e.text, e.isIndex));
+        size_t depth = 0;
+        bool optimizer = false;
+        for (size_t d = 1; d < p.size() && !optimizer; ++d) {
+            const Facts& f = nodes[prefix[d]];
+            if ((f.hasState && f.hasParamGroups) || (!p[d - 1].isIndex && startsWithOptim(p[d - 1].text))) {
+                depth = d;
+                optimizer = true;
+            }
+        }
+        for (size_t d = 1; d < p.size() && !optimizer && depth == 0; ++d)
+            if (nodes[prefix[d]].hasLeaf)
+                depth = d;
+        std::string container, name;
+        for (size_t d = 0; d < p.size(); ++d) {
+            std::string& s = d < depth ? container : name;
+            if (!s.empty() || (d > 0 && d != depth))
+                s += '.';
+            s += p[d].text;
+        }
+        auto [it, inserted] = byPath.emplace(container, containers.size());
+        if (inserted) {
+            ContainerBuild c;
+            c.path = container;
+            c.lastElem = depth ? p[depth - 1].text : std::string();
+            containers.push_back(std::move(c));
+        }
+        containers[it->second].optimizerLike |= optimizer;
+        out[i] = { it->second, std::move(name) };
+    }
+    return out;
+}
+
+// ---- the files ----
+
+struct BlobSlot {
+    bool parsed = false;
+    std::optional<Blob> blob;
+    std::string error;
+};
+
+struct FileState {
+    std::string rel; // normalised relative path
+    int32_t index = -1; // in Source::files
+    bool tried = false;
+    std::shared_ptr<const MappedFile> file;
+    std::string error;
+    size_t unavailableChunks = 0;
+    size_t unavailableItems = 0;
+    size_t shortItems = 0;
+    uint64_t furthestEnd = 0;
+    std::unordered_map<uint64_t, BlobSlot> blobs; // safetensors blobs by their offset
+};
+
+struct Located {
+    bool available = false;
+    int32_t file = -1;
+    uint64_t offset = 0;
+    uint64_t length = 0; // 0: the range is not known
+    bool raw = false; // the range holds the chunk's elements as they are (not a whole item, not transformed)
+    std::string why; // unavailable: why
+    Severity noteSeverity = Severity::Info;
+    std::string note; // something worth a finding
+};
+
+class Builder {
+public:
+    Builder(const MetadataFile& md, const FileProvider& files)
+        : m_md(md)
+        , m_provider(files)
+        , m_inspectLeft(kInspectBase + kInspectPerMetadataByte * md.pickleBytes)
+    {
+    }
+
+    // Takes `cost` from the inspection allowance; false (and counted) when it is spent.
+    bool inspect(size_t cost)
+    {
+        if (cost > m_inspectLeft) {
+            m_inspectLeft = 0;
+            ++m_uninspected;
+            return false;
+        }
+        m_inspectLeft -= cost;
+        return true;
+    }
+
+    // Scanning for a zip's end record is cheap when torch wrote it (no comment: the record ends the item)
+    // and up to 64 KiB otherwise.
+    static size_t zipCost(Bytes item)
+    {
+        const size_t n = item.size();
+        const bool atEnd = n >= kEndRecordSize && item[n - 22] == 'P' && item[n - 21] == 'K' && item[n - 20] == 5
+            && item[n - 19] == 6;
+        return 256 + (atEnd ? 0 : std::min<size_t>(n, 0x10000 + kEndRecordSize));
+    }
+
+    void prepareFiles(Source& out)
+    {
+        // Every distinct path storage_data names; unsafe ones are reported, never opened.
+        std::unordered_map<std::string, std::pair<size_t, std::string>> unsafe;
+        std::vector<std::string> rels;
+        std::unordered_map<std::string, bool> seen;
+        m_refFile.assign(m_md.storage.size(), nullptr);
+        std::vector<std::string> normal(m_md.storage.size());
+        for (size_t i = 0; i < m_md.storage.size(); ++i) {
+            const StorageRef& r = m_md.storage[i];
+            if (!r.pathIsText || !isSafeShardName(r.relativePath)) {
+                auto& u = unsafe[r.relativePath];
+                if (u.first++ == 0)
+                    u.second = r.fqn;
+                continue;
+            }
+            normal[i] = fs::path(r.relativePath).lexically_normal().string();
+            if (seen.emplace(normal[i], true).second)
+                rels.push_back(normal[i]);
+        }
+        std::sort(rels.begin(), rels.end());
+        m_files.resize(rels.size());
+        std::unordered_map<std::string, size_t> fileOf;
+        for (size_t i = 0; i < rels.size(); ++i) {
+            m_files[i].rel = rels[i];
+            m_files[i].index = static_cast<int32_t>(out.files.size());
+            out.files.push_back(m_provider.pathOf(rels[i]));
+            fileOf[rels[i]] = i;
+        }
+        for (size_t i = 0; i < m_md.storage.size(); ++i)
+            if (!normal[i].empty())
+                m_refFile[i] = &m_files[fileOf[normal[i]]];
+        std::vector<std::pair<std::string, std::pair<size_t, std::string>>> sortedUnsafe(unsafe.begin(), unsafe.end());
+        std::sort(sortedUnsafe.begin(), sortedUnsafe.end());
+        size_t listed = 0;
+        for (const auto& [rel, use] : sortedUnsafe) {
+            if (listed++ == kMaxListed) {
+                m_fileFindings.push_back({ Severity::Danger,
+                    std::to_string(sortedUnsafe.size()) + " relative paths in all point outside the checkpoint folder", {} });
+                break;
+            }
+            m_fileFindings.push_back({ Severity::Danger,
+                "storage_data relative_path " + quote(rel) + " (" + std::to_string(use.first) + " item(s), e.g. "
+                    + quote(use.second) + ") points outside the checkpoint folder or is not a file name; not opened",
+                {} });
+        }
+
+        m_refByKey.reserve(m_md.storage.size());
+        for (size_t i = 0; i < m_md.storage.size(); ++i) {
+            const StorageRef& r = m_md.storage[i];
+            m_refByKey[storageKey(r.fqn, r.hasOffset ? &r.offset : nullptr)] = i; // a later key replaces, as in a dict
+        }
+        m_refUsed.assign(m_md.storage.size(), false);
+    }
+
+    const StorageRef* refFor(const std::string& fqn, const Shape* offsets, FileState*& file)
+    {
+        auto it = m_refByKey.find(storageKey(fqn, offsets));
+        if (it == m_refByKey.end())
+            return nullptr;
+        m_refUsed[it->second] = true;
+        file = m_refFile[it->second];
+        return &m_md.storage[it->second];
+    }
+
+    bool ensureOpen(FileState& f)
+    {
+        if (!f.tried) {
+            f.tried = true;
+            f.file = m_provider.open(f.rel, f.error);
+            if (!f.file && f.error.empty())
+                f.error = "cannot be read";
+        }
+        return f.file != nullptr;
+    }
+
+    // The item's bytes, or why they are unavailable.
+    bool itemBytes(FileState* f, const StorageRef& r, Located& at, Bytes& item)
+    {
+        if (!f) {
+            at.why = "its relative_path " + quote(r.relativePath) + " was not opened";
+            return false;
+        }
+        at.file = f->index;
+        if (!ensureOpen(*f)) {
+            at.why = f->rel + (f->error == "missing" ? " is missing" : " cannot be read");
+            return false;
+        }
+        if (!r.rangeKnown) {
+            at.why = "its _StorageInfo has no valid offset and length";
+            return false;
+        }
+        const uint64_t size = f->file->size();
+        if (r.itemOffset > size || r.itemLength > size - r.itemOffset) {
+            ++f->shortItems;
+            f->furthestEnd = std::max(f->furthestEnd, r.itemOffset + std::min(r.itemLength, UINT64_MAX - r.itemOffset));
+            at.why = f->rel + " is too short";
+            return false;
+        }
+        item = f->file->bytes().subspan(r.itemOffset, r.itemLength);
+        return true;
+    }
+
+    // Where a tensor chunk's data is.
+    Located locateChunk(const std::string& fqn, const ChunkMeta& c, DType dtype, FileState* f, const StorageRef& r)
+    {
+        Located at;
+        Bytes item;
+        if (!itemBytes(f, r, at, item))
+            return at;
+        at.available = true;
+        at.offset = r.itemOffset;
+        at.length = r.itemLength;
+        if (!r.transforms.empty()) {
+            std::string list;
+            for (const auto& t : r.transforms)
+                list += (list.empty() ? "" : ", ") + t;
+            at.note = "stored through stream transforms (" + oneLineMessage(list, 200)
+                + "); the byte range is the transformed item's";
+            return at;
+        }
+        uint64_t need = 0;
+        const bool needKnown = chunkBytes(c.sizes, dtype, need);
+        const std::string where = " (" + f->rel + " at " + std::to_string(r.itemOffset) + ")";
+        if (looksLikeZip(item)) {
+            if (!inspect(zipCost(item)))
+                return at;
+            try {
+                ZipArchive zip(item, r.itemOffset);
+                const ZipEntry* data = nullptr;
+                size_t candidates = 0;
+                for (const ZipEntry& e : zip.entries()) {
+                    std::string_view n = e.name;
+                    size_t slash = n.find('/');
+                    if (slash == std::string_view::npos || n.substr(slash + 1, 5) != "data/")
+                        continue;
+                    std::string_view key = n.substr(slash + 6);
+                    if (key.empty() || key.find('/') != std::string_view::npos)
+                        continue;
+                    ++candidates;
+                    if (!data || key == "0")
+                        data = &e;
+                }
+                if (!data) {
+                    if (needKnown && need == 0) {
+                        at.length = 0;
+                        return at;
+                    }
+                    at.noteSeverity = Severity::Warning;
+                    at.note = "its torch.save item has no tensor data record" + where;
+                    return at;
+                }
+                if (data->method != 0) {
+                    at.note = "its tensor data record is compressed" + where + "; the byte range is the whole item";
+                    return at;
+                }
+                at.offset = r.itemOffset + zip.dataOffset(*data);
+                at.length = data->size;
+                at.raw = true;
+                if (at.offset - r.itemOffset > item.size() || at.length > item.size() - (at.offset - r.itemOffset)) {
+                    at.available = false;
+                    at.why = "its data record runs past the item";
+                    return at;
+                }
+                ++m_torchSaveItems;
+                if (candidates > 1)
+                    at.note = "its torch.save item holds " + std::to_string(candidates) + " storages" + where
+                        + "; the range is storage " + std::string(data->name.substr(data->name.rfind('/') + 1));
+                if (needKnown && data->size < need) {
+                    at.noteSeverity = Severity::Warning;
+                    at.note = "its data record holds " + std::to_string(data->size) + " bytes but the chunk needs "
+                        + std::to_string(need) + where;
+                }
+            } catch (const FormatError& e) {
+                at.offset = r.itemOffset;
+                at.length = r.itemLength;
+                at.noteSeverity = Severity::Warning;
+                at.note = "its item is not a readable torch.save archive" + where + ": " + e.what();
+            }
+            return at;
+        }
+        // SerializationFormat.SAFETENSORS: the item's offset is where the file's blob starts.
+        Bytes rest = f->file->bytes().subspan(r.itemOffset);
+        if (!looksLikeSafetensors(rest)) {
+            at.noteSeverity = Severity::Warning;
+            at.note = "its item is neither a torch.save archive nor a safetensors blob" + where;
+            return at;
+        }
+        at.length = 0;
+        BlobSlot& slot = f->blobs[r.itemOffset];
+        if (!slot.parsed) {
+            slot.parsed = true;
+            uint64_t headerLength = 0;
+            for (int i = 7; i >= 0; --i)
+                headerLength = headerLength << 8 | rest[static_cast<size_t>(i)];
+            if (!inspect(static_cast<size_t>(headerLength))) {
+                slot.error = "not read (too many items to inspect)";
+                return at;
+            }
+            try {
+                slot.blob = parseBlob(rest);
+            } catch (const FormatError& e) {
+                slot.error = e.what();
+            }
+        }
+        if (!slot.blob) {
+            at.noteSeverity = Severity::Warning;
+            at.note = "the safetensors blob" + where + " cannot be read: " + slot.error;
+            return at;
+        }
+        auto it = slot.blob->tensors.find(fqn);
+        if (it == slot.blob->tensors.end()) {
+            at.noteSeverity = Severity::Warning;
+            at.note = "the safetensors blob" + where + " has no tensor named after it";
+            return at;
+        }
+        const BlobTensor& t = it->second;
+        ++m_safetensorsItems;
+        const uint64_t room = rest.size();
+        if (slot.blob->dataStart > room || t.end > room - slot.blob->dataStart) {
+            ++f->shortItems;
+            at.available = false;
+            at.why = f->rel + " is too short";
+            return at;
+        }
+        at.offset = r.itemOffset + slot.blob->dataStart + t.begin;
+        at.length = t.end - t.begin;
+        at.raw = true;
+        if (t.shape != c.sizes || (t.dtype && *t.dtype != dtype)) {
+            at.noteSeverity = Severity::Warning;
+            at.note = "the safetensors blob" + where + " holds it as " + t.dtypeName + " " + dimsText(t.shape)
+                + ", but the chunk is " + std::string(dtypeName(dtype)) + " " + dimsText(c.sizes);
+        } else if (t.hasSavedOffsets && t.savedOffsets != c.offsets) {
+            at.noteSeverity = Severity::Warning;
+            at.note = "DCP_SHARDING_INFO" + where + " puts it at offsets " + dimsText(t.savedOffsets)
+                + ", but the chunk is at " + dimsText(c.offsets);
+        } else if (needKnown && at.length != need) {
+            at.noteSeverity = Severity::Warning;
+            at.note = "the safetensors blob" + where + " holds " + std::to_string(at.length)
+                + " bytes for it, the chunk needs " + std::to_string(need);
+        }
+        return at;
+    }
+
+    // A bytes item: what torch.save wrote, as far as the safe VM can tell.
+    void describeBytes(FileState* f, const StorageRef& r, Entry& e, std::vector<Finding>& findings)
+    {
+        Located at;
+        Bytes item;
+        if (!itemBytes(f, r, at, item)) {
+            e.location.kind = TensorLocation::Kind::Unavailable;
+            e.location.file = at.file;
+            e.value = "(unavailable: " + at.why + ")";
+            if (f)
+                ++f->unavailableItems;
+            return;
+        }
+        e.location.kind = TensorLocation::Kind::Mapped;
+        e.location.file = f->index;
+        e.location.offset = r.itemOffset;
+        e.location.length = r.itemLength;
+        if (!r.transforms.empty()) {
+            e.value = "(stored through stream transforms; not read)";
+            return;
+        }
+        if (!looksLikeZip(item)) {
+            e.typeName = "bytes";
+            e.value = std::to_string(item.size()) + " bytes (not a torch.save archive)";
+            return;
+        }
+        if (!inspect(zipCost(item))) {
+            e.value = "(not inspected)";
+            return;
+        }
+        try {
+            ZipArchive zip(item, r.itemOffset);
+            if (zip.entries().empty())
+                throw FormatError("the archive has no records");
+            std::string_view first = zip.entries().front().name;
+            std::string pkl = std::string(first.substr(0, first.find('/') + 1)) + "data.pkl";
+            const ZipEntry* rec = zip.find(pkl);
+            if (!rec)
+                throw FormatError("no " + pkl + " record");
+            if (rec->size > kMaxBytesItemPickle || rec->compressedSize > kMaxBytesItemPickle) {
+                e.value = "torch.save archive whose pickle has " + std::to_string(rec->size) + " bytes; not unpickled";
+                return;
+            }
+            if (!inspect(4 * static_cast<size_t>(rec->size))) {
+                e.value = "(not inspected)";
+                return;
+            }
+            std::vector<uint8_t> buffer;
+            Bytes pk = zip.contents(*rec, buffer, kMaxBytesItemPickle);
+            Arena arena;
+            torch::TorchSemantics sem(torch::TorchSemantics::PersistentIds::Zip);
+            Unpickler u(pk, arena, sem);
+            const Value* v = u.load();
+            e.typeName = pythonType(v);
+            e.value = shortRepr(v, 120);
+            for (const auto& [global, use] : sem.globals())
+                if (use.risk == GlobalRisk::Dangerous)
+                    findings.push_back({ Severity::Danger,
+                        "the pickle of this bytes item references " + global + ", which " + use.reason
+                            + "; torch.load of the item would run it (StateLens did not run anything)",
+                        e.name });
+        } catch (const FormatError& err) {
+            e.value = "(unreadable torch.save archive)";
+            findings.push_back({ Severity::Warning,
+                "its bytes item (" + f->rel + " at " + std::to_string(r.itemOffset) + ") is not a readable torch.save archive: "
+                    + err.what(),
+                e.name });
+        }
+    }
+
+    static std::string pythonType(const Value* v)
+    {
+        switch (v ? v->kind : Kind::None) {
+        case Kind::None: return "NoneType";
+        case Kind::Bool: return "bool";
+        case Kind::Int:
+        case Kind::BigInt: return "int";
+        case Kind::Float: return "float";
+        case Kind::Str: return "str";
+        case Kind::Bytes: return "bytes";
+        case Kind::Tuple: return "tuple";
+        case Kind::List: return "list";
+        case Kind::Set: return "set";
+        case Kind::Dict: {
+            const GlobalValue* c = static_cast<const DictValue*>(v)->cls;
+            return c ? qualifiedName(*c) : "dict";
+        }
+        case Kind::Global: return "type";
+        case Kind::Object: {
+            const GlobalValue* c = static_cast<const ObjectValue*>(v)->cls();
+            return c ? qualifiedName(*c) : "object";
+        }
+        case Kind::Storage: return "torch.storage";
+        case Kind::Tensor: return static_cast<const TensorValue*>(v)->isParameter ? "torch.nn.parameter.Parameter" : "torch.Tensor";
+        }
+        return "object";
+    }
+
+    Entry tensorEntry(const ItemMeta& item, const std::string& name, std::vector<Finding>& findings)
+    {
+        Entry e;
+        e.name = name;
+        e.kind = EntryKind::Tensor;
+        e.dtype = item.dtype;
+        e.requiresGrad = item.requiresGrad;
+        if (item.sizeKnown)
+            e.shape = item.size;
+        else
+            e.shapeKnown = false;
+        if (!item.dtypeText.empty())
+            e.attributes.emplace_back("dcp_dtype", item.dtypeText);
+        auto sharding = std::make_shared<Sharding>();
+        sharding->kind = Sharding::Kind::DcpChunks;
+        sharding->chunks.reserve(item.chunks.size());
+        size_t missingRefs = 0, unavailable = 0, notes = 0;
+        std::string firstMissing;
+        int32_t firstUnavailableFile = -1;
+        std::vector<FileState*> touched;
+        Located only;
+        for (const ChunkMeta& c : item.chunks) {
+            ShardChunk sc;
+            sc.offsets = c.offsets;
+            sc.sizes = c.sizes;
+            FileState* f = nullptr;
+            const StorageRef* r = refFor(item.fqn, &c.offsets, f);
+            if (!r) {
+                if (missingRefs++ == 0)
+                    firstMissing = dimsText(c.offsets);
+                sc.label = "(no storage_data entry)";
+                ++unavailable;
+                sharding->chunks.push_back(std::move(sc));
+                continue;
+            }
+            Located at = locateChunk(item.fqn, c, item.dtype, f, *r);
+            sc.file = at.file;
+            sc.label = f ? f->rel : oneLineMessage(r->relativePath, 200);
+            if (at.available) {
+                sc.byteOffset = at.offset;
+                sc.byteLength = at.length;
+            } else {
+                sc.label += " (unavailable: " + at.why + ")";
+                ++unavailable;
+                if (firstUnavailableFile < 0)
+                    firstUnavailableFile = at.file;
+                if (f) {
+                    ++f->unavailableChunks;
+                    if (std::find(touched.begin(), touched.end(), f) == touched.end())
+                        touched.push_back(f);
+                }
+            }
+            if (!at.note.empty() && notes++ < 3)
+                findings.push_back({ at.noteSeverity, "chunk at offsets " + dimsText(c.offsets) + ": " + at.note, name });
+            if (item.chunks.size() == 1)
+                only = at;
+            sharding->chunks.push_back(std::move(sc));
+        }
+        for (FileState* f : touched)
+            ++f->unavailableItems;
+        if (notes > 3)
+            findings.push_back({ Severity::Info, std::to_string(notes - 3) + " more chunk notes like the above", name });
+        if (missingRefs)
+            findings.push_back({ Severity::Warning,
+                std::to_string(missingRefs) + " of its chunks (first at offsets " + firstMissing
+                    + ") have no storage_data entry; their bytes cannot be found",
+                name });
+        if (item.sizeKnown)
+            if (std::string p = tilingProblem(item.size, item.chunks); !p.empty())
+                findings.push_back({ Severity::Warning, p, name });
+
+        if (unavailable) {
+            e.location.kind = TensorLocation::Kind::Unavailable;
+            e.location.file = firstUnavailableFile;
+            e.attributes.emplace_back("unavailable_chunks", std::to_string(unavailable) + " of " + std::to_string(item.chunks.size()));
+        } else if (item.chunks.size() == 1 && only.available && only.length > 0) {
+            // One chunk that is the whole tensor: its bytes are the tensor's, as in any other format.
+            const ChunkMeta& c = item.chunks.front();
+            bool whole = item.sizeKnown && c.sizes == item.size;
+            for (int64_t o : c.offsets)
+                whole &= o == 0;
+            if (whole) {
+                // A transformed or compressed item holds the bytes, but not as they are.
+                e.location.kind = only.raw ? TensorLocation::Kind::Mapped : TensorLocation::Kind::Compressed;
+                e.location.file = only.file;
+                e.location.offset = only.offset;
+                e.location.length = only.length;
+            }
+        }
+        e.sharding = std::move(sharding);
+        return e;
+    }
+
+    Entry objectEntry(const ItemMeta& item, const std::string& name, std::vector<Finding>& findings)
+    {
+        Entry e;
+        e.name = name;
+        e.kind = EntryKind::Object;
+        if (item.kind == ItemMeta::Kind::Unknown) {
+            e.typeName = item.className;
+            e.value = "(unrecognised storage metadata; not read)";
+            findings.push_back({ Severity::Warning,
+                "its state_dict_metadata entry is a " + item.className
+                    + ", neither TensorStorageMetadata nor BytesStorageMetadata",
+                name });
+            return e;
+        }
+        FileState* f = nullptr;
+        const StorageRef* r = refFor(item.fqn, nullptr, f);
+        if (!r) {
+            e.value = "(no storage_data entry)";
+            findings.push_back({ Severity::Warning, "bytes item without a storage_data entry; its value cannot be found", name });
+            return e;
+        }
+        describeBytes(f, *r, e, findings);
+        return e;
+    }
+
+    void fileFindings(std::vector<Finding>& out)
+    {
+        for (Finding& f : m_fileFindings)
+            out.push_back(std::move(f));
+        for (FileState& f : m_files) {
+            const std::string lost = std::to_string(f.unavailableChunks) + " chunk(s) and "
+                + std::to_string(f.unavailableItems) + " entr" + (f.unavailableItems == 1 ? "y" : "ies") + " affected";
+            if (f.tried && !f.file)
+                out.push_back({ Severity::Warning,
+                    f.rel + (f.error == "missing" ? " is missing" : " cannot be read: " + f.error) + "; " + lost, {} });
+            else if (f.shortItems)
+                out.push_back({ Severity::Warning,
+                    f.rel + " is too short: it has " + std::to_string(f.file->size()) + " bytes, but " + std::to_string(f.shortItems)
+                        + " item(s) stored in it end past that; " + lost,
+                    {} });
+        }
+        size_t orphans = 0;
+        std::string first;
+        for (size_t i = 0; i < m_refUsed.size(); ++i)
+            if (!m_refUsed[i] && orphans++ == 0)
+                first = quote(m_md.storage[i].fqn)
+                    + (m_md.storage[i].hasOffset ? " at offsets " + dimsText(m_md.storage[i].offset) : std::string());
+        if (orphans)
+            out.push_back({ Severity::Info,
+                std::to_string(orphans) + " storage_data entries name no chunk in state_dict_metadata (first: " + first + ")", {} });
+        if (m_uninspected)
+            out.push_back({ Severity::Info,
+                std::to_string(m_uninspected) + " items were not inspected (their chunks show the whole item's byte range): "
+                    "reading them all would take more than StateLens spends on one checkpoint",
+                {} });
+    }
+
+    // How the chunks found were stored: SerializationFormat.TORCH_SAVE, SAFETENSORS, or both.
+    std::string serialization() const
+    {
+        if (m_torchSaveItems && m_safetensorsItems)
+            return "torch_save, safetensors";
+        return m_torchSaveItems ? "torch_save" : m_safetensorsItems ? "safetensors" : "";
+    }
+
+private:
+    size_t m_torchSaveItems = 0;
+    size_t m_safetensorsItems = 0;
+    const MetadataFile& m_md;
+    const FileProvider& m_provider;
+    std::vector<FileState> m_files;
+    std::vector<FileState*> m_refFile;
+    std::unordered_map<std::string, size_t> m_refByKey;
+    std::vector<bool> m_refUsed;
+    std::vector<Finding> m_fileFindings;
+    size_t m_inspectLeft = 0;
+    size_t m_uninspected = 0;
+};
+
+struct DcpBacking : SourceBacking {
+    std::vector<ContainerInfo> infos;
+    std::vector<std::vector<Entry>> entries;
+    std::vector<std::vector<Finding>> entryFindings;
+    std::vector<Finding> fileFindings;
+
+    int find(const std::string& path) const
+    {
+        for (size_t i = 0; i < infos.size(); ++i)
+            if (infos[i].path == path)
+                return static_cast<int>(i);
+        return -1;
+    }
+
+    void fill(Source& s, const std::string& container) const
+    {
+        int i = find(container);
+        if (i < 0) {
+            std::string list;
+            for (size_t k = 0; k < infos.size() && k < 12; ++k)
+                list += (k ? ", " : "") + std::string("'") + infos[k].path + "'";
+            throw LoadError(s.path, "no container " + quote(container) + " (this checkpoint has " + list + ")");
+        }
+        s.container = container;
+        s.entries = entries[static_cast<size_t>(i)];
+        s.findings = fileFindings;
+        for (const Finding& f : entryFindings[static_cast<size_t>(i)])
+            s.findings.push_back(f);
+    }
+
+    void selectContainer(Source& s, const std::string& container) const override
+    {
+        fill(s, container);
+        quant::groupQuantizedEntries(s);
+    }
+};
+
+} // namespace
+
+std::shared_ptr<const MappedFile> MemoryFiles::open(const std::string& relativePath, std::string& error) const
+{
+    auto it = m_files.find(relativePath);
+    if (it == m_files.end()) {
+        error = "missing";
+        return nullptr;
+    }
+    return MappedFile::fromBuffer(pathOf(relativePath), it->second);
+}
+
+Source buildSource(const std::string& name, MetadataFile md, const FileProvider& files, const OpenOptions& options,
+    std::vector<Finding> extraFindings)
+{
+    Source out;
+    out.path = name;
+    out.format = "dcp";
+    out.metadata = md.info;
+
+    std::vector<Finding> layoutFindings;
+    std::vector<ContainerBuild> containers;
+    std::vector<Placement> placement = placeItems(md, containers, layoutFindings);
+
+    Builder b(md, files);
+    b.prepareFiles(out);
+    for (size_t i = 0; i < md.items.size(); ++i) {
+        const ItemMeta& item = md.items[i];
+        ContainerBuild& c = containers[placement[i].container];
+        const std::string& entryName = placement[i].name;
+        for (const std::string& p : item.problems)
+            c.findings.push_back({ Severity::Warning, p, entryName });
+        Entry e = item.kind == ItemMeta::Kind::Tensor ? b.tensorEntry(item, entryName, c.findings)
+                                                       : b.objectEntry(item, entryName, c.findings);
+        if (item.kind == ItemMeta::Kind::Tensor)
+            ++c.tensors;
+        c.entries.push_back(std::move(e));
+    }
+    if (std::string how = b.serialization(); !how.empty())
+        out.metadata.emplace_back("serialization", how);
+
+    auto backing = std::make_shared<DcpBacking>();
+    for (Finding& f : md.findings)
+        backing->fileFindings.push_back(std::move(f));
+    for (Finding& f : extraFindings)
+        backing->fileFindings.push_back(std::move(f));
+    for (Finding& f : layoutFindings)
+        backing->fileFindings.push_back(std::move(f));
+    b.fileFindings(backing->fileFindings);
+
+    for (ContainerBuild& c : containers) {
+        ContainerInfo info;
+        info.path = c.path;
+        info.role = roleOf(c);
+        info.tensorCount = c.tensors;
+        if (info.role == ContainerInfo::Role::Optimizer)
+            for (Entry& e : c.entries)
+                if (e.name.starts_with("state.")) {
+                    // DCP keys optimizer state by parameter name: state.<fqn>.<field>.
+                    size_t dot = e.name.rfind('.');
+                    if (dot > 6) {
+                        e.attributes.emplace_back("param", e.name.substr(6, dot - 6));
+                        e.attributes.emplace_back("param_source", "keyed by parameter name");
+                    }
+                }
+        backing->infos.push_back(std::move(info));
+        backing->entries.push_back(std::move(c.entries));
+        backing->entryFindings.push_back(std::move(c.findings));
+    }
+    if (backing->infos.empty()) {
+        ContainerInfo root;
+        root.role = ContainerInfo::Role::Other;
+        backing->infos.push_back(root);
+        backing->entries.emplace_back();
+        backing->entryFindings.emplace_back();
+    }
+    out.containers = backing->infos;
+
+    std::string pick;
+    std::string reason;
+    if (options.container) {
+        pick = *options.container;
+    } else {
+        // The model state dict with the most tensors; then EMA copies, other state, optimizer state.
+        int best = -1;
+        for (ContainerInfo::Role role : { ContainerInfo::Role::Model, ContainerInfo::Role::Ema, ContainerInfo::Role::Other,
+                 ContainerInfo::Role::Optimizer }) {
+            for (size_t i = 0; i < backing->infos.size(); ++i) {
+                const ContainerInfo& c = backing->infos[i];
+                if (c.role != role || c.tensorCount == 0)
+                    continue;
+                if (best < 0 || c.tensorCount > backing->infos[static_cast<size_t>(best)].tensorCount)
+                    best = static_cast<int>(i);
+            }
+            if (best >= 0) {
+                reason = role == ContainerInfo::Role::Model
+                    ? "the model state dict with the most tensors"
+                    : "no model state dict; the " + std::string(containerRoleName(role)) + " container with the most tensors";
+                break;
+            }
+        }
+        if (best < 0) {
+            best = 0;
+            reason = "no container holds tensors";
+        }
+        pick = backing->infos[static_cast<size_t>(best)].path;
+    }
+    backing->fill(out, pick);
+    if (!options.container && backing->infos.size() > 1)
+        out.findings.insert(out.findings.begin(),
+            { Severity::Info,
+                "picked container " + quote(pick) + " (" + reason + "); " + std::to_string(backing->infos.size() - 1)
+                    + " other container(s) can be selected",
+                {} });
+    out.backing = backing;
+    return out;
+}
+
+Source readCheckpoint(const std::string& name, Bytes metadata, const FileProvider& files, const OpenOptions& options,
+    std::vector<Finding> extraFindings)
+{
+    return buildSource(name, parseMetadata(name, metadata), files, options, std::move(extraFindings));
+}
+
+} // namespace sl::dcp

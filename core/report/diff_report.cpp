@@ -1,0 +1,1474 @@
+#include "diff_report.h"
+
+#include "report/json_writer.h"
+#include "report/source_report.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cstring>
+
+namespace sl {
+
+namespace {
+
+constexpr std::array<RowStatus, kRowStatusCount> kAllStatuses = {
+    RowStatus::Match, RowStatus::Renamed, RowStatus::ShapeMismatch, RowStatus::DtypeMismatch,
+    RowStatus::Missing, RowStatus::Unexpected, RowStatus::Dropped,
+};
+// The order people read differences in: what breaks the load first.
+constexpr std::array<RowStatus, kRowStatusCount - 1> kDifferenceOrder = {
+    RowStatus::ShapeMismatch, RowStatus::Missing, RowStatus::Unexpected,
+    RowStatus::DtypeMismatch, RowStatus::Renamed, RowStatus::Dropped,
+};
+
+// In HTML groups, more rows than this are summarised: the JSON and CSV reports list them all.
+constexpr size_t kHtmlRowsPerGroup = 1000;
+constexpr size_t kTextExamples = 3;
+
+// ---- small appenders (no temporaries on the per-row paths) ----------------------------------------------
+
+void appendNumber(std::string& out, uint64_t v)
+{
+    char buf[24];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, end);
+}
+
+void appendNumber(std::string& out, int64_t v)
+{
+    char buf[24];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, end);
+}
+
+// "[2, 3]", as torch.Size prints inside brackets (same text as shapeToString).
+void appendShape(std::string& out, const Shape& s)
+{
+    out += '[';
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (i)
+            out += ", ";
+        appendNumber(out, s[i]);
+    }
+    out += ']';
+}
+
+// Calls fn with a valid UTF-8 view of s (a cleaned copy only when s is not valid already).
+template <typename Fn> void withValidUtf8(std::string_view s, Fn&& fn)
+{
+    if (isValidUtf8(s)) {
+        fn(s);
+    } else {
+        const std::string clean = sanitizeUtf8(s);
+        fn(std::string_view(clean));
+    }
+}
+
+// U+2400 + c for C0 controls, U+2421 for DEL: visible, and harmless to terminals and XML alike.
+void appendControlPicture(std::string& out, unsigned char c)
+{
+    if (c == 0x7f) {
+        out += "\xE2\x90\xA1";
+        return;
+    }
+    out += '\xE2';
+    out += '\x90';
+    out += static_cast<char>(0x80 + c);
+}
+
+constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";
+
+// Whether the valid UTF-8 sequence at s[i] is a C1 control (U+0080..U+009F) or U+FFFE/U+FFFF: legal UTF-8,
+// but a parse error in HTML, obeyed by some terminals (C1) or not allowed in XML 1.0 (the noncharacters).
+// Returns its length, or 0.
+size_t unwantedSequence(std::string_view s, size_t i)
+{
+    const auto c0 = static_cast<unsigned char>(s[i]);
+    if (c0 == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) <= 0x9F)
+        return 2;
+    if (c0 == 0xEF && i + 2 < s.size() && static_cast<unsigned char>(s[i + 1]) == 0xBF
+        && (static_cast<unsigned char>(s[i + 2]) == 0xBE || static_cast<unsigned char>(s[i + 2]) == 0xBF))
+        return 3;
+    return 0;
+}
+
+// For people reading text (terminal, Markdown): C0 controls and DEL as pictures, C1 controls (which some
+// terminals obey even UTF-8 encoded: U+009B is CSI) as U+FFFD, the rest as is.
+void appendVisible(std::string& out, std::string_view raw)
+{
+    withValidUtf8(raw, [&](std::string_view s) {
+        size_t run = 0; // start of the pending run of plain bytes
+        for (size_t i = 0; i < s.size(); ++i) {
+            const auto c = static_cast<unsigned char>(s[i]);
+            if (c < 0x20 || c == 0x7f) {
+                out.append(s.substr(run, i - run));
+                appendControlPicture(out, c);
+                run = i + 1;
+            } else if (size_t n = c >= 0xC2 ? unwantedSequence(s, i) : 0) {
+                out.append(s.substr(run, i - run));
+                out += kReplacementChar;
+                i += n - 1;
+                run = i + 1;
+            }
+        }
+        out.append(s.substr(run));
+    });
+}
+
+// XML and HTML text or attribute values. Names keep no raw whitespace controls (they become pictures);
+// free text (`keepLineBreaks`) keeps tabs and line breaks, as character references inside attributes so
+// attribute-value normalisation keeps them too.
+void appendXml(std::string& out, std::string_view raw, bool attribute, bool keepLineBreaks = false)
+{
+    withValidUtf8(raw, [&](std::string_view s) {
+        size_t run = 0; // start of the pending run of bytes that need nothing
+        auto flush = [&](size_t i) { out.append(s.substr(run, i - run)); };
+        for (size_t i = 0; i < s.size(); ++i) {
+            const auto c = static_cast<unsigned char>(s[i]);
+            const char* entity = nullptr;
+            switch (c) {
+            case '&': entity = "&amp;"; break;
+            case '<': entity = "&lt;"; break;
+            case '>': entity = "&gt;"; break;
+            case '"': entity = "&quot;"; break;
+            case '\'': entity = "&#39;"; break;
+            case '\t': entity = "&#9;"; break;
+            case '\n': entity = "&#10;"; break;
+            case '\r': entity = "&#13;"; break;
+            default: break;
+            }
+            const bool whitespace = c == '\t' || c == '\n' || c == '\r';
+            if (whitespace && !keepLineBreaks) {
+                entity = nullptr; // a name: show it
+            } else if (whitespace && !attribute) {
+                continue; // literal in text
+            }
+            if (entity) {
+                flush(i);
+                out += entity;
+                run = i + 1;
+            } else if (c < 0x20 || c == 0x7f) {
+                flush(i);
+                appendControlPicture(out, c);
+                run = i + 1;
+            } else if (size_t n = c >= 0xC2 ? unwantedSequence(s, i) : 0) {
+                flush(i);
+                out += kReplacementChar;
+                i += n - 1;
+                run = i + 1;
+            }
+        }
+        flush(s.size());
+    });
+}
+
+void appendXmlText(std::string& out, std::string_view raw) { appendXml(out, raw, false); }
+void appendXmlAttr(std::string& out, std::string_view raw) { appendXml(out, raw, true); }
+
+// A Markdown code span that shows `raw` literally inside a GFM table: the fence is one backtick longer
+// than any run inside, pipes are escaped (GFM splits cells before it parses code spans).
+void appendMarkdownCode(std::string& out, std::string_view raw)
+{
+    std::string visible;
+    visible.reserve(raw.size());
+    appendVisible(visible, raw);
+    size_t longest = 0;
+    for (size_t i = 0, run = 0; i < visible.size(); ++i) {
+        run = visible[i] == '`' ? run + 1 : 0;
+        longest = std::max(longest, run);
+    }
+    const std::string fence(longest + 1, '`');
+    // A code span strips one space at each end, and cannot start or end next to its fence's backticks.
+    const bool pad = visible.empty() || visible.front() == '`' || visible.back() == '`' || (visible.front() == ' ' && visible.back() == ' ');
+    out += fence;
+    if (pad)
+        out += ' ';
+    for (char c : visible) {
+        if (c == '|')
+            out += '\\';
+        out += c;
+    }
+    if (pad)
+        out += ' ';
+    out += fence;
+}
+
+// Markdown prose (explanations, messages): backslash-escape what could start markup, HTML or a cell break.
+// An underscore between letters or digits cannot open or close emphasis, so `load_state_dict` stays as is.
+void appendMarkdownText(std::string& out, std::string_view raw)
+{
+    std::string visible;
+    visible.reserve(raw.size());
+    appendVisible(visible, raw);
+    auto alnum = [&](size_t i) { return i < visible.size() && std::isalnum(static_cast<unsigned char>(visible[i])); };
+    for (size_t i = 0; i < visible.size(); ++i) {
+        const char c = visible[i];
+        const bool inertUnderscore = c == '_' && i > 0 && alnum(i - 1) && alnum(i + 1);
+        if (c != '\0' && !inertUnderscore && std::strchr("\\`*_[]<>|&~#!", c))
+            out += '\\';
+        out += c;
+    }
+}
+
+// One RFC 4180 cell. A leading = + - @ (or tab, CR) would make a spreadsheet evaluate the cell as a
+// formula, so such a cell gets a leading apostrophe (the usual OWASP mitigation).
+void appendCsvCell(std::string& out, std::string_view raw)
+{
+    withValidUtf8(raw, [&](std::string_view s) {
+        const bool formula = !s.empty() && s.front() != '\0' && std::strchr("=+-@\t\r", s.front()) != nullptr;
+        bool quote = false;
+        for (char c : s)
+            quote |= c == ',' || c == '"' || c == '\r' || c == '\n';
+        if (quote)
+            out += '"';
+        if (formula)
+            out += '\'';
+        if (quote) {
+            size_t run = 0;
+            for (size_t i = s.find('"'); i != std::string_view::npos; i = s.find('"', i + 1)) {
+                out.append(s.substr(run, i + 1 - run));
+                out += '"';
+                run = i + 1;
+            }
+            out.append(s.substr(run));
+            out += '"';
+        } else {
+            out.append(s);
+        }
+    });
+}
+
+// ---- what the renderers share ----------------------------------------------------------------------------
+
+const Entry* entryOf(const Source& s, int32_t index)
+{
+    return index >= 0 && static_cast<size_t>(index) < s.entries.size() ? &s.entries[static_cast<size_t>(index)] : nullptr;
+}
+
+std::string_view entryDtypeName(const Entry& e)
+{
+    return e.kind == EntryKind::Object ? std::string_view("object") : dtypeName(e.dtype);
+}
+
+// "[4096, 11008] bfloat16", or "? bfloat16" when the shape is not known.
+void appendShapeAndDtype(std::string& out, const Entry& e)
+{
+    if (e.shapeKnown)
+        appendShape(out, e.shape);
+    else
+        out += '?';
+    out += ' ';
+    out += entryDtypeName(e);
+}
+
+// The rule set's compile errors as issues, for reports made without checkRules.
+std::vector<RuleIssue> issuesFromRuleErrors(const std::vector<PatternError>& errors)
+{
+    std::vector<RuleIssue> out;
+    for (const auto& e : errors) {
+        RuleIssue issue;
+        issue.kind = RuleIssue::Kind::Invalid;
+        issue.severity = Severity::Danger;
+        issue.rule = static_cast<int>(e.rule);
+        issue.message = "rule " + std::to_string(e.rule + 1) + ": " + (e.inReplacement ? "replacement" : "pattern") + " at position "
+            + std::to_string(e.offset) + ": " + e.message;
+        out.push_back(std::move(issue));
+    }
+    return out;
+}
+
+struct ReportContext {
+    const DiffReportInput& in;
+    std::vector<RuleIssue> ownIssues; // when the caller passed none
+    const std::vector<RuleIssue>* issues = nullptr;
+    std::vector<FoldedRow> folded; // every row, in the diff's order (only when asked for)
+    std::vector<const FoldedRow*> differences; // the folded rows that are not matches, failures first
+
+    ReportContext(const DiffReportInput& input, bool fold)
+        : in(input)
+    {
+        if (in.ruleIssues) {
+            issues = in.ruleIssues;
+        } else {
+            ownIssues = issuesFromRuleErrors(in.diff.ruleErrors);
+            issues = &ownIssues;
+        }
+        if (!fold)
+            return;
+        folded = foldRows(in.diff, in.a, in.b);
+        for (RowStatus status : kDifferenceOrder)
+            for (const FoldedRow& f : folded)
+                if (f.status == status)
+                    differences.push_back(&f);
+    }
+    const std::vector<Suggestion>& suggestions() const
+    {
+        static const std::vector<Suggestion> none;
+        return in.suggestions ? *in.suggestions : none;
+    }
+    const std::string& name(const DiffRow& row) const { return rowName(row, in.a, in.b); }
+    bool loadSucceeds() const { return in.diff.summary.loadSucceeds(in.failOnDtype); }
+
+    // A capacity for a document with a line per row: the names and explanations plus `perRow` bytes of
+    // markup, so building a large report does not copy itself over and over while it grows.
+    size_t estimate(size_t perRow, size_t fixed = 16384) const
+    {
+        size_t bytes = fixed;
+        for (const DiffRow& row : in.diff.rows) {
+            bytes += perRow + row.explanation.size();
+            if (const Entry* e = entryOf(in.a, row.a))
+                bytes += e->name.size();
+            if (const Entry* e = entryOf(in.b, row.b))
+                bytes += e->name.size();
+        }
+        return bytes + bytes / 16;
+    }
+};
+
+// What a JUnit failure or a listing says about a row without a known cause.
+std::string rowMessage(const DiffRow& row, const Source& a, const Source& b)
+{
+    if (!row.explanation.empty())
+        return row.explanation;
+    const Entry* ea = entryOf(a, row.a);
+    const Entry* eb = entryOf(b, row.b);
+    std::string out;
+    switch (row.status) {
+    case RowStatus::Match: return "present on both sides with the same shape and dtype";
+    case RowStatus::Renamed: return "matched through the rules";
+    case RowStatus::Missing: return "the model expects this key and the checkpoint has none (Missing key(s) in a strict load)";
+    case RowStatus::Unexpected: return "the checkpoint has this key and the model does not (Unexpected key(s) in a strict load)";
+    case RowStatus::Dropped: return "dropped by a rule";
+    case RowStatus::ShapeMismatch:
+    case RowStatus::DtypeMismatch:
+        out = row.status == RowStatus::ShapeMismatch ? "size mismatch: " : "dtype mismatch: ";
+        if (ea && eb) {
+            out += "checkpoint ";
+            appendShapeAndDtype(out, *ea);
+            out += ", model ";
+            appendShapeAndDtype(out, *eb);
+        }
+        return out;
+    }
+    return out;
+}
+
+std::string countsText(const DiffSummary& s, const std::vector<RowStatus>& statuses)
+{
+    std::string out;
+    for (RowStatus st : statuses) {
+        if (s.count(st) == 0)
+            continue;
+        if (!out.empty())
+            out += ", ";
+        appendNumber(out, static_cast<uint64_t>(s.count(st)));
+        out += ' ';
+        out += rowStatusName(st);
+    }
+    return out;
+}
+
+size_t totalRows(const DiffSummary& s)
+{
+    size_t n = 0;
+    for (size_t c : s.counts)
+        n += c;
+    return n;
+}
+
+std::string sourceLine(const Source& s)
+{
+    std::string out = s.format.empty() ? std::string("in memory") : s.format;
+    if (!s.container.empty())
+        out += ", container '" + s.container + "'";
+    out += ", ";
+    appendNumber(out, static_cast<uint64_t>(s.entries.size()));
+    out += s.entries.size() == 1 ? " entry, " : " entries, ";
+    out += humanBytes(s.totalBytes());
+    return out;
+}
+
+// ---- JSON ------------------------------------------------------------------------------------------------
+
+void writeRuleJson(JsonWriter& w, const Rule& r)
+{
+    w.beginObject();
+    w.field("pattern", r.pattern);
+    w.field("replace", r.replacement);
+    w.field("drop", r.drop);
+    w.field("enabled", r.enabled);
+    w.field("note", r.note);
+    w.endObject();
+}
+
+void writeStringsJson(JsonWriter& w, const std::vector<std::string>& items)
+{
+    w.beginArray();
+    for (const auto& s : items)
+        w.string(s);
+    w.endArray();
+}
+
+// Writes into a std::string through a raw pointer. Room for an item's worst case is made once, so the many
+// small appends of a row are plain stores (std::string's per-append checks made the rows about 40% slower
+// at 100,000 rows). Leaves `out` at the written size when it goes.
+class RawWriter {
+public:
+    explicit RawWriter(std::string& out)
+        : m_out(out)
+        , m_used(out.size())
+    {
+        m_out.resize(std::max(m_out.capacity(), m_used + 256));
+        m_p = m_out.data();
+    }
+    ~RawWriter() { m_out.resize(m_used); }
+    RawWriter(const RawWriter&) = delete;
+    RawWriter& operator=(const RawWriter&) = delete;
+
+    void makeRoom(size_t n)
+    {
+        if (m_used + n <= m_out.size())
+            return;
+        m_out.resize(std::max(m_out.size() * 2, m_used + n));
+        m_p = m_out.data();
+    }
+    void put(char c) { m_p[m_used++] = c; }
+    void put(std::string_view s)
+    {
+        std::memcpy(m_p + m_used, s.data(), s.size());
+        m_used += s.size();
+    }
+    void number(int64_t v) // needs 20 bytes of room
+    {
+        m_used = static_cast<size_t>(std::to_chars(m_p + m_used, m_p + m_used + 24, v).ptr - m_p);
+    }
+    void null() { put("null"); }
+    // Worst case: 6 bytes per input byte (\u00XX; an invalid byte becomes 3), plus the quotes.
+    static size_t stringRoom(std::string_view s) { return 6 * s.size() + 2; }
+    // A JSON string as rapidjson writes it (the rest of the document comes from JsonWriter): invalid UTF-8
+    // replaced, '"' and '\\' escaped, control characters as \n-style or \u00XX escapes.
+    void string(std::string_view raw)
+    {
+        withValidUtf8(raw, [&](std::string_view s) {
+            static constexpr char kHex[] = "0123456789ABCDEF";
+            put('"');
+            size_t run = 0;
+            for (size_t i = 0; i < s.size(); ++i) {
+                const auto c = static_cast<unsigned char>(s[i]);
+                if (c >= 0x20 && c != '"' && c != '\\')
+                    continue;
+                put(s.substr(run, i - run));
+                run = i + 1;
+                put('\\');
+                switch (c) {
+                case '"': put('"'); break;
+                case '\\': put('\\'); break;
+                case '\n': put('n'); break;
+                case '\r': put('r'); break;
+                case '\t': put('t'); break;
+                case '\b': put('b'); break;
+                case '\f': put('f'); break;
+                default:
+                    put("u00");
+                    put(kHex[c >> 4]);
+                    put(kHex[c & 0xF]);
+                }
+            }
+            put(s.substr(run));
+            put('"');
+        });
+    }
+    // `"a_shape": [..]|null` and `"a_dtype": str|null` for one side of a row.
+    static size_t sideRoom(const Entry* e) { return 64 + (e ? 21 * e->shape.size() : 0); }
+    void shape(const Entry* e, std::string_view key)
+    {
+        put(key);
+        if (!e || !e->shapeKnown) {
+            null();
+            return;
+        }
+        put('[');
+        for (size_t i = 0; i < e->shape.size(); ++i) {
+            if (i)
+                put(',');
+            number(e->shape[i]);
+        }
+        put(']');
+    }
+    void dtype(const Entry* e, std::string_view key)
+    {
+        put(key);
+        if (!e) {
+            null();
+            return;
+        }
+        put('"');
+        put(entryDtypeName(*e)); // plain ASCII names
+        put('"');
+    }
+
+private:
+    std::string& m_out;
+    size_t m_used = 0;
+    char* m_p = nullptr;
+};
+
+} // namespace
+
+bool rowFails(RowStatus status, bool failOnDtype)
+{
+    switch (status) {
+    case RowStatus::ShapeMismatch:
+    case RowStatus::Missing:
+    case RowStatus::Unexpected: return true;
+    case RowStatus::DtypeMismatch: return failOnDtype;
+    case RowStatus::Match:
+    case RowStatus::Renamed:
+    case RowStatus::Dropped: return false;
+    }
+    return false;
+}
+
+std::string diffVerdict(const DiffSummary& s, bool failOnDtype)
+{
+    std::string failing = countsText(s, { RowStatus::ShapeMismatch, RowStatus::Missing, RowStatus::Unexpected });
+    const size_t casts = s.count(RowStatus::DtypeMismatch);
+    if (!failing.empty()) {
+        std::string out = "a strict load_state_dict would fail: " + failing;
+        if (casts) {
+            out += "; ";
+            appendNumber(out, static_cast<uint64_t>(casts));
+            out += failOnDtype ? " dtype_mismatch (failures here: fail on dtype)" : " dtype_mismatch (cast on load)";
+        }
+        return out;
+    }
+    if (failOnDtype && casts) {
+        std::string out = "a strict load_state_dict would fail the dtype check: ";
+        appendNumber(out, static_cast<uint64_t>(casts));
+        out += " dtype_mismatch (torch itself would cast them; failures here: fail on dtype)";
+        return out;
+    }
+    const size_t modelKeys = s.count(RowStatus::Match) + s.count(RowStatus::Renamed) + casts;
+    std::string out = "a strict load_state_dict would succeed: all ";
+    appendNumber(out, static_cast<uint64_t>(modelKeys));
+    out += modelKeys == 1 ? " model key found" : " model keys found";
+    if (s.count(RowStatus::Renamed)) {
+        out += ", ";
+        appendNumber(out, static_cast<uint64_t>(s.count(RowStatus::Renamed)));
+        out += " through the rules";
+    }
+    if (casts) {
+        out += ", ";
+        appendNumber(out, static_cast<uint64_t>(casts));
+        out += " cast to the model's dtype";
+    }
+    if (s.count(RowStatus::Dropped)) {
+        out += ", ";
+        appendNumber(out, static_cast<uint64_t>(s.count(RowStatus::Dropped)));
+        out += " checkpoint keys dropped by rules";
+    }
+    return out;
+}
+
+std::string_view diffReportFormatName(DiffReportFormat f)
+{
+    switch (f) {
+    case DiffReportFormat::Text: return "text";
+    case DiffReportFormat::Json: return "json";
+    case DiffReportFormat::Markdown: return "markdown";
+    case DiffReportFormat::Csv: return "csv";
+    case DiffReportFormat::Html: return "html";
+    case DiffReportFormat::Junit: return "junit";
+    }
+    return "text";
+}
+
+std::optional<DiffReportFormat> parseDiffReportFormat(std::string_view name)
+{
+    if (name == "text" || name == "txt")
+        return DiffReportFormat::Text;
+    if (name == "json")
+        return DiffReportFormat::Json;
+    if (name == "markdown" || name == "md")
+        return DiffReportFormat::Markdown;
+    if (name == "csv")
+        return DiffReportFormat::Csv;
+    if (name == "html")
+        return DiffReportFormat::Html;
+    if (name == "junit" || name == "xml")
+        return DiffReportFormat::Junit;
+    return std::nullopt;
+}
+
+std::string renderDiffReport(const DiffReportInput& in, DiffReportFormat format)
+{
+    switch (format) {
+    case DiffReportFormat::Text: return diffToText(in);
+    case DiffReportFormat::Json: return diffToJson(in);
+    case DiffReportFormat::Markdown: return diffToMarkdown(in);
+    case DiffReportFormat::Csv: return diffToCsv(in);
+    case DiffReportFormat::Html: return diffToHtml(in);
+    case DiffReportFormat::Junit: return diffToJunit(in);
+    }
+    return diffToText(in);
+}
+
+std::string diffToJson(const DiffReportInput& in)
+{
+    const ReportContext ctx(in, true);
+    std::string out;
+    out.reserve(ctx.estimate(330) + ctx.folded.size() * 100);
+    // The small parts go through JsonWriter (one root value each); rows and folded rows, which can be
+    // hundreds of thousands, are written straight into the reserved output.
+    auto append = [&out](const JsonWriter& w) { out.append(w.text()); };
+    out += "{\"a\":";
+    {
+        JsonWriter w;
+        writeSourceJson(w, in.a);
+        append(w);
+    }
+    out += ",\"b\":";
+    {
+        JsonWriter w;
+        writeSourceJson(w, in.b);
+        append(w);
+    }
+    out += ",\"rules\":";
+    {
+        JsonWriter w;
+        w.beginArray();
+        for (const auto& r : in.rules.rules)
+            writeRuleJson(w, r);
+        w.endArray();
+        append(w);
+    }
+    out += ",\"summary\":{";
+    for (RowStatus st : kAllStatuses) {
+        out += '"';
+        out += rowStatusName(st);
+        out += "\":";
+        appendNumber(out, static_cast<uint64_t>(in.diff.summary.count(st)));
+        out += ',';
+    }
+    out += ctx.loadSucceeds() ? "\"load_succeeds\":true}" : "\"load_succeeds\":false}";
+
+    out += ",\"rows\":[";
+    {
+        RawWriter raw(out);
+        bool firstItem = true;
+        for (const DiffRow& row : in.diff.rows) {
+            const Entry* ea = entryOf(in.a, row.a);
+            const Entry* eb = entryOf(in.b, row.b);
+            const std::string_view reason = reasonName(row.reason);
+            raw.makeRoom(160 + (ea ? RawWriter::stringRoom(ea->name) : 0) + (eb ? RawWriter::stringRoom(eb->name) : 0)
+                + RawWriter::stringRoom(reason) + RawWriter::stringRoom(row.explanation) + RawWriter::sideRoom(ea) + RawWriter::sideRoom(eb));
+            raw.put(firstItem ? "{\"status\":\"" : ",{\"status\":\"");
+            firstItem = false;
+            raw.put(rowStatusName(row.status));
+            raw.put("\",\"a\":");
+            ea ? raw.string(ea->name) : raw.null();
+            raw.put(",\"b\":");
+            eb ? raw.string(eb->name) : raw.null();
+            raw.put(",\"reason\":");
+            row.reason != Reason::None ? raw.string(reason) : raw.null();
+            raw.put(",\"explanation\":");
+            !row.explanation.empty() ? raw.string(row.explanation) : raw.null();
+            raw.put(",\"rule\":");
+            row.rule >= 0 ? raw.number(row.rule) : raw.null();
+            raw.shape(ea, ",\"a_shape\":");
+            raw.shape(eb, ",\"b_shape\":");
+            raw.dtype(ea, ",\"a_dtype\":");
+            raw.dtype(eb, ",\"b_dtype\":");
+            raw.put('}');
+        }
+        raw.makeRoom(16);
+        raw.put("],\"folded\":[");
+        firstItem = true;
+        for (const FoldedRow& f : ctx.folded) {
+            const std::string_view reason = reasonName(f.reason);
+            raw.makeRoom(96 + RawWriter::stringRoom(f.name) + RawWriter::stringRoom(reason));
+            raw.put(firstItem ? "{\"name\":" : ",{\"name\":");
+            firstItem = false;
+            raw.string(f.name);
+            raw.put(",\"status\":\"");
+            raw.put(rowStatusName(f.status));
+            raw.put("\",\"reason\":");
+            f.reason != Reason::None ? raw.string(reason) : raw.null();
+            raw.put(",\"count\":");
+            raw.number(static_cast<int64_t>(f.rows.size()));
+            raw.put('}');
+        }
+    }
+    out += "],\"rule_issues\":";
+    {
+        JsonWriter w;
+        w.beginArray();
+        for (const RuleIssue& issue : *ctx.issues) {
+            w.beginObject();
+            w.field("kind", ruleIssueKindName(issue.kind));
+            w.field("severity", severityName(issue.severity));
+            w.key("rule");
+            issue.rule >= 0 ? w.integer(issue.rule) : w.null();
+            w.field("message", issue.message);
+            w.key("examples");
+            writeStringsJson(w, issue.examples);
+            w.endObject();
+        }
+        w.endArray();
+        append(w);
+    }
+    out += ",\"suggestions\":";
+    {
+        JsonWriter w;
+        w.beginArray();
+        for (const Suggestion& s : ctx.suggestions()) {
+            w.beginObject();
+            w.field("kind", suggestionKindName(s.kind));
+            w.field("title", s.title);
+            w.field("resolves", static_cast<uint64_t>(s.resolves));
+            w.field("collisions", static_cast<uint64_t>(s.collisions));
+            w.key("rules");
+            w.beginArray();
+            for (const auto& r : s.rules)
+                writeRuleJson(w, r);
+            w.endArray();
+            w.key("examples");
+            writeStringsJson(w, s.examples);
+            w.endObject();
+        }
+        w.endArray();
+        append(w);
+    }
+    out += "}\n";
+    return out;
+}
+
+// ---- text ------------------------------------------------------------------------------------------------
+
+std::string diffToText(const DiffReportInput& in)
+{
+    const ReportContext ctx(in, true);
+    const DiffSummary& s = in.diff.summary;
+    std::string out;
+    out.reserve(4096);
+
+    std::vector<RowStatus> all(kAllStatuses.begin(), kAllStatuses.end());
+    std::string counts = countsText(s, all);
+    out += counts.empty() ? std::string("no keys on either side") : counts;
+    out += " (";
+    appendNumber(out, static_cast<uint64_t>(totalRows(s)));
+    out += " rows)\n";
+    out += "A (checkpoint): ";
+    appendVisible(out, in.a.path);
+    out += "  [";
+    appendVisible(out, sourceLine(in.a));
+    out += "]\n";
+    out += "B (model):      ";
+    appendVisible(out, in.b.path);
+    out += "  [";
+    appendVisible(out, sourceLine(in.b));
+    out += "]\n";
+    if (!in.rules.rules.empty()) {
+        out += "rules: ";
+        appendNumber(out, static_cast<uint64_t>(in.rules.rules.size()));
+        out += in.rules.mode == RuleMode::FirstMatch ? " (first match)\n" : " (chained)\n";
+    }
+
+    RowStatus current = RowStatus::Match;
+    for (const FoldedRow* group : ctx.differences) {
+        const FoldedRow& f = *group;
+        if (f.status != current) {
+            current = f.status;
+            out += '\n';
+            out += rowStatusName(f.status);
+            out += " (";
+            appendNumber(out, static_cast<uint64_t>(s.count(f.status)));
+            out += rowFails(f.status, in.failOnDtype) ? ", fails the load)\n" : ")\n";
+        }
+        const DiffRow& first = in.diff.rows[f.rows.front()];
+        out += "  ";
+        appendVisible(out, f.name);
+        if (f.rows.size() > 1) {
+            out += "  (";
+            appendNumber(out, static_cast<uint64_t>(f.rows.size()));
+            out += " rows)";
+        }
+        if (f.reason != Reason::None) {
+            out += "  [";
+            out += reasonName(f.reason);
+            out += ']';
+        }
+        out += '\n';
+        const Entry* ea = entryOf(in.a, first.a);
+        const Entry* eb = entryOf(in.b, first.b);
+        if ((f.status == RowStatus::ShapeMismatch || f.status == RowStatus::DtypeMismatch) && ea && eb) {
+            out += "      checkpoint ";
+            appendShapeAndDtype(out, *ea);
+            out += ", model ";
+            appendShapeAndDtype(out, *eb);
+            out += '\n';
+        }
+        if (!first.explanation.empty()) {
+            out += "      ";
+            if (f.rows.size() > 1) {
+                out += "e.g. ";
+                appendVisible(out, ctx.name(first));
+                out += ": ";
+            }
+            appendVisible(out, first.explanation);
+            out += '\n';
+        }
+    }
+
+    if (!ctx.issues->empty()) {
+        out += "\nrule issues (";
+        appendNumber(out, static_cast<uint64_t>(ctx.issues->size()));
+        out += ")\n";
+        for (const RuleIssue& issue : *ctx.issues) {
+            out += "  ";
+            out += severityName(issue.severity);
+            out += "  ";
+            out += ruleIssueKindName(issue.kind);
+            out += ": ";
+            appendVisible(out, issue.message);
+            out += '\n';
+            for (size_t k = 0; k < issue.examples.size() && k < kTextExamples; ++k) {
+                out += "      ";
+                appendVisible(out, issue.examples[k]);
+                out += '\n';
+            }
+        }
+    }
+
+    if (!ctx.suggestions().empty()) {
+        out += "\nsuggestions (";
+        appendNumber(out, static_cast<uint64_t>(ctx.suggestions().size()));
+        out += ")\n";
+        for (const Suggestion& sg : ctx.suggestions()) {
+            out += "  ";
+            appendVisible(out, sg.title);
+            out += '\n';
+            for (const Rule& r : sg.rules) {
+                out += "      ";
+                out += r.drop ? "drop " : "";
+                appendVisible(out, r.pattern);
+                if (!r.drop) {
+                    out += "  ->  ";
+                    appendVisible(out, r.replacement);
+                }
+                out += '\n';
+            }
+        }
+    }
+
+    out += '\n';
+    out += diffVerdict(s, in.failOnDtype);
+    out += '\n';
+    return out;
+}
+
+// ---- Markdown --------------------------------------------------------------------------------------------
+
+std::string diffToMarkdown(const DiffReportInput& in)
+{
+    const ReportContext ctx(in, true);
+    const DiffSummary& s = in.diff.summary;
+    std::string out;
+    out.reserve(4096);
+    out += "# StateLens diff\n\n";
+    out += "| side | path | source |\n|---|---|---|\n";
+    for (int side = 0; side < 2; ++side) {
+        const Source& src = side == 0 ? in.a : in.b;
+        out += side == 0 ? "| A (checkpoint) | " : "| B (model) | ";
+        appendMarkdownCode(out, src.path);
+        out += " | ";
+        appendMarkdownText(out, sourceLine(src));
+        out += " |\n";
+    }
+    out += "\n**";
+    appendMarkdownText(out, diffVerdict(s, in.failOnDtype));
+    out += "**\n\n";
+
+    out += "| status | rows |\n|---|---:|\n";
+    for (RowStatus st : kAllStatuses) {
+        out += "| ";
+        out += rowStatusName(st);
+        out += " | ";
+        appendNumber(out, static_cast<uint64_t>(s.count(st)));
+        out += " |\n";
+    }
+
+    if (!ctx.differences.empty()) {
+        out += "\n## Differences\n\n";
+        out += "| status | name | rows | reason | explanation |\n|---|---|---:|---|---|\n";
+        for (const FoldedRow* group : ctx.differences) {
+            const FoldedRow& f = *group;
+            const DiffRow& first = in.diff.rows[f.rows.front()];
+            out += "| ";
+            out += rowStatusName(f.status);
+            out += " | ";
+            appendMarkdownCode(out, f.name);
+            out += " | ";
+            appendNumber(out, static_cast<uint64_t>(f.rows.size()));
+            out += " | ";
+            out += reasonName(f.reason);
+            out += " | ";
+            if (f.rows.size() > 1 && !first.explanation.empty()) {
+                out += "e.g. ";
+                appendMarkdownCode(out, ctx.name(first));
+                out += ": ";
+            }
+            appendMarkdownText(out, rowMessage(first, in.a, in.b));
+            out += " |\n";
+        }
+    }
+
+    if (!in.rules.rules.empty()) {
+        out += "\n## Rules\n\n| # | pattern | replacement | note |\n|---:|---|---|---|\n";
+        for (size_t i = 0; i < in.rules.rules.size(); ++i) {
+            const Rule& r = in.rules.rules[i];
+            out += "| ";
+            appendNumber(out, static_cast<uint64_t>(i + 1));
+            out += " | ";
+            appendMarkdownCode(out, r.pattern);
+            out += " | ";
+            if (r.drop)
+                out += "(drop)";
+            else if (r.replacement.empty())
+                out += "(empty)";
+            else
+                appendMarkdownCode(out, r.replacement);
+            out += " | ";
+            if (!r.enabled)
+                out += "(disabled) ";
+            appendMarkdownText(out, r.note);
+            out += " |\n";
+        }
+    }
+
+    if (!ctx.issues->empty()) {
+        out += "\n## Rule issues\n\n| severity | kind | rule | message |\n|---|---|---:|---|\n";
+        for (const RuleIssue& issue : *ctx.issues) {
+            out += "| ";
+            out += severityName(issue.severity);
+            out += " | ";
+            out += ruleIssueKindName(issue.kind);
+            out += " | ";
+            if (issue.rule >= 0)
+                appendNumber(out, static_cast<int64_t>(issue.rule + 1));
+            out += " | ";
+            appendMarkdownText(out, issue.message);
+            out += " |\n";
+        }
+    }
+
+    if (!ctx.suggestions().empty()) {
+        out += "\n## Suggestions\n\n| resolves | suggestion | rules |\n|---:|---|---|\n";
+        for (const Suggestion& sg : ctx.suggestions()) {
+            out += "| ";
+            appendNumber(out, static_cast<uint64_t>(sg.resolves));
+            out += " | ";
+            appendMarkdownText(out, sg.title);
+            out += " | ";
+            for (size_t k = 0; k < sg.rules.size(); ++k) {
+                if (k)
+                    out += "<br>";
+                appendMarkdownCode(out, sg.rules[k].pattern);
+                out += sg.rules[k].drop ? " (drop)" : " → ";
+                if (!sg.rules[k].drop)
+                    appendMarkdownCode(out, sg.rules[k].replacement);
+            }
+            out += " |\n";
+        }
+    }
+    return out;
+}
+
+// ---- CSV -------------------------------------------------------------------------------------------------
+
+std::string diffToCsv(const DiffReportInput& in)
+{
+    const ReportContext ctx(in, false);
+    std::string out;
+    out.reserve(ctx.estimate(90, 256));
+    out += "status,a,b,reason,rule,a_shape,b_shape,a_dtype,b_dtype,explanation\r\n";
+    std::string shape;
+    for (const DiffRow& row : in.diff.rows) {
+        const Entry* ea = entryOf(in.a, row.a);
+        const Entry* eb = entryOf(in.b, row.b);
+        out += rowStatusName(row.status);
+        out += ',';
+        if (ea)
+            appendCsvCell(out, ea->name);
+        out += ',';
+        if (eb)
+            appendCsvCell(out, eb->name);
+        out += ',';
+        out += reasonName(row.reason);
+        out += ',';
+        if (row.rule >= 0)
+            appendNumber(out, static_cast<int64_t>(row.rule));
+        for (const Entry* e : { ea, eb }) {
+            out += ',';
+            if (e && e->shapeKnown) {
+                shape.clear();
+                appendShape(shape, e->shape);
+                appendCsvCell(out, shape);
+            }
+        }
+        for (const Entry* e : { ea, eb }) {
+            out += ',';
+            if (e)
+                out += entryDtypeName(*e);
+        }
+        out += ',';
+        appendCsvCell(out, row.explanation);
+        out += "\r\n";
+    }
+    return out;
+}
+
+// ---- HTML ------------------------------------------------------------------------------------------------
+
+namespace {
+
+// The page's only style and script. Their SHA-256 (base64) is in the Content-Security-Policy, so a browser
+// runs these two and nothing else: change either and update its hash (tst_diff_report fails with the hash
+// it expects).
+// Both avoid '<' and '&' so the page stays well-formed XML.
+constexpr std::string_view kHtmlStyle = R"CSS(
+:root { color-scheme: light dark; --bg: #ffffff; --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --panel: #f6f8fa;
+  --match: #1a7f37; --renamed: #0969da; --shape_mismatch: #cf222e; --dtype_mismatch: #9a6700;
+  --missing: #bc4c00; --unexpected: #8250df; --dropped: #6e7781; }
+@media (prefers-color-scheme: dark) {
+  :root { --bg: #0d1117; --fg: #e6edf3; --muted: #9198a1; --line: #3d444d; --panel: #151b23;
+    --match: #3fb950; --renamed: #4493f8; --shape_mismatch: #f85149; --dtype_mismatch: #d29922;
+    --missing: #db6d28; --unexpected: #ab7df8; --dropped: #9198a1; }
+}
+body { background: var(--bg); color: var(--fg); font: 14px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 80em; padding: 0 1em; }
+h1 { font-size: 1.4em; margin: 0 0 0.4em; }
+h2 { font-size: 1.15em; margin: 1.4em 0 0.5em; }
+code, .name, td.mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; word-break: break-all; }
+table { border-collapse: collapse; margin: 0.3em 0; }
+th, td { border: 1px solid var(--line); padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
+th { background: var(--panel); }
+.verdict { font-weight: 600; padding: 0.5em 0.8em; border-left: 4px solid var(--match); background: var(--panel); }
+.verdict.fail { border-left-color: var(--shape_mismatch); }
+.controls { display: flex; flex-wrap: wrap; gap: 0.4em 1em; align-items: center; margin: 1em 0; }
+.controls label { white-space: nowrap; }
+#filter { flex: 1 1 16em; padding: 0.3em 0.5em; background: var(--bg); color: var(--fg); border: 1px solid var(--line); border-radius: 4px; }
+.badge { display: inline-block; min-width: 8.5em; font-weight: 600; }
+details.group { border-bottom: 1px solid var(--line); padding: 0.25em 0; }
+details.group summary { cursor: pointer; }
+details.group table { margin-left: 1.5em; font-size: 0.92em; }
+.count, .reason, .why, .more { color: var(--muted); }
+.why { display: block; margin-left: 10.2em; }
+.st-match { color: var(--match); }
+.st-renamed { color: var(--renamed); }
+.st-shape_mismatch { color: var(--shape_mismatch); }
+.st-dtype_mismatch { color: var(--dtype_mismatch); }
+.st-missing { color: var(--missing); }
+.st-unexpected { color: var(--unexpected); }
+.st-dropped { color: var(--dropped); }
+.sev-danger { color: var(--shape_mismatch); font-weight: 600; }
+.sev-warning { color: var(--dtype_mismatch); }
+)CSS";
+
+constexpr std::string_view kHtmlScript = R"JS(
+(function () {
+  "use strict";
+  var filter = document.getElementById("filter");
+  var toggles = Array.prototype.slice.call(document.querySelectorAll("input[data-status]"));
+  var groups = Array.prototype.slice.call(document.querySelectorAll("details.group"));
+  var texts = null;
+  function apply() {
+    var query = filter.value.trim().toLowerCase();
+    if (query !== "" ? texts === null : false) {
+      texts = groups.map(function (g) { return g.textContent.toLowerCase(); });
+    }
+    var shown = {};
+    toggles.forEach(function (t) { shown[t.getAttribute("data-status")] = t.checked; });
+    groups.forEach(function (g, i) {
+      var visible = shown[g.getAttribute("data-status")] === true;
+      if (visible ? query !== "" : false) { visible = texts[i].indexOf(query) !== -1; }
+      g.hidden = !visible;
+    });
+  }
+  filter.addEventListener("input", apply);
+  toggles.forEach(function (t) { t.addEventListener("change", apply); });
+  apply();
+})();
+)JS";
+
+// base64(SHA-256) of kHtmlStyle and kHtmlScript.
+constexpr std::string_view kHtmlStyleHash = "sha256-KbvrHXNTsL5zQ6Ouk1gUd3hIDL98no4bALiBXi1JFrE=";
+constexpr std::string_view kHtmlScriptHash = "sha256-rAWJHEtfG/BA1vK04Hq7Z3YVkCbvOF2Ub9yBwzBEZEQ=";
+
+void appendSideCells(std::string& out, const Entry* e)
+{
+    out += "<td class=\"mono\">";
+    if (e && e->shapeKnown)
+        appendShape(out, e->shape);
+    else if (e)
+        out += '?';
+    out += "</td><td>";
+    if (e)
+        out += entryDtypeName(*e);
+    out += "</td>";
+}
+
+} // namespace
+
+std::string diffToHtml(const DiffReportInput& in)
+{
+    const ReportContext ctx(in, true);
+    const DiffSummary& s = in.diff.summary;
+    size_t listedRows = 0;
+    for (const FoldedRow& f : ctx.folded)
+        listedRows += std::min(f.rows.size(), kHtmlRowsPerGroup);
+    std::string out;
+    out.reserve(16384 + listedRows * 400 + ctx.folded.size() * 400);
+
+    out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n";
+    out += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src '";
+    out += kHtmlStyleHash;
+    out += "'; script-src '";
+    out += kHtmlScriptHash;
+    out += "'; base-uri 'none'; form-action 'none'\"/>\n";
+    out += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n";
+    out += "<meta name=\"generator\" content=\"StateLens\"/>\n<title>StateLens diff: ";
+    appendXmlText(out, in.a.path);
+    out += " vs ";
+    appendXmlText(out, in.b.path);
+    out += "</title>\n<style>";
+    out += kHtmlStyle;
+    out += "</style>\n</head>\n<body>\n<h1>StateLens diff</h1>\n";
+
+    out += "<table class=\"sources\">\n";
+    for (int side = 0; side < 2; ++side) {
+        const Source& src = side == 0 ? in.a : in.b;
+        out += side == 0 ? "<tr><th>A (checkpoint)</th><td><code>" : "<tr><th>B (model)</th><td><code>";
+        appendXmlText(out, src.path);
+        out += "</code></td><td>";
+        appendXmlText(out, sourceLine(src));
+        out += "</td></tr>\n";
+    }
+    out += "</table>\n";
+    out += ctx.loadSucceeds() ? "<p class=\"verdict\">" : "<p class=\"verdict fail\">";
+    appendXmlText(out, diffVerdict(s, in.failOnDtype));
+    out += "</p>\n";
+
+    // Status toggles with the counts; matches start hidden (the script applies this; without it all show).
+    out += "<div class=\"controls\">\n";
+    for (RowStatus st : kAllStatuses) {
+        out += "<label class=\"st-";
+        out += rowStatusName(st);
+        out += "\"><input type=\"checkbox\" data-status=\"";
+        out += rowStatusName(st);
+        out += st == RowStatus::Match ? "\"/> " : "\" checked=\"checked\"/> ";
+        out += rowStatusName(st);
+        out += " <b class=\"summary-count\" data-status=\"";
+        out += rowStatusName(st);
+        out += "\">";
+        appendNumber(out, static_cast<uint64_t>(s.count(st)));
+        out += "</b></label>\n";
+    }
+    out += "<input id=\"filter\" type=\"search\" placeholder=\"filter by name or text\" aria-label=\"filter\"/>\n</div>\n";
+
+    // Differences first (failures first), then the matches.
+    std::vector<const FoldedRow*> groups = ctx.differences;
+    for (const FoldedRow& f : ctx.folded)
+        if (f.status == RowStatus::Match)
+            groups.push_back(&f);
+    out += "<div id=\"rows\">\n";
+    for (const FoldedRow* group : groups) {
+        const FoldedRow& f = *group;
+        const DiffRow& first = in.diff.rows[f.rows.front()];
+        const std::string_view status = rowStatusName(f.status);
+        out += "<details class=\"group\" data-status=\"";
+        out += status;
+        out += "\"><summary><span class=\"badge st-";
+        out += status;
+        out += "\">";
+        out += status;
+        out += "</span> <span class=\"name\">";
+        appendXmlText(out, f.name);
+        out += "</span>";
+        if (f.rows.size() > 1) {
+            out += " <span class=\"count\">(";
+            appendNumber(out, static_cast<uint64_t>(f.rows.size()));
+            out += " rows)</span>";
+        }
+        if (f.reason != Reason::None) {
+            out += " <span class=\"reason\">";
+            out += reasonName(f.reason);
+            out += "</span>";
+        }
+        if (f.status != RowStatus::Match) {
+            out += "<span class=\"why\">";
+            appendXml(out, rowMessage(first, in.a, in.b), false, true);
+            out += "</span>";
+        }
+        out += "</summary>\n<table><thead><tr><th>A</th><th>B</th><th>A shape</th><th>A dtype</th><th>B shape</th><th>B dtype</th>"
+               "<th>rule</th><th>explanation</th></tr></thead><tbody>\n";
+        const size_t shown = std::min(f.rows.size(), kHtmlRowsPerGroup);
+        for (size_t k = 0; k < shown; ++k) {
+            const DiffRow& row = in.diff.rows[f.rows[k]];
+            const Entry* ea = entryOf(in.a, row.a);
+            const Entry* eb = entryOf(in.b, row.b);
+            out += "<tr><td class=\"mono\">";
+            if (ea)
+                appendXmlText(out, ea->name);
+            out += "</td><td class=\"mono\">";
+            if (eb)
+                appendXmlText(out, eb->name);
+            out += "</td>";
+            appendSideCells(out, ea);
+            appendSideCells(out, eb);
+            out += "<td>";
+            if (row.rule >= 0)
+                appendNumber(out, static_cast<int64_t>(row.rule + 1));
+            out += "</td><td>";
+            appendXml(out, row.explanation, false, true);
+            out += "</td></tr>\n";
+        }
+        out += "</tbody></table>\n";
+        if (shown < f.rows.size()) {
+            out += "<p class=\"more\">";
+            appendNumber(out, static_cast<uint64_t>(f.rows.size() - shown));
+            out += " more rows: the JSON and CSV reports list every row.</p>\n";
+        }
+        out += "</details>\n";
+    }
+    out += "</div>\n";
+
+    if (!in.rules.rules.empty()) {
+        out += "<h2>Rules</h2>\n<table><thead><tr><th>#</th><th>pattern</th><th>replacement</th><th>note</th></tr></thead><tbody>\n";
+        for (size_t i = 0; i < in.rules.rules.size(); ++i) {
+            const Rule& r = in.rules.rules[i];
+            out += "<tr><td>";
+            appendNumber(out, static_cast<uint64_t>(i + 1));
+            out += "</td><td><code>";
+            appendXmlText(out, r.pattern);
+            out += "</code></td><td>";
+            if (r.drop) {
+                out += "(drop)";
+            } else {
+                out += "<code>";
+                appendXmlText(out, r.replacement);
+                out += "</code>";
+            }
+            out += "</td><td>";
+            if (!r.enabled)
+                out += "(disabled) ";
+            appendXml(out, r.note, false, true);
+            out += "</td></tr>\n";
+        }
+        out += "</tbody></table>\n";
+    }
+
+    if (!ctx.issues->empty()) {
+        out += "<h2>Rule issues</h2>\n<table><thead><tr><th>severity</th><th>kind</th><th>rule</th><th>message</th></tr></thead><tbody>\n";
+        for (const RuleIssue& issue : *ctx.issues) {
+            out += "<tr><td class=\"sev-";
+            out += severityName(issue.severity);
+            out += "\">";
+            out += severityName(issue.severity);
+            out += "</td><td>";
+            out += ruleIssueKindName(issue.kind);
+            out += "</td><td>";
+            if (issue.rule >= 0)
+                appendNumber(out, static_cast<int64_t>(issue.rule + 1));
+            out += "</td><td>";
+            appendXml(out, issue.message, false, true);
+            for (const auto& ex : issue.examples) {
+                out += "<br/><code>";
+                appendXmlText(out, ex);
+                out += "</code>";
+            }
+            out += "</td></tr>\n";
+        }
+        out += "</tbody></table>\n";
+    }
+
+    if (!ctx.suggestions().empty()) {
+        out += "<h2>Suggestions</h2>\n<table><thead><tr><th>resolves</th><th>suggestion</th><th>rules</th></tr></thead><tbody>\n";
+        for (const Suggestion& sg : ctx.suggestions()) {
+            out += "<tr><td>";
+            appendNumber(out, static_cast<uint64_t>(sg.resolves));
+            out += "</td><td>";
+            appendXml(out, sg.title, false, true);
+            out += "</td><td>";
+            for (size_t k = 0; k < sg.rules.size(); ++k) {
+                if (k)
+                    out += "<br/>";
+                out += "<code>";
+                appendXmlText(out, sg.rules[k].pattern);
+                out += "</code>";
+                if (sg.rules[k].drop) {
+                    out += " (drop)";
+                } else {
+                    out += " → <code>";
+                    appendXmlText(out, sg.rules[k].replacement);
+                    out += "</code>";
+                }
+            }
+            out += "</td></tr>\n";
+        }
+        out += "</tbody></table>\n";
+    }
+
+    out += "<script>";
+    out += kHtmlScript;
+    out += "</script>\n</body>\n</html>\n";
+    return out;
+}
+
+// ---- JUnit XML -------------------------------------------------------------------------------------------
+
+std::string diffToJunit(const DiffReportInput& in)
+{
+    const ReportContext ctx(in, false);
+    const DiffSummary& s = in.diff.summary;
+    const bool loadOk = ctx.loadSucceeds();
+
+    size_t rowTests = 1; // the strict load as a whole
+    size_t rowFailures = loadOk ? 0 : 1;
+    for (RowStatus st : kAllStatuses) {
+        if (st == RowStatus::Match)
+            continue;
+        rowTests += s.count(st);
+        if (rowFails(st, in.failOnDtype))
+            rowFailures += s.count(st);
+    }
+    size_t ruleFailures = 0;
+    for (const RuleIssue& issue : *ctx.issues)
+        ruleFailures += issue.severity == Severity::Danger ? 1 : 0;
+    const size_t ruleTests = ctx.issues->size();
+
+    std::string out;
+    out.reserve(ctx.estimate(360));
+    auto counts = [&](size_t tests, size_t failures) {
+        out += " tests=\"";
+        appendNumber(out, static_cast<uint64_t>(tests));
+        out += "\" failures=\"";
+        appendNumber(out, static_cast<uint64_t>(failures));
+        out += "\" errors=\"0\" skipped=\"0\"";
+    };
+    out += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"statelens diff\"";
+    counts(rowTests + ruleTests, rowFailures + ruleFailures);
+    out += ">\n<testsuite name=\"load_state_dict\"";
+    counts(rowTests, rowFailures);
+    out += ">\n<properties>\n<property name=\"checkpoint\" value=\"";
+    appendXmlAttr(out, in.a.path);
+    out += "\"/>\n<property name=\"model\" value=\"";
+    appendXmlAttr(out, in.b.path);
+    out += "\"/>\n<property name=\"fail_on_dtype\" value=\"";
+    out += in.failOnDtype ? "true" : "false";
+    out += "\"/>\n</properties>\n";
+
+    const std::string verdict = diffVerdict(s, in.failOnDtype);
+    out += "<testcase classname=\"load_state_dict\" name=\"strict=True\">";
+    if (!loadOk) {
+        out += "<failure type=\"load_state_dict\" message=\"";
+        appendXmlAttr(out, verdict);
+        out += "\"/>";
+    } else {
+        out += "<system-out>";
+        appendXmlText(out, verdict);
+        out += "</system-out>";
+    }
+    out += "</testcase>\n";
+
+    for (const DiffRow& row : in.diff.rows) {
+        if (row.status == RowStatus::Match)
+            continue;
+        const std::string_view status = rowStatusName(row.status);
+        const Entry* ea = entryOf(in.a, row.a);
+        const Entry* eb = entryOf(in.b, row.b);
+        out += "<testcase classname=\"";
+        out += status;
+        out += "\" name=\"";
+        appendXmlAttr(out, ctx.name(row));
+        out += "\">";
+        const bool fails = rowFails(row.status, in.failOnDtype);
+        const std::string message = rowMessage(row, in.a, in.b);
+        if (fails) {
+            out += "<failure type=\"";
+            out += status;
+            out += "\" message=\"";
+            appendXml(out, message, true, true);
+            out += "\">";
+        } else {
+            out += "<system-out>";
+            appendXml(out, message, false, true);
+            out += '\n';
+        }
+        // The details a CI log should show without opening another report.
+        if (ea) {
+            out += "checkpoint: ";
+            appendXmlText(out, ea->name);
+            out += ' ';
+            if (ea->shapeKnown)
+                appendShape(out, ea->shape);
+            out += ' ';
+            out += entryDtypeName(*ea);
+            out += '\n';
+        }
+        if (eb) {
+            out += "model: ";
+            appendXmlText(out, eb->name);
+            out += ' ';
+            if (eb->shapeKnown)
+                appendShape(out, eb->shape);
+            out += ' ';
+            out += entryDtypeName(*eb);
+            out += '\n';
+        }
+        if (row.reason != Reason::None) {
+            out += "reason: ";
+            out += reasonName(row.reason);
+            out += '\n';
+        }
+        out += fails ? "</failure>" : "</system-out>";
+        out += "</testcase>\n";
+    }
+    out += "</testsuite>\n<testsuite name=\"rules\"";
+    counts(ruleTests, ruleFailures);
+    out += ">\n";
+    for (const RuleIssue& issue : *ctx.issues) {
+        out += "<testcase classname=\"";
+        out += ruleIssueKindName(issue.kind);
+        out += "\" name=\"";
+        if (issue.rule >= 0) {
+            out += "rule ";
+            appendNumber(out, static_cast<int64_t>(issue.rule + 1));
+        } else {
+            out += "rule set";
+        }
+        out += "\">";
+        const bool fails = issue.severity == Severity::Danger;
+        out += fails ? "<failure type=\"" : "<system-out>";
+        if (fails) {
+            out += ruleIssueKindName(issue.kind);
+            out += "\" message=\"";
+            appendXml(out, issue.message, true, true);
+            out += "\">";
+        } else {
+            appendXml(out, issue.message, false, true);
+            out += '\n';
+        }
+        for (const auto& ex : issue.examples) {
+            appendXmlText(out, ex);
+            out += '\n';
+        }
+        out += fails ? "</failure>" : "</system-out>";
+        out += "</testcase>\n";
+    }
+    out += "</testsuite>\n</testsuites>\n";
+    return out;
+}
+
+} // namespace sl

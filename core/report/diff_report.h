@@ -1,0 +1,101 @@
+#pragma once
+// `statelens diff` output: one diff (diff/diff.h) rendered as JSON, text, Markdown, CSV, HTML or JUnit XML.
+// Every renderer returns the whole document; callers write it with writeFileAtomically.
+//
+// Conventions shared by the formats:
+//   - Rule indices in JSON and CSV are 0-based, as in the JSON "rules" array. What people read (text,
+//     Markdown, HTML, JUnit, and the explanations and messages everywhere) numbers rules from 1, as rule
+//     files are numbered: index 0 is "rule 1".
+//   - Text from checkpoints is untrusted: invalid UTF-8 becomes U+FFFD everywhere; in the formats meant to
+//     be read (text, Markdown, HTML, JUnit) control characters in names show as their Unicode control
+//     pictures (ESC -> U+241B, DEL -> U+2421) and C1 controls as U+FFFD, so a key cannot move a terminal's
+//     cursor or break an XML document. Free text (explanations, messages) keeps tabs and line breaks in
+//     HTML and JUnit. JSON and CSV carry the names as they are (JSON escapes, CSV quotes).
+//   - dtype_mismatch rows load (load_state_dict casts); they count as failures only with failOnDtype.
+//     `load_succeeds` in the JSON and the text verdict honour failOnDtype, so they agree with the exit
+//     code a CI job gets.
+//
+// JSON (the "a" and "b" objects are the `source` object of `statelens ls --format json`):
+//   {"a": {source}, "b": {source},
+//    "rules": [{"pattern", "replace", "drop", "enabled", "note"}],
+//    "summary": {"match": N, "renamed": N, "shape_mismatch": N, "dtype_mismatch": N, "missing": N,
+//                "unexpected": N, "dropped": N, "load_succeeds": bool},
+//    "rows": [{"status", "a": A's original name|null, "b": B's name|null, "reason": str|null,
+//              "explanation": str|null, "rule": 0-based index|null, "a_shape": [..]|null, "b_shape": [..]|null,
+//              "a_dtype": str|null, "b_dtype": str|null}],            every row, matches included
+//    "folded": [{"name", "status", "reason": str|null, "count"}],     every row folded by index template
+//    "rule_issues": [{"kind", "severity", "rule": int|null, "message", "examples": [..]}],
+//    "suggestions": [{"kind", "title", "resolves", "collisions", "rules": [rule objects], "examples": [..]}]}
+//   A shape is null when the side has no entry or its shape is unknown; dtypes are named as in `ls`
+//   ("object" for non-tensor values). Without checkRules' issues, "rule_issues" lists the rule set's
+//   compile errors from the diff (kind "invalid"); without suggestions, "suggestions" is [].
+//
+// CSV (RFC 4180, CRLF, a header row): status,a,b,reason,rule,a_shape,b_shape,a_dtype,b_dtype,explanation,
+// one line per diff row, shapes as "[2, 3]". Spreadsheets run a cell that starts with = + - @ (or a tab or
+// CR) as a formula, so such a cell gets a leading apostrophe; strip one leading apostrophe from those
+// cells to get the raw value back.
+//
+// Text: the counts first, then the differences folded by index template (failures first) with the first
+// row's explanation, rule issues, suggestions, and last the verdict line. Markdown: the sources, the verdict,
+// the counts, then tables of folded differences, rules, rule issues and suggestions; names sit in code
+// spans with `|` escaped for GFM tables.
+//
+// JUnit XML: one testsuite "load_state_dict" with a testcase per row that is not a match
+// (classname = the status, name = the row's name as rowName gives it) plus one testcase "strict=True" for
+// the load as a whole, so a clean diff still reports one passing test.
+// Failing: shape_mismatch, missing, unexpected (and dtype_mismatch with failOnDtype). Passing: renamed,
+// dropped, dtype_mismatch otherwise. A second testsuite "rules" has a testcase per rule issue, failing for
+// danger ones (invalid patterns, collisions, round-trip failures). tests/failures add up per suite and in
+// <testsuites>.
+//
+// HTML: one self-contained page (inline CSS and a small inline script for the filter box and the status
+// toggles; a Content-Security-Policy that allows only those two, by hash, and nothing from the network).
+// Light and dark colours follow prefers-color-scheme. Every folded row is a <details> listing its rows
+// (the first 1,000 of a group; JSON and CSV have them all); differences come first, matches last and
+// toggled off. The markup is also well-formed XML.
+
+#include "diff/diff.h"
+#include "diff/rule_checks.h"
+#include "model/source.h"
+#include "rules/rule.h"
+#include "suggest/suggestions.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sl {
+
+struct DiffReportInput {
+    const Source& a; // the checkpoint
+    const Source& b; // the model
+    const RuleSet& rules; // the rules the diff ran with
+    const DiffResult& diff;
+    const std::vector<RuleIssue>* ruleIssues = nullptr; // checkRules' output, when it was run
+    const std::vector<Suggestion>* suggestions = nullptr;
+    bool failOnDtype = false;
+};
+
+enum class DiffReportFormat : uint8_t { Text, Json, Markdown, Csv, Html, Junit };
+std::string_view diffReportFormatName(DiffReportFormat f); // "text", "json", "markdown", "csv", "html", "junit"
+// Also accepts "md", "txt" and "xml" (JUnit); nullopt for anything else.
+std::optional<DiffReportFormat> parseDiffReportFormat(std::string_view name);
+
+std::string renderDiffReport(const DiffReportInput& in, DiffReportFormat format);
+
+std::string diffToJson(const DiffReportInput& in);
+std::string diffToText(const DiffReportInput& in);
+std::string diffToMarkdown(const DiffReportInput& in);
+std::string diffToCsv(const DiffReportInput& in);
+std::string diffToHtml(const DiffReportInput& in);
+std::string diffToJunit(const DiffReportInput& in);
+
+// One line: "a strict load_state_dict would succeed: ..." or "... would fail: 2 missing, 1 unexpected".
+std::string diffVerdict(const DiffSummary& summary, bool failOnDtype);
+
+// Whether a row is a failure in the JUnit sense (and for the verdict).
+bool rowFails(RowStatus status, bool failOnDtype);
+
+} // namespace sl

@@ -1,0 +1,49 @@
+#pragma once
+// Rule sets written out for other tools: a standalone Python module, Hugging Face's `key_mapping`, a
+// torchtitan-style `{}` template map, and a plain old,new CSV of a finished mapping.
+//
+// Every export says what it could not express in `problems` instead of writing something that maps keys
+// differently from StateLens. Rules the engine refuses (see rule_engine.h) and disabled rules are left
+// out, as the engine leaves them out.
+
+#include "rules/rule.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sl {
+
+// A Python 3.7+ module using only `re`: RULES (pattern, replacement, drop) tuples, MODE, remap_key(key)
+// (None when dropped), remap_state_dict(sd) (ValueError when two keys land on one name), and a __main__
+// that reads keys one per line on stdin and prints `old<TAB>new`, or `old<TAB><dropped>` for a dropped
+// key (the marker is DROPPED_MARKER; `--marker TEXT` chooses another).
+std::string rulesToPython(const RuleSet& rules);
+
+// The `{regex: replacement}` dict that transformers' `from_pretrained(key_mapping=...)` takes, as JSON.
+// transformers tries the entries in order and stops at the first one that matches (re.subn count > 0),
+// so a chain of rules is only expressible when no key meets two of them: with `keys`, every key is run
+// through both and each divergence is a problem; without, a chain of two or more rules is reported as
+// unchecked. Drop rules and repeated patterns cannot be dict entries: left out, reported.
+struct HfExport {
+    std::string json;
+    std::vector<std::string> problems;
+};
+HfExport rulesToHfKeyMapping(const RuleSet& rules, const std::vector<std::string>* keys = nullptr);
+
+// A Python `from_hf_map = {...}` dict in the form torchtitan's state-dict adapters use (e.g.
+// torchtitan/models/llama3/model/state_dict_adapter.py): a key containing "layers" is looked up with its
+// first number replaced by `{}` (`re.sub(r"(\d+)", "{}", key, count=1)`) and that number is put back into
+// the value with str.format; other keys are looked up as they are; None skips a key. Built from `keys`
+// mapped through the rules; every key is then run through torchtitan's lookup, and each key whose result
+// differs from the rules' (layer-specific renames, numbers moved or dropped) is a problem.
+struct TemplateExport {
+    std::string text;
+    std::vector<std::string> problems;
+};
+TemplateExport rulesToTorchtitan(const RuleSet& rules, const std::vector<std::string>& keys);
+
+// `old,new` with a header line, RFC 4180 quoting and CRLF line ends; an empty new name means dropped.
+std::string mappingToCsv(const std::vector<std::pair<std::string, std::string>>& oldNew);
+
+} // namespace sl

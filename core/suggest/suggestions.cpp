@@ -1,0 +1,754 @@
+#include "suggest/suggestions.h"
+
+#include "diff/diff.h"
+#include "diff/reasons.h"
+#include "rules/rule_engine.h"
+#include "rules/rule_inverse.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace sl {
+
+std::string_view suggestionKindName(Suggestion::Kind k)
+{
+    switch (k) {
+    case Suggestion::Kind::WrapperPrefix: return "wrapper_prefix";
+    case Suggestion::Kind::DropBuffer: return "drop_buffer";
+    case Suggestion::Kind::SystematicRename: return "systematic_rename";
+    case Suggestion::Kind::FromPair: return "from_pair";
+    }
+    return "";
+}
+
+namespace {
+
+constexpr size_t kExamples = 3;
+
+std::vector<std::string> splitSegments(std::string_view name)
+{
+    std::vector<std::string> out;
+    size_t start = 0;
+    for (;;) {
+        const size_t dot = name.find('.', start);
+        out.emplace_back(name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+        if (dot == std::string_view::npos)
+            return out;
+        start = dot + 1;
+    }
+}
+
+bool isNumber(std::string_view s)
+{
+    return !s.empty() && s.size() <= 18 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+// What a block of rules does to the keys that are still unexpected, measured.
+struct Evaluation {
+    size_t resolves = 0;
+    size_t dropped = 0;
+    size_t collisions = 0;
+    size_t breaks = 0;
+    size_t shapeMismatches = 0;
+    std::vector<std::string> examples;
+};
+
+bool shapesAgree(const Entry& x, const Entry& y)
+{
+    return !x.shapeKnown || !y.shapeKnown || x.shape == y.shape;
+}
+
+// The unexpected and missing keys left under the rules taken so far.
+class Residual {
+public:
+    Residual(const Source& a, const Source& b, const RuleSet& rules)
+        : m_a(a)
+        , m_b(b)
+    {
+        DiffOptions options;
+        options.explain = false;
+        DiffResult diff = diffSources(a, b, rules, options);
+        for (auto& row : diff.rows) {
+            if (row.status == RowStatus::Unexpected)
+                unexpected.push_back({ static_cast<size_t>(row.a), row.mapped, row.reason });
+            else if (row.status == RowStatus::Missing)
+                missing.emplace(b.entries[static_cast<size_t>(row.b)].name, static_cast<size_t>(row.b));
+            else if (row.status != RowStatus::Dropped)
+                matched.push_back(rowName(row, a, b));
+        }
+        for (const auto& name : matched)
+            taken.insert(name);
+    }
+
+    struct Key {
+        size_t a; // A's entry
+        std::string name; // after the rules so far
+        Reason reason;
+    };
+    std::vector<Key> unexpected;
+    std::unordered_map<std::string, size_t> missing; // B's name -> entry
+    std::vector<std::string> matched; // names that load now
+    std::unordered_set<std::string> taken;
+
+    const Entry& entryA(const Key& k) const { return m_a.entries[k.a]; }
+    const Entry& entryB(size_t i) const { return m_b.entries[i]; }
+
+    Evaluation evaluate(const std::vector<Rule>& block, bool checkBreaks = true) const
+    {
+        Evaluation ev;
+        RuleSet set;
+        set.rules = block;
+        const CompiledRules compiled = CompiledRules::compile(set);
+        std::unordered_set<std::string_view> hit;
+        for (const Key& k : unexpected) {
+            CompiledRules::Result r = compiled.apply(k.name);
+            if (r.dropped) {
+                ++ev.dropped;
+                continue;
+            }
+            if (r.name == k.name)
+                continue;
+            auto it = missing.find(r.name);
+            if (it != missing.end() && !shapesAgree(m_a.entries[k.a], m_b.entries[it->second])) {
+                ++ev.shapeMismatches; // the name lands, the tensor would not load
+                continue;
+            }
+            if (it != missing.end() && hit.insert(it->first).second) {
+                ++ev.resolves;
+                if (ev.examples.size() < kExamples)
+                    ev.examples.push_back(k.name + " -> " + r.name);
+            } else if (it != missing.end() || taken.count(r.name)) {
+                ++ev.collisions;
+            }
+        }
+        if (checkBreaks && (ev.resolves || ev.dropped)) {
+            for (const auto& name : matched) {
+                CompiledRules::Result r = compiled.apply(name);
+                if (r.dropped || r.name != name)
+                    ++ev.breaks;
+            }
+        }
+        return ev;
+    }
+
+    // Takes a block: its renames and drops become the new state.
+    void accept(const std::vector<Rule>& block)
+    {
+        RuleSet set;
+        set.rules = block;
+        const CompiledRules compiled = CompiledRules::compile(set);
+        std::vector<Key> still;
+        still.reserve(unexpected.size());
+        for (Key& k : unexpected) {
+            CompiledRules::Result r = compiled.apply(k.name);
+            if (r.dropped)
+                continue;
+            auto it = missing.find(r.name);
+            if (it != missing.end()) {
+                taken.insert(r.name);
+                matched.push_back(r.name);
+                missing.erase(it);
+                continue;
+            }
+            k.name = std::move(r.name);
+            still.push_back(std::move(k));
+        }
+        unexpected = std::move(still);
+    }
+
+private:
+    const Source& m_a;
+    const Source& m_b;
+};
+
+std::string_view wrapperOrigin(std::string_view w)
+{
+    if (w == "_orig_mod.")
+        return "torch.compile";
+    if (w == "module.")
+        return "DDP/DataParallel";
+    if (w == "_fsdp_wrapped_module." || w == "_fpw_module.")
+        return "FSDP";
+    if (w == "_checkpoint_wrapped_module.")
+        return "activation checkpointing";
+    if (w == "base_model.model.")
+        return "PEFT";
+    return "wrapper";
+}
+
+Rule stripRule(const std::string& wrapper, bool leadingOnly)
+{
+    Rule r;
+    r.pattern = (leadingOnly ? "^" : "") + escapePattern(wrapper);
+    r.note = "strip " + std::string(wrapperOrigin(wrapper)) + "'s '" + wrapper + "'";
+    return r;
+}
+
+class Suggester {
+public:
+    Suggester(const Source& a, const Source& b, const RuleSet& existing, const SuggestOptions& options)
+        : m_a(a)
+        , m_b(b)
+        , m_rules(existing)
+        , m_options(options)
+        , m_residual(a, b, existing)
+    {
+    }
+
+    std::vector<Suggestion> run()
+    {
+        wrappers();
+        drops();
+        systematic();
+        return std::move(m_out);
+    }
+
+private:
+    const Source& m_a;
+    const Source& m_b;
+    RuleSet m_rules;
+    SuggestOptions m_options;
+    Residual m_residual;
+    std::vector<Suggestion> m_out;
+
+    bool full() const { return m_out.size() >= m_options.maxSuggestions; }
+
+    void take(Suggestion s, const Evaluation& ev)
+    {
+        s.resolves = s.kind == Suggestion::Kind::DropBuffer ? ev.dropped : ev.resolves;
+        s.collisions = ev.collisions;
+        s.examples = ev.examples;
+        m_residual.accept(s.rules);
+        for (const auto& r : s.rules)
+            m_rules.rules.push_back(r);
+        m_out.push_back(std::move(s));
+    }
+
+    // Step 1. Candidates from the wrapper segments on either side, as blocks (nested wrappers need all
+    // their rules together); the best block first, until none resolves anything.
+    void wrappers()
+    {
+        std::unordered_map<std::string, std::vector<std::string>> missingByUnwrapped; // unwrapped -> B names
+        for (const auto& [name, index] : m_residual.missing)
+            missingByUnwrapped[unwrapName(name).name].push_back(name);
+        std::map<std::vector<std::string>, std::pair<std::vector<Rule>, std::string>> blocks; // key: wrappers on both sides
+        for (const auto& k : m_residual.unexpected) {
+            UnwrappedName u = unwrapName(k.name);
+            auto it = missingByUnwrapped.find(u.name);
+            if (it == missingByUnwrapped.end())
+                continue;
+            const std::string& target = it->second.front();
+            UnwrappedName ub = unwrapName(target);
+            if (u.removed.empty() && ub.removed.empty())
+                continue;
+            // The model's wrappers can be added only when they all lead its names.
+            std::string leadB;
+            for (const auto& w : ub.removed)
+                leadB += w;
+            if (!ub.removed.empty() && target.compare(0, leadB.size(), leadB) != 0)
+                continue;
+            std::vector<std::string> key = u.removed;
+            key.push_back("|");
+            key.insert(key.end(), ub.removed.begin(), ub.removed.end());
+            if (blocks.count(key))
+                continue;
+            std::vector<Rule> rules;
+            std::string title;
+            std::string rest = k.name; // the key as the rules so far leave it
+            for (const auto& w : u.removed) {
+                // Anchored where the wrapper leads the key at that point (torch.compile, DDP, PEFT); FSDP and
+                // activation-checkpoint wrappers sit at every level, so theirs match anywhere.
+                const bool leading = rest.compare(0, w.size(), w) == 0 && w != "_fsdp_wrapped_module." && w != "_checkpoint_wrapped_module."
+                    && w != "_fpw_module.";
+                if (leading)
+                    rest.erase(0, w.size());
+                rules.push_back(stripRule(w, leading));
+                title += std::string(title.empty() ? "strip " : " and ") + quoted(w) + " (" + std::string(wrapperOrigin(w)) + ")";
+            }
+            if (!title.empty())
+                title += " from the checkpoint's keys";
+            if (!leadB.empty()) {
+                Rule add;
+                add.pattern = "^";
+                add.replacement = escapeReplacement(leadB);
+                std::string origins;
+                for (const auto& w : ub.removed)
+                    origins += std::string(origins.empty() ? "" : ", ") + std::string(wrapperOrigin(w));
+                add.note = "add " + origins + "'s '" + leadB + "' that the model's keys carry";
+                rules.push_back(add);
+                title += std::string(title.empty() ? "" : ", then ") + "add " + quoted(leadB) + " (" + origins + ") that the model's keys carry";
+            }
+            blocks.emplace(std::move(key), std::make_pair(std::move(rules), std::move(title)));
+        }
+        std::vector<std::pair<std::vector<Rule>, std::string>> candidates;
+        for (auto& [key, block] : blocks)
+            candidates.push_back(std::move(block));
+        universalWrappers();
+        while (!candidates.empty() && !full()) {
+            size_t best = SIZE_MAX;
+            Evaluation bestEval;
+            for (size_t i = 0; i < candidates.size(); ++i) {
+                Evaluation ev = m_residual.evaluate(candidates[i].first);
+                if (ev.breaks || ev.resolves == 0)
+                    continue;
+                if (best == SIZE_MAX || ev.resolves > bestEval.resolves) {
+                    best = i;
+                    bestEval = std::move(ev);
+                }
+            }
+            if (best == SIZE_MAX)
+                return;
+            Suggestion s;
+            s.kind = Suggestion::Kind::WrapperPrefix;
+            s.rules = std::move(candidates[best].first);
+            s.title = std::move(candidates[best].second);
+            candidates.erase(candidates.begin() + static_cast<long>(best));
+            s.title += ": resolves " + std::to_string(bestEval.resolves) + " unexpected/missing pairs";
+            take(std::move(s), bestEval);
+        }
+    }
+
+    // A wrapper that every unexpected key carries and none of the model's keys does: stripped first even
+    // when the keys differ otherwise too, so the renames found later read without it.
+    void universalWrappers()
+    {
+        if (m_residual.unexpected.empty() || full())
+            return;
+        std::vector<std::string> common;
+        bool first = true;
+        for (const auto& k : m_residual.unexpected) {
+            std::vector<std::string> removed = unwrapName(k.name).removed;
+            if (first) {
+                common = removed;
+                first = false;
+            } else {
+                common.erase(std::remove_if(common.begin(), common.end(),
+                                 [&](const std::string& w) { return std::find(removed.begin(), removed.end(), w) == removed.end(); }),
+                    common.end());
+            }
+            if (common.empty())
+                return;
+        }
+        for (const Entry& e : m_b.entries)
+            for (const auto& w : unwrapName(e.name).removed)
+                common.erase(std::remove(common.begin(), common.end(), w), common.end());
+        // Nested wrappers (DDP around torch.compile: module._orig_mod.) are one suggestion: neither rule
+        // resolves anything without the other.
+        std::vector<Rule> rules;
+        std::string title;
+        std::vector<std::string> rest;
+        for (const auto& k : m_residual.unexpected)
+            rest.push_back(k.name);
+        for (const auto& w : common) {
+            const bool everywhere = w == "_fsdp_wrapped_module." || w == "_checkpoint_wrapped_module." || w == "_fpw_module.";
+            const bool leading = !everywhere
+                && std::all_of(rest.begin(), rest.end(), [&](const std::string& n) { return n.compare(0, w.size(), w) == 0; });
+            if (leading)
+                for (auto& n : rest)
+                    n.erase(0, w.size());
+            rules.push_back(stripRule(w, leading));
+            title += std::string(title.empty() ? "strip " : " and ") + quoted(w) + " (" + std::string(wrapperOrigin(w)) + ")";
+        }
+        Evaluation ev = m_residual.evaluate(rules);
+        if (ev.breaks || ev.resolves == 0)
+            return;
+        Suggestion s;
+        s.kind = Suggestion::Kind::WrapperPrefix;
+        s.rules = std::move(rules);
+        s.title = title + " from the checkpoint's keys: all " + std::to_string(m_residual.unexpected.size())
+            + " unexpected keys carry " + (common.size() > 1 ? "them" : "it") + ", none of the model's; resolves "
+            + std::to_string(ev.resolves) + " unexpected/missing pairs";
+        take(std::move(s), ev);
+    }
+
+    // Step 2. Non-persistent buffers the checkpoint carries and the model does not save.
+    void drops()
+    {
+        // The reasons come from a fresh explanation of the residual under the rules taken so far.
+        DiffResult diff = diffSources(m_a, m_b, m_rules);
+        std::map<std::string, size_t> tails; // pattern -> keys
+        for (const auto& row : diff.rows) {
+            if (row.status != RowStatus::Unexpected || row.reason != Reason::NonPersistentBuffer)
+                continue;
+            const std::string& name = row.mapped;
+            auto segs = splitSegments(name);
+            // The last segment, with the one before it when that names the module kind (rotary_emb.inv_freq).
+            std::string tail = segs.back();
+            if (segs.size() >= 2 && !isNumber(segs[segs.size() - 2]))
+                tail = segs[segs.size() - 2] + "." + tail;
+            ++tails[tail];
+        }
+        for (const auto& [tail, count] : tails) {
+            if (full())
+                return;
+            Rule r;
+            r.pattern = "(?:^|\\.)" + escapePattern(tail) + "$";
+            r.drop = true;
+            r.note = "drop '" + tail + "': a non-persistent buffer the model does not save";
+            Evaluation ev = m_residual.evaluate({ r });
+            if (ev.dropped == 0 || ev.breaks)
+                continue;
+            Suggestion s;
+            s.kind = Suggestion::Kind::DropBuffer;
+            s.rules = { r };
+            s.title = "drop " + quoted("*." + tail) + " (a non-persistent buffer in the model): resolves " + std::to_string(ev.dropped) + " unexpected keys";
+            take(std::move(s), ev);
+        }
+    }
+
+    // Step 3.
+    struct Member {
+        std::string name;
+        std::vector<int64_t> numbers;
+        const Entry* entry;
+    };
+    struct Cluster {
+        std::string templ;
+        std::vector<Member> members; // sorted by numbers
+        std::string signature; // the numbers of every member
+        bool taken = false;
+    };
+
+    static std::vector<Cluster> clusters(std::vector<Member> members)
+    {
+        std::map<std::string, Cluster> byTemplate;
+        for (auto& m : members) {
+            std::string t = foldIndices(m.name);
+            Cluster& c = byTemplate[t];
+            c.templ = t;
+            c.members.push_back(std::move(m));
+        }
+        std::vector<Cluster> out;
+        for (auto& [t, c] : byTemplate) {
+            std::sort(c.members.begin(), c.members.end(), [](const Member& x, const Member& y) { return x.numbers < y.numbers; });
+            c.signature = std::to_string(c.members.size()) + ":";
+            for (const auto& m : c.members) {
+                for (int64_t n : m.numbers)
+                    c.signature += std::to_string(n) + ",";
+                c.signature += ';';
+            }
+            out.push_back(std::move(c));
+        }
+        return out;
+    }
+
+    static bool shapesFit(const Cluster& u, const Cluster& m)
+    {
+        for (size_t i = 0; i < u.members.size(); ++i) {
+            const Entry* x = u.members[i].entry;
+            const Entry* y = m.members[i].entry;
+            if (x->shapeKnown && y->shapeKnown && !(x->shape == y->shape))
+                return false;
+        }
+        return true;
+    }
+
+    // 2 * LCS / (|x| + |y|) over the parts of two templates that differ.
+    static double similarity(const std::string& x, const std::string& y)
+    {
+        if (x.empty() && y.empty())
+            return 1.0;
+        std::vector<size_t> prev(y.size() + 1, 0), cur(y.size() + 1, 0);
+        for (size_t i = 1; i <= x.size(); ++i) {
+            for (size_t j = 1; j <= y.size(); ++j)
+                cur[j] = x[i - 1] == y[j - 1] ? prev[j - 1] + 1 : std::max(prev[j], cur[j - 1]);
+            std::swap(prev, cur);
+        }
+        return 2.0 * static_cast<double>(prev[y.size()]) / static_cast<double>(x.size() + y.size());
+    }
+
+    // The differing middles of two templates, segment-wise (for similarity and for the rule).
+    struct Alignment {
+        std::vector<std::string> a, b; // segments
+        size_t prefix = 0, suffix = 0;
+    };
+    static Alignment align(const std::string& ta, const std::string& tb)
+    {
+        Alignment al { splitSegments(ta), splitSegments(tb), 0, 0 };
+        const size_t n = std::min(al.a.size(), al.b.size());
+        while (al.suffix < n && al.a[al.a.size() - 1 - al.suffix] == al.b[al.b.size() - 1 - al.suffix])
+            ++al.suffix;
+        while (al.prefix + al.suffix < n && al.a[al.prefix] == al.b[al.prefix])
+            ++al.prefix;
+        return al;
+    }
+    static std::string join(const std::vector<std::string>& segs, size_t from, size_t to)
+    {
+        std::string out;
+        for (size_t i = from; i < to; ++i)
+            out += (i > from ? "." : "") + segs[i];
+        return out;
+    }
+
+    // The rule for a template pair, covering `extra` of the common suffix segments too (0: stop before it).
+    static std::optional<Rule> templateRule(const Alignment& al, size_t extra)
+    {
+        const size_t endA = al.a.size() - al.suffix + extra;
+        const size_t endB = al.b.size() - al.suffix + extra;
+        const bool whole = extra == al.suffix;
+        Rule r;
+        r.pattern = "^";
+        int groups = 0;
+        for (size_t i = 0; i < endA; ++i) {
+            if (i)
+                r.pattern += "\\.";
+            if (al.a[i] == "{}") {
+                r.pattern += "(\\d+)";
+                ++groups;
+            } else {
+                r.pattern += escapePattern(al.a[i]);
+            }
+        }
+        int refs = 0;
+        for (size_t i = 0; i < endB; ++i) {
+            if (i)
+                r.replacement += '.';
+            if (al.b[i] == "{}")
+                r.replacement += "\\g<" + std::to_string(++refs) + ">";
+            else
+                r.replacement += escapeReplacement(al.b[i]);
+        }
+        if (refs != groups)
+            return std::nullopt; // the indices do not line up
+        if (whole) {
+            r.pattern += '$';
+        } else {
+            if (endA > 0)
+                r.pattern += "\\.";
+            if (endB > 0)
+                r.replacement += '.';
+        }
+        // \g<1> reads better as \1 where no digit follows.
+        return r;
+    }
+
+    void systematic()
+    {
+        if (full() || m_residual.unexpected.empty() || m_residual.missing.empty())
+            return;
+        std::vector<Member> um, mm;
+        std::vector<int64_t> numbers;
+        for (const auto& k : m_residual.unexpected) {
+            numbers.clear();
+            foldIndices(k.name, &numbers);
+            um.push_back({ k.name, numbers, &m_residual.entryA(k) });
+        }
+        for (const auto& [name, index] : m_residual.missing) {
+            numbers.clear();
+            foldIndices(name, &numbers);
+            mm.push_back({ name, numbers, &m_residual.entryB(index) });
+        }
+        std::vector<Cluster> us = clusters(std::move(um)), ms = clusters(std::move(mm));
+        std::unordered_map<std::string, std::vector<size_t>> bySignature;
+        for (size_t j = 0; j < ms.size(); ++j)
+            bySignature[ms[j].signature].push_back(j);
+
+        struct Pair {
+            double score;
+            size_t u, m;
+        };
+        std::vector<Pair> pairs;
+        for (size_t i = 0; i < us.size(); ++i) {
+            auto it = bySignature.find(us[i].signature);
+            if (it == bySignature.end())
+                continue;
+            for (size_t j : it->second) {
+                if (!shapesFit(us[i], ms[j]))
+                    continue;
+                Alignment al = align(us[i].templ, ms[j].templ);
+                const double score = similarity(join(al.a, al.prefix, al.a.size() - al.suffix), join(al.b, al.prefix, al.b.size() - al.suffix))
+                    + 0.01 * static_cast<double>(al.prefix + al.suffix);
+                pairs.push_back({ score, i, j });
+            }
+        }
+        std::stable_sort(pairs.begin(), pairs.end(), [](const Pair& x, const Pair& y) { return x.score > y.score; });
+
+        // Greedy one-to-one pairing; a close second choice makes the suggestion "ambiguous".
+        std::vector<std::pair<size_t, size_t>> chosen;
+        std::map<size_t, std::string> ambiguity;
+        std::vector<bool> usedU(us.size()), usedM(ms.size());
+        for (const Pair& p : pairs) {
+            if (usedU[p.u] || usedM[p.m])
+                continue;
+            usedU[p.u] = usedM[p.m] = true;
+            chosen.emplace_back(p.u, p.m);
+            for (const Pair& q : pairs)
+                if (q.u == p.u && q.m != p.m && q.score >= p.score - 1e-9) {
+                    ambiguity[p.u] = ms[q.m].templ;
+                    break;
+                }
+        }
+
+        // Rules, shortest first (stop before the common suffix); longer only where the short one would
+        // rename keys that load already. Identical rules from several pairs (weight and bias) merge.
+        std::map<std::pair<std::string, std::string>, std::pair<Rule, std::string>> rules;
+        for (const auto& [ui, mi] : chosen) {
+            Alignment al = align(us[ui].templ, ms[mi].templ);
+            for (size_t extra = 0; extra <= al.suffix; ++extra) {
+                std::optional<Rule> r = templateRule(al, extra);
+                if (!r)
+                    break;
+                Evaluation ev = m_residual.evaluate({ *r });
+                if (ev.resolves == 0)
+                    break;
+                if (ev.breaks)
+                    continue;
+                const std::string from = join(al.a, 0, al.a.size() - al.suffix + extra);
+                const std::string to = join(al.b, 0, al.b.size() - al.suffix + extra);
+                r->note = "rename '" + from + "' to '" + to + "'";
+                if (auto amb = ambiguity.find(ui); amb != ambiguity.end())
+                    r->note += " (ambiguous: '" + amb->second + "' fits the same indices and shapes; check it)";
+                rules.try_emplace({ r->pattern, r->replacement }, *r, "rename " + quoted(from) + " to " + quoted(to));
+                break;
+            }
+        }
+        // Take them by what they resolve, measured again on what is left each time.
+        std::vector<std::pair<Rule, std::string>> pending;
+        for (auto& [key, value] : rules)
+            pending.push_back(std::move(value));
+        std::vector<std::pair<size_t, size_t>> order; // (resolves, index)
+        for (size_t i = 0; i < pending.size(); ++i)
+            order.emplace_back(m_residual.evaluate({ pending[i].first }, false).resolves, i);
+        std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+        for (const auto& [estimate, i] : order) {
+            if (full())
+                return;
+            Evaluation ev = m_residual.evaluate({ pending[i].first });
+            if (ev.resolves == 0 || ev.breaks)
+                continue;
+            Suggestion s;
+            s.kind = Suggestion::Kind::SystematicRename;
+            s.rules = { pending[i].first };
+            s.title = pending[i].second + ": resolves " + std::to_string(ev.resolves) + " unexpected/missing pairs";
+            if (ev.collisions)
+                s.title += " (" + std::to_string(ev.collisions) + " collide)";
+            take(std::move(s), ev);
+        }
+    }
+};
+
+} // namespace
+
+std::vector<Suggestion> suggestRules(const Source& a, const Source& b, const RuleSet& existing, const SuggestOptions& options)
+{
+    return Suggester(a, b, existing, options).run();
+}
+
+std::optional<Suggestion> inferRule(std::string_view fromA, std::string_view toB, const Source& a, const Source& b, const RuleSet& existing)
+{
+    auto sa = splitSegments(fromA), sb = splitSegments(toB);
+    const size_t n = std::min(sa.size(), sb.size());
+    size_t suffix = 0, prefix = 0;
+    while (suffix < n && sa[sa.size() - 1 - suffix] == sb[sb.size() - 1 - suffix])
+        ++suffix;
+    while (prefix + suffix < n && sa[prefix] == sb[prefix])
+        ++prefix;
+    if (prefix == sa.size() && prefix == sb.size())
+        return std::nullopt; // the same name
+
+    Residual residual(a, b, existing);
+    for (size_t extra = 0; extra <= suffix; ++extra) {
+        const size_t endA = sa.size() - suffix + extra;
+        const size_t endB = sb.size() - suffix + extra;
+        const bool whole = extra == suffix;
+        Rule r;
+        r.pattern = "^";
+        std::vector<std::pair<std::string, bool>> captures; // value, used
+        for (size_t i = 0; i < endA; ++i) {
+            if (i)
+                r.pattern += "\\.";
+            if (isNumber(sa[i])) {
+                r.pattern += "(\\d+)";
+                captures.emplace_back(sa[i], false);
+            } else {
+                r.pattern += escapePattern(sa[i]);
+            }
+        }
+        // B's numbers: the capture at the same place in the shared prefix, else the first unused capture with
+        // the same value, else the literal number.
+        size_t captureAtPrefix = 0;
+        for (size_t i = 0; i < endB; ++i) {
+            if (i)
+                r.replacement += '.';
+            if (!isNumber(sb[i])) {
+                r.replacement += escapeReplacement(sb[i]);
+                continue;
+            }
+            size_t use = SIZE_MAX;
+            if (i < prefix || (i >= sb.size() - suffix)) {
+                // shared segment: its own capture (the k-th number of A at the same position)
+                size_t k = 0;
+                const size_t posA = i < prefix ? i : i - (sb.size() - sa.size());
+                for (size_t j = 0; j < posA; ++j)
+                    k += isNumber(sa[j]);
+                use = k;
+                captureAtPrefix = std::max(captureAtPrefix, k + 1);
+            } else {
+                for (size_t k = 0; k < captures.size(); ++k)
+                    if (!captures[k].second && captures[k].first == sb[i] && k >= captureAtPrefix) {
+                        use = k;
+                        break;
+                    }
+            }
+            if (use < captures.size()) {
+                captures[use].second = true;
+                r.replacement += "\\g<" + std::to_string(use + 1) + ">";
+            } else {
+                r.replacement += sb[i];
+            }
+        }
+        if (whole) {
+            r.pattern += '$';
+        } else {
+            if (endA > 0)
+                r.pattern += "\\.";
+            if (endB > 0)
+                r.replacement += '.';
+        }
+        // The rule must turn the chosen key into the chosen target.
+        RuleSet single;
+        single.rules = { r };
+        CompiledRules::Result check = CompiledRules::compile(single).apply(fromA);
+        if (check.dropped || check.name != toB)
+            continue;
+        Evaluation ev = residual.evaluate({ r });
+        if (ev.breaks && !whole)
+            continue;
+        Suggestion s;
+        s.kind = Suggestion::Kind::FromPair;
+        r.note = "from the pair '" + std::string(fromA) + "' -> '" + std::string(toB) + "'";
+        s.rules = { r };
+        s.resolves = ev.resolves;
+        s.collisions = ev.collisions;
+        s.examples = ev.examples;
+        s.title = "rename " + quoted(r.pattern) + " to " + quoted(r.replacement) + ": resolves " + std::to_string(ev.resolves)
+            + " unexpected/missing pairs (" + std::to_string(ev.resolves > 0 ? ev.resolves - 1 : 0) + " besides the chosen one)"
+            + (ev.collisions ? ", " + std::to_string(ev.collisions) + " collide" : "")
+            + (ev.shapeMismatches ? ", " + std::to_string(ev.shapeMismatches) + " land on a key of another shape" : "")
+            + (ev.breaks ? ", renames " + std::to_string(ev.breaks) + " keys that load now" : "");
+        return s;
+    }
+    return std::nullopt;
+}
+
+RuleSet withSuggestions(const RuleSet& existing, const std::vector<Suggestion>& suggestions)
+{
+    RuleSet out = existing;
+    for (const auto& s : suggestions)
+        for (size_t i = 0; i < s.rules.size(); ++i) {
+            Rule r = s.rules[i];
+            if (i == 0) {
+                r.comments.push_back(s.title);
+                for (const auto& e : s.examples)
+                    r.comments.push_back("  e.g. " + e);
+            }
+            out.rules.push_back(std::move(r));
+        }
+    return out;
+}
+
+} // namespace sl

@@ -1,0 +1,911 @@
+// torch.distributed.checkpoint (DCP) folders: format id "dcp".
+//
+// Fixtures and truth: tests/fixtures/make_dcp_fixtures.py. The t113_* folders were written by torch 1.13's own
+// DCP writer and their expected files come from torch (FileSystemReader.read_metadata, torch.load of every
+// item, zipfile over each item for where the tensor bytes are); the t2_* and hf_* folders are reconstructions
+// of torch 2.x output (marked "reconstruction": true) whose truth is what the generator wrote. Every row opens
+// a folder with StateLens and compares names, containers, shapes, dtypes, chunks, byte ranges, files, source
+// metadata and findings with that truth.
+//
+// The real two-rank save in ../shared/fixtures/real (Lightning, torch 2.0 era) is read at test time and
+// checked against a Python reading of its .metadata that imports nothing (stand-in classes) plus zipfile.
+// Corrupt inputs (truncated and bit-flipped .metadata, missing or short .distcp files, relative paths that
+// leave the folder, absurd chunk counts, hand-made pickles) are made here: each must give a Source or a
+// one-line LoadError naming the folder, quickly.
+
+#include "common/test_paths.h"
+#include "formats/dcp_metadata.h"
+#include "formats/dcp_reader.h"
+#include "formats/dcp_source.h"
+#include "formats/loader.h"
+#include "model/dtype.h"
+#include "model/source.h"
+#include "report/source_report.h"
+#include "util/error.h"
+
+#include <QDir>
+#include <QDirIterator>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QRandomGenerator>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <functional>
+
+using namespace sl;
+
+namespace {
+
+QString q(const std::string& s) { return QString::fromStdString(s); }
+std::string s(const QString& v) { return v.toStdString(); }
+QString dcpDir() { return test::fixturesDir() + QStringLiteral("/dcp"); }
+
+QJsonObject readJson(const QString& path)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly))
+        qFatal("cannot read %s", qPrintable(path));
+    QJsonParseError err;
+    QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &err);
+    if (err.error != QJsonParseError::NoError || !doc.isObject())
+        qFatal("%s: %s", qPrintable(path), qPrintable(err.errorString()));
+    return doc.object();
+}
+
+QByteArray readAll(const QString& path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+bool writeFile(const QString& path, const QByteArray& bytes)
+{
+    QFile f(path);
+    return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(bytes) == bytes.size();
+}
+
+// A fixture folder copied into a temporary one, to be damaged there.
+bool copyFolder(const QString& from, const QString& to)
+{
+    QDir().mkpath(to);
+    QDirIterator it(from, QDir::Files | QDir::Hidden);
+    while (it.hasNext()) {
+        it.next();
+        if (!QFile::copy(it.filePath(), to + "/" + it.fileName()))
+            return false;
+    }
+    return true;
+}
+
+Shape shapeOf(const QJsonValue& v)
+{
+    Shape out;
+    for (const auto& x : v.toArray())
+        out.push_back(static_cast<int64_t>(x.toDouble()));
+    return out;
+}
+
+QString shapeText(const Shape& sh) { return q(shapeToString(sh)); }
+
+QString describeFindings(const Source& src)
+{
+    QString out;
+    for (const auto& f : src.findings)
+        out += QStringLiteral("\n  [%1] %2%3")
+                   .arg(q(std::string(severityName(f.severity))), q(f.message),
+                       f.entry.empty() ? QString() : QStringLiteral(" (entry '%1')").arg(q(f.entry)));
+    return out.isEmpty() ? QStringLiteral(" (none)") : out;
+}
+
+QString fileName(const std::string& path) { return QFileInfo(q(path)).fileName(); }
+
+int severityRank(const QString& s) { return s == "danger" ? 2 : s == "warning" ? 1 : 0; }
+
+bool hasFinding(const Source& src, Severity sev, const QString& contains, const QString& entry = {})
+{
+    for (const auto& f : src.findings)
+        if (f.severity == sev && q(f.message).contains(contains, Qt::CaseInsensitive)
+            && (entry.isEmpty() || q(f.entry) == entry))
+            return true;
+    return false;
+}
+
+const Entry* entryNamed(const Source& src, const QString& name)
+{
+    for (const auto& e : src.entries)
+        if (q(e.name) == name)
+            return &e;
+    return nullptr;
+}
+
+// Opens `path`; a LoadError must be one line that starts with `name`. Returns whether a Source came back.
+bool openOrLoadError(const QString& path, const QString& name, Source* out = nullptr, QString* error = nullptr)
+{
+    try {
+        Source src = openSource(s(path));
+        (void)sourceToJson(src);
+        for (const auto& c : src.containers)
+            (void)sourceToJson(src.withContainer(c.path));
+        if (out)
+            *out = std::move(src);
+        return true;
+    } catch (const LoadError& e) {
+        const QString msg = QString::fromUtf8(e.what());
+        if (!msg.startsWith(name + ": ") || msg.contains('\n') || msg.contains('\r'))
+            qFatal("LoadError is not one line naming %s: %s", qPrintable(name), qPrintable(msg));
+        if (error)
+            *error = msg;
+        return false;
+    }
+}
+
+// ---- hand-made .metadata pickles (protocol 2) ----
+
+class Pickle {
+public:
+    Pickle() { m_b.append("\x80\x02", 2); }
+    Pickle& op(char c)
+    {
+        m_b.append(c);
+        return *this;
+    }
+    Pickle& str(const QByteArray& v)
+    {
+        m_b.append('X');
+        u32(static_cast<uint32_t>(v.size()));
+        m_b.append(v);
+        return *this;
+    }
+    Pickle& integer(int64_t v)
+    {
+        if (v >= INT32_MIN && v <= INT32_MAX) {
+            m_b.append('J');
+            u32(static_cast<uint32_t>(static_cast<int32_t>(v)));
+        } else {
+            m_b.append('\x8a');
+            m_b.append('\x08');
+            for (int i = 0; i < 8; ++i)
+                m_b.append(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff));
+        }
+        return *this;
+    }
+    Pickle& global(const char* module, const char* name)
+    {
+        m_b.append('c');
+        m_b.append(module);
+        m_b.append('\n');
+        m_b.append(name);
+        m_b.append('\n');
+        return *this;
+    }
+    // cls.__new__(cls): what dataclasses pickle as at protocol 2, before BUILD.
+    Pickle& newObject(const char* module, const char* name) { return global(module, name).op(')').op('\x81'); }
+    Pickle& size(const std::vector<int64_t>& dims)
+    {
+        global("torch", "Size").op('(');
+        for (int64_t d : dims)
+            integer(d);
+        return op('t').op('\x85').op('R');
+    }
+    Pickle& put(uint32_t k)
+    {
+        m_b.append('r');
+        return u32(k);
+    }
+    Pickle& get(uint32_t k)
+    {
+        m_b.append('j');
+        return u32(k);
+    }
+    Pickle& raw(const QByteArray& b)
+    {
+        m_b.append(b);
+        return *this;
+    }
+    QByteArray bytes() const { return m_b; }
+
+private:
+    Pickle& u32(uint32_t v)
+    {
+        for (int i = 0; i < 4; ++i)
+            m_b.append(static_cast<char>((v >> (8 * i)) & 0xff));
+        return *this;
+    }
+    QByteArray m_b;
+};
+
+constexpr const char* kMeta = "torch.distributed.checkpoint.metadata";
+constexpr const char* kFs = "torch.distributed.checkpoint.filesystem";
+
+// TensorStorageMetadata with TensorProperties as __getstate__ writes it; `chunks` writes the chunk list.
+void tensorMeta(Pickle& p, const char* dtype, const std::vector<int64_t>& size, const std::function<void(Pickle&)>& chunks)
+{
+    p.newObject(kMeta, "TensorStorageMetadata").op('}').op('(');
+    p.str("properties").newObject(kMeta, "TensorProperties").op('(').global("torch", dtype).op('N').op('\x89').op('N').op('\x89').op('t').op('b');
+    p.str("size").size(size);
+    p.str("chunks").op(']');
+    chunks(p);
+    p.op('u').op('b');
+}
+
+void chunkMeta(Pickle& p, const std::vector<int64_t>& offsets, const std::vector<int64_t>& sizes)
+{
+    p.newObject(kMeta, "ChunkStorageMetadata").op('}').op('(').str("offsets").size(offsets).str("sizes").size(sizes).op('u').op('b');
+}
+
+void storageEntry(Pickle& p, const QByteArray& fqn, const std::vector<int64_t>* offsets, const QByteArray& path,
+    int64_t offset, int64_t length)
+{
+    p.newObject(kMeta, "MetadataIndex").op('}').op('(').str("fqn").str(fqn);
+    if (offsets)
+        p.str("offset").size(*offsets);
+    p.str("index").op('N').op('u').op('b');
+    p.newObject(kFs, "_StorageInfo").op('}').op('(').str("relative_path").str(path).str("offset").integer(offset).str("length").integer(length).op('u').op('b');
+}
+
+// A whole Metadata: `items` writes state_dict_metadata's key/value pairs, `storage` storage_data's.
+QByteArray metadataPickle(const std::function<void(Pickle&)>& items, const std::function<void(Pickle&)>& storage,
+    const std::function<void(Pickle&)>& extra = {})
+{
+    Pickle p;
+    p.newObject(kMeta, "Metadata").op('}').op('(');
+    p.str("state_dict_metadata").op('}').op('(');
+    items(p);
+    p.op('u');
+    p.str("planner_data").op('N');
+    p.str("storage_data").op('}').op('(');
+    storage(p);
+    p.op('u');
+    if (extra)
+        extra(p);
+    p.op('u').op('b').op('.');
+    return p.bytes();
+}
+
+// Python that reads a DCP folder without torch (every class a stand-in) and reports what its .metadata and
+// its items hold, as JSON: the truth for the real fixture.
+const char* kPythonTruth = R"PY(
+import io, json, pickle, struct, sys, zipfile
+class Stub:
+    def __init__(self, *a, **k): self.args = a
+    def __setstate__(self, st): self.state = st
+class U(pickle.Unpickler):
+    def find_class(self, module, name):
+        if module == "torch" and name == "Size": return lambda t: list(t)
+        if module == "torch": return "dtype:" + name
+        return type(name, (Stub,), {})
+folder = sys.argv[1]
+md = U(open(folder + "/.metadata", "rb")).load()
+st = md.state
+out = {"items": {}, "storage": [], "planner": {}}
+for fqn, v in st["state_dict_metadata"].items():
+    if type(v).__name__ == "BytesStorageMetadata":
+        out["items"][fqn] = {"kind": "bytes"}
+        continue
+    f = v.state
+    out["items"][fqn] = {"kind": "tensor", "dtype": f["properties"].state[0][6:], "size": f["size"],
+                         "chunks": [{"offsets": c.state["offsets"], "sizes": c.state["sizes"]} for c in f["chunks"]]}
+for k, v in st["storage_data"].items():
+    rec = {"fqn": k.state["fqn"], "offset": k.state.get("offset"), "file": v.state["relative_path"],
+           "item_offset": v.state["offset"], "item_length": v.state["length"]}
+    data = open(folder + "/" + rec["file"], "rb").read()[rec["item_offset"]:rec["item_offset"] + rec["item_length"]]
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        recs = [i for i in z.infolist() if "/data/" in i.filename]
+        if recs:
+            h = data[recs[0].header_offset:recs[0].header_offset + 30]
+            n, e = struct.unpack("<HH", h[26:30])
+            rec["data_offset"] = rec["item_offset"] + recs[0].header_offset + 30 + n + e
+            rec["data_length"] = recs[0].file_size
+    out["storage"].append(rec)
+for k, v in (st.get("planner_data") or {}).items():
+    out["planner"][k] = list(v)
+print(json.dumps(out))
+)PY";
+
+} // namespace
+
+class TestDcp : public QObject {
+    Q_OBJECT
+
+private slots:
+    void fixture_data();
+    void fixture();
+    void fromMemoryMatchesDisk();
+    void realLightning();
+    void distcpOpenedDirectly();
+    void truncatedMetadata();
+    void bitFlippedMetadata();
+    void missingAndShortFiles();
+    void escapingRelativePaths();
+    void damagedItems();
+    void handMadePickles();
+    void notAMetadata();
+    void absurdChunkCounts();
+};
+
+void TestDcp::fixture_data()
+{
+    QTest::addColumn<QString>("name");
+    const QStringList expected = QDir(dcpDir()).entryList({ "*.expected.json" }, QDir::Files, QDir::Name);
+    QVERIFY2(expected.size() >= 10, "tests/fixtures/dcp is missing: run make_dcp_fixtures.py");
+    for (const QString& f : expected) {
+        const QString name = f.chopped(QStringLiteral(".expected.json").size());
+        QTest::newRow(qPrintable(name)) << name;
+    }
+}
+
+void TestDcp::fixture()
+{
+    QFETCH(QString, name);
+    const QString folder = dcpDir() + "/" + name;
+    const QJsonObject want = readJson(dcpDir() + "/" + name + ".expected.json");
+    QVERIFY(want.contains("reconstruction"));
+
+    Source src;
+    try {
+        src = openSource(s(folder));
+    } catch (const std::exception& e) {
+        QFAIL(qPrintable(QString("openSource threw: ") + e.what()));
+    }
+    QCOMPARE(q(src.format), want["format"].toString());
+    QCOMPARE(q(detectFormat(s(folder))), want["format"].toString());
+    QCOMPARE(q(src.container), want["container"].toString());
+
+    // Containers: the declared ones, with their roles, and no others.
+    if (want.contains("containers")) {
+        QStringList got, expected;
+        for (const auto& c : src.containers)
+            got << q(c.path) + "=" + q(std::string(containerRoleName(c.role)));
+        for (const auto& c : want["containers"].toArray())
+            expected << c.toObject()["path"].toString() + "=" + c.toObject()["role"].toString();
+        got.sort();
+        expected.sort();
+        QCOMPARE(got, expected);
+    }
+
+    // Entries, container by container.
+    const QJsonObject entriesByContainer = want["entries"].toObject();
+    for (auto it = entriesByContainer.begin(); it != entriesByContainer.end(); ++it) {
+        const QString container = it.key();
+        const Source view = container == q(src.container) ? src : src.withContainer(s(container));
+        const QJsonArray wantEntries = it.value().toArray();
+        QCOMPARE(qsizetype(view.entries.size()), wantEntries.size());
+        for (qsizetype i = 0; i < wantEntries.size(); ++i) {
+            const QJsonObject we = wantEntries[i].toObject();
+            const Entry& e = view.entries[static_cast<size_t>(i)];
+            const QString where = QString("%1: container '%2' entry %3 (%4)").arg(name, container).arg(i).arg(we["name"].toString());
+            QVERIFY2(q(e.name) == we["name"].toString(), qPrintable(where + ": name is " + q(e.name)));
+            if (we["kind"].toString() == "object") {
+                QVERIFY2(e.kind == EntryKind::Object, qPrintable(where + ": not an object entry"));
+                if (we.contains("type"))
+                    QVERIFY2(q(e.typeName) == we["type"].toString(),
+                        qPrintable(where + ": type " + q(e.typeName) + ", torch.load gives " + we["type"].toString()));
+                if (we.contains("file")) {
+                    QVERIFY2(e.location.file >= 0, qPrintable(where + ": no file"));
+                    QCOMPARE(fileName(src.files[static_cast<size_t>(e.location.file)]), we["file"].toString());
+                }
+                continue;
+            }
+            QVERIFY2(e.kind == EntryKind::Tensor, qPrintable(where + ": not a tensor"));
+            QVERIFY2(q(std::string(dtypeName(e.dtype))) == we["dtype"].toString(),
+                qPrintable(where + ": dtype " + q(std::string(dtypeName(e.dtype)))));
+            QVERIFY2(e.shape == shapeOf(we["shape"]), qPrintable(where + ": shape " + shapeText(e.shape)));
+            if (we.contains("requires_grad"))
+                QCOMPARE(e.requiresGrad, we["requires_grad"].toBool());
+            if (we.contains("param")) {
+                const std::string* p = e.attribute("param");
+                QVERIFY2(p && q(*p) == we["param"].toString(), qPrintable(where + ": param attribute"));
+            }
+            if (!we.contains("chunks")) {
+                // A tensor of a Hugging Face index: a plain mapped location.
+                QCOMPARE(e.location.kind, TensorLocation::Kind::Mapped);
+                QCOMPARE(fileName(src.files[static_cast<size_t>(e.location.file)]), we["file"].toString());
+                QCOMPARE(e.location.offset, static_cast<uint64_t>(we["byte_offset"].toDouble()));
+                QCOMPARE(e.location.length, static_cast<uint64_t>(we["byte_length"].toDouble()));
+                continue;
+            }
+            QVERIFY2(e.sharding && e.sharding->kind == Sharding::Kind::DcpChunks, qPrintable(where + ": no dcp_chunks sharding"));
+            const QJsonArray wantChunks = we["chunks"].toArray();
+            QCOMPARE(qsizetype(e.sharding->chunks.size()), wantChunks.size());
+            bool allInFiles = true;
+            for (qsizetype c = 0; c < wantChunks.size(); ++c) {
+                const QJsonObject wc = wantChunks[c].toObject();
+                const ShardChunk& sc = e.sharding->chunks[static_cast<size_t>(c)];
+                const QString cw = where + QString(" chunk %1").arg(c);
+                QVERIFY2(sc.offsets == shapeOf(wc["offsets"]), qPrintable(cw + ": offsets " + shapeText(sc.offsets)));
+                QVERIFY2(sc.sizes == shapeOf(wc["sizes"]), qPrintable(cw + ": sizes " + shapeText(sc.sizes)));
+                if (!wc.contains("file")) {
+                    allInFiles = false;
+                    QVERIFY2(sc.byteLength == 0, qPrintable(cw + ": a chunk without storage has a byte range"));
+                    continue;
+                }
+                QVERIFY2(sc.file >= 0, qPrintable(cw + ": no file"));
+                QCOMPARE(fileName(src.files[static_cast<size_t>(sc.file)]), wc["file"].toString());
+                QVERIFY2(q(sc.label).startsWith(wc["file"].toString()), qPrintable(cw + ": label " + q(sc.label)));
+                const uint64_t wantLength = static_cast<uint64_t>(wc["byte_length"].toDouble());
+                QCOMPARE(sc.byteLength, wantLength);
+                if (wantLength)
+                    QCOMPARE(sc.byteOffset, static_cast<uint64_t>(wc["byte_offset"].toDouble()));
+            }
+            // One chunk that is the whole tensor: the entry itself is located there.
+            const QJsonObject only = wantChunks.isEmpty() ? QJsonObject() : wantChunks[0].toObject();
+            if (wantChunks.size() == 1 && allInFiles && only["sizes"] == we["shape"] && only["byte_length"].toDouble() > 0) {
+                QCOMPARE(e.location.kind,
+                    only["transformed"].toBool() ? TensorLocation::Kind::Compressed : TensorLocation::Kind::Mapped);
+                QCOMPARE(e.location.offset, static_cast<uint64_t>(only["byte_offset"].toDouble()));
+            }
+        }
+    }
+
+    if (want.contains("files")) {
+        QStringList got;
+        for (const auto& f : src.files)
+            got << fileName(f);
+        QStringList expected;
+        for (const auto& f : want["files"].toArray())
+            expected << f.toString();
+        QCOMPARE(got, expected);
+    }
+    const QJsonObject wantMeta = want["metadata"].toObject();
+    for (auto it = wantMeta.begin(); it != wantMeta.end(); ++it) {
+        QString got;
+        for (const auto& [k, v] : src.metadata)
+            if (q(k) == it.key())
+                got = q(v);
+        QVERIFY2(got == it.value().toString(), qPrintable("metadata " + it.key() + " is '" + got + "'"));
+    }
+
+    // Findings: none above the declared severity, and each required one present.
+    const QJsonObject wantFindings = want["findings"].toObject();
+    if (wantFindings.contains("max_severity")) {
+        const int max = severityRank(wantFindings["max_severity"].toString());
+        for (const auto& f : src.findings)
+            QVERIFY2(severityRank(q(std::string(severityName(f.severity)))) <= max,
+                qPrintable("unexpected finding:" + describeFindings(src)));
+    }
+    for (const auto& r : wantFindings["required"].toArray()) {
+        const QJsonObject rf = r.toObject();
+        const QString sev = rf["severity"].toString();
+        const Severity sv = sev == "danger" ? Severity::Danger : sev == "warning" ? Severity::Warning : Severity::Info;
+        QVERIFY2(hasFinding(src, sv, rf["contains"].toString(), rf["entry"].toString()),
+            qPrintable("no " + sev + " finding with '" + rf["contains"].toString() + "':" + describeFindings(src)));
+    }
+
+    // The same through its .metadata file, and the JSON report carries the chunks.
+    if (QFileInfo::exists(folder + "/.metadata")) {
+        Source viaMetadata = openSource(s(folder + "/.metadata"));
+        QCOMPARE(viaMetadata.entries.size(), src.entries.size());
+        QCOMPARE(q(detectFormat(s(folder + "/.metadata"))), QStringLiteral("dcp"));
+    }
+    const QString json = q(sourceToJson(src));
+    if (src.format == "dcp")
+        QVERIFY(json.contains("\"dcp_chunks\""));
+}
+
+void TestDcp::fromMemoryMatchesDisk()
+{
+    // The in-memory path the fuzzer uses gives what the folder gives.
+    for (const char* name : { "t113_two_ranks", "t2_torchtitan", "t2_safetensors" }) {
+        const QString folder = dcpDir() + "/" + name;
+        Source disk = openSource(s(folder));
+        dcp::MemoryFiles files(s(folder));
+        QDirIterator it(folder, QDir::Files);
+        while (it.hasNext()) {
+            it.next();
+            const QByteArray b = readAll(it.filePath());
+            files.add(s(it.fileName()), std::vector<uint8_t>(b.begin(), b.end()));
+        }
+        const QByteArray md = readAll(folder + "/.metadata");
+        Source mem = dcp::readCheckpoint(s(folder), Bytes(reinterpret_cast<const uint8_t*>(md.data()), size_t(md.size())), files, {});
+        QCOMPARE(q(sourceToJson(mem)), q(sourceToJson(disk)));
+    }
+}
+
+void TestDcp::realLightning()
+{
+    const QString real = test::realFixturesDir();
+    if (real.isEmpty())
+        QSKIP("../shared/fixtures/real is not there");
+    const QString folder = real + "/Lightning-AI__pytorch-lightning/dcp_BufferedRandom_name105";
+    if (!QFileInfo::exists(folder + "/.metadata"))
+        QSKIP("the Lightning DCP fixture is not there");
+
+    Source src = openSource(s(folder));
+    QCOMPARE(q(src.format), QStringLiteral("dcp"));
+    // SOURCES.md: planner_data maps model.<n> to ('model', '<n>') and 'optimizer' to ('optimizer',).
+    QCOMPARE(q(src.container), QStringLiteral("model"));
+    QCOMPARE(src.containers.size(), size_t(2));
+    QCOMPARE(src.entries.size(), size_t(4));
+    const Source top = src.withContainer("");
+    QCOMPARE(top.entries.size(), size_t(1));
+    QCOMPARE(q(top.entries[0].name), QStringLiteral("optimizer"));
+    QCOMPARE(top.entries[0].kind, EntryKind::Object);
+    QCOMPARE(q(top.entries[0].typeName), QStringLiteral("dict")); // SOURCES.md: {'state': {}, 'param_groups': [...]}
+
+    // Python's own reading of the files (no torch needed: every class is a stand-in).
+    QProcess p;
+    p.start(test::torchPython(), { "-c", kPythonTruth, folder });
+    if (!p.waitForStarted() || !p.waitForFinished(60000) || p.exitCode() != 0)
+        QSKIP(qPrintable("no Python truth: " + QString::fromUtf8(p.readAllStandardError())));
+    const QJsonObject truth = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+    const QJsonObject items = truth["items"].toObject();
+    QCOMPARE(items.size(), 5);
+    const QJsonObject planner = truth["planner"].toObject();
+    for (auto it = items.begin(); it != items.end(); ++it) {
+        const QJsonArray path = planner[it.key()].toArray();
+        const QString container = path.size() > 1 ? path[0].toString() : QString();
+        const QString name = path.size() > 1 ? path[1].toString() : it.key();
+        const Source view = src.withContainer(s(container));
+        const Entry* e = entryNamed(view, name);
+        QVERIFY2(e, qPrintable("no entry " + container + "/" + name));
+        const QJsonObject t = it.value().toObject();
+        if (t["kind"] == "bytes") {
+            QCOMPARE(e->kind, EntryKind::Object);
+            continue;
+        }
+        QCOMPARE(q(std::string(dtypeName(e->dtype))), t["dtype"].toString());
+        QCOMPARE(e->shape, shapeOf(t["size"]));
+        const QJsonArray chunks = t["chunks"].toArray();
+        QCOMPARE(qsizetype(e->sharding->chunks.size()), chunks.size());
+        for (qsizetype c = 0; c < chunks.size(); ++c) {
+            const ShardChunk& sc = e->sharding->chunks[size_t(c)];
+            QCOMPARE(sc.offsets, shapeOf(chunks[c].toObject()["offsets"]));
+            QCOMPARE(sc.sizes, shapeOf(chunks[c].toObject()["sizes"]));
+            bool found = false;
+            for (const auto& rv : truth["storage"].toArray()) {
+                const QJsonObject r = rv.toObject();
+                if (r["fqn"].toString() != it.key() || shapeOf(r["offset"]) != sc.offsets)
+                    continue;
+                found = true;
+                QCOMPARE(fileName(src.files[size_t(sc.file)]), r["file"].toString());
+                QCOMPARE(sc.byteOffset, uint64_t(r["data_offset"].toDouble()));
+                QCOMPARE(sc.byteLength, uint64_t(r["data_length"].toDouble()));
+            }
+            QVERIFY(found);
+        }
+    }
+    for (const auto& f : src.findings)
+        QVERIFY2(f.severity == Severity::Info, qPrintable(describeFindings(src)));
+}
+
+void TestDcp::distcpOpenedDirectly()
+{
+    const QString file = dcpDir() + "/t113_two_ranks/__1_0.distcp";
+    QString error;
+    QVERIFY(!openOrLoadError(file, file, nullptr, &error));
+    QVERIFY2(error.contains("torch.distributed.checkpoint") && error.contains(dcpDir() + "/t113_two_ranks"), qPrintable(error));
+
+    // Outside its folder there is no .metadata: the message says so.
+    QTemporaryDir tmp;
+    QVERIFY(QFile::copy(file, tmp.path() + "/__1_0.distcp"));
+    QVERIFY(!openOrLoadError(tmp.path() + "/__1_0.distcp", tmp.path() + "/__1_0.distcp", nullptr, &error));
+    QVERIFY2(error.contains("has none"), qPrintable(error));
+
+    // A .metadata renamed, out of its folder.
+    QVERIFY(QFile::copy(dcpDir() + "/t2_accelerate_model/.metadata", tmp.path() + "/renamed.metadata"));
+    QVERIFY(!openOrLoadError(tmp.path() + "/renamed.metadata", tmp.path() + "/renamed.metadata", nullptr, &error));
+    QVERIFY2(error.contains("torch.distributed.checkpoint"), qPrintable(error));
+}
+
+void TestDcp::truncatedMetadata()
+{
+    const QByteArray md = readAll(dcpDir() + "/t113_two_ranks/.metadata");
+    QTemporaryDir tmp;
+    const QString folder = tmp.path() + "/ckpt";
+    QVERIFY(copyFolder(dcpDir() + "/t113_two_ranks", folder));
+    for (qsizetype cut : { qsizetype(0), qsizetype(1), qsizetype(2), qsizetype(11), md.size() / 3, md.size() / 2,
+             md.size() - 2, md.size() - 1 }) {
+        QVERIFY(writeFile(folder + "/.metadata", md.left(cut)));
+        QString error;
+        const bool opened = openOrLoadError(folder, folder, nullptr, &error);
+        QVERIFY2(!opened, qPrintable(QString("a .metadata cut to %1 bytes opened").arg(cut)));
+        QVERIFY2(error.contains(".metadata"), qPrintable(error));
+    }
+}
+
+void TestDcp::bitFlippedMetadata()
+{
+    const QByteArray md = readAll(dcpDir() + "/t2_torchtitan/.metadata");
+    QTemporaryDir tmp;
+    const QString folder = tmp.path() + "/ckpt";
+    QVERIFY(copyFolder(dcpDir() + "/t2_torchtitan", folder));
+    QRandomGenerator rng(20261121);
+    QElapsedTimer timer;
+    timer.start();
+    int opened = 0, refused = 0;
+    for (int round = 0; round < 400; ++round) {
+        QByteArray bad = md;
+        for (int k = 0, n = 1 + int(rng.bounded(3)); k < n; ++k) {
+            const qsizetype at = qsizetype(rng.bounded(quint32(bad.size())));
+            bad[at] = char(bad[at] ^ (1 << rng.bounded(8)));
+        }
+        QVERIFY(writeFile(folder + "/.metadata", bad));
+        openOrLoadError(folder, folder) ? ++opened : ++refused;
+    }
+    qInfo("bit-flipped .metadata: %d opened, %d refused with a LoadError, %lld ms", opened, refused, timer.elapsed());
+    QVERIFY(opened > 0 && refused > 0);
+    QVERIFY(timer.elapsed() < 60000);
+}
+
+void TestDcp::missingAndShortFiles()
+{
+    QTemporaryDir tmp;
+    const QString folder = tmp.path() + "/ckpt";
+    QVERIFY(copyFolder(dcpDir() + "/t113_two_ranks", folder));
+
+    // Rank 1's file is gone: its chunks are unavailable, rank 0's are still located.
+    QVERIFY(QFile::remove(folder + "/__1_0.distcp"));
+    Source src;
+    QVERIFY(openOrLoadError(folder, folder, &src));
+    QVERIFY2(hasFinding(src, Severity::Warning, "__1_0.distcp is missing"), qPrintable(describeFindings(src)));
+    const Entry* w = entryNamed(src, "layers.0.weight");
+    QVERIFY(w);
+    QCOMPARE(w->location.kind, TensorLocation::Kind::Unavailable);
+    QCOMPARE(q(*w->attribute("unavailable_chunks")), QStringLiteral("2 of 4"));
+    QVERIFY(w->sharding->chunks[0].byteLength > 0);
+    QVERIFY(w->sharding->chunks[2].byteLength == 0);
+    QVERIFY(q(w->sharding->chunks[2].label).contains("unavailable"));
+    const Entry* norm = entryNamed(src, "norm.weight");
+    QCOMPARE(norm->location.kind, TensorLocation::Kind::Mapped);
+
+    // Half of it is there: items past its end are unavailable.
+    const QByteArray full = readAll(dcpDir() + "/t113_two_ranks/__1_0.distcp");
+    QVERIFY(writeFile(folder + "/__1_0.distcp", full.left(full.size() / 2)));
+    QVERIFY(openOrLoadError(folder, folder, &src));
+    QVERIFY2(hasFinding(src, Severity::Warning, "__1_0.distcp is too short"), qPrintable(describeFindings(src)));
+    QCOMPARE(entryNamed(src, "layers.0.weight")->location.kind, TensorLocation::Kind::Unavailable);
+
+    // A .distcp that is a folder.
+    QVERIFY(QFile::remove(folder + "/__1_0.distcp"));
+    QVERIFY(QDir().mkpath(folder + "/__1_0.distcp"));
+    QVERIFY(openOrLoadError(folder, folder, &src));
+    QVERIFY2(hasFinding(src, Severity::Warning, "__1_0.distcp cannot be read"), qPrintable(describeFindings(src)));
+}
+
+void TestDcp::escapingRelativePaths()
+{
+    // relative_path '__1_0.distcp' is 12 bytes in the pickle; each replacement has the same length.
+    const QByteArray md = readAll(dcpDir() + "/t113_two_ranks/.metadata");
+    QVERIFY(md.contains("__1_0.distcp"));
+    QTemporaryDir tmp;
+    const QString folder = tmp.path() + "/ckpt";
+    QVERIFY(copyFolder(dcpDir() + "/t113_two_ranks", folder));
+    // A file the escaping paths would reach, with real rank-1 bytes: it must still not be used.
+    QVERIFY(QFile::copy(folder + "/__1_0.distcp", tmp.path() + "/_1.distcp"));
+    const QByteArray bad[] = { QByteArray("../_1.distcp"), QByteArray("/etc/passwd\0", 12), QByteArray("..\\_1.distcp"),
+        QByteArray("__1_0\0distcp", 12), QByteArray("sub/../../_1") };
+    for (const QByteArray& path : bad) {
+        QCOMPARE(path.size(), qsizetype(12));
+        QByteArray patched = md;
+        patched.replace("__1_0.distcp", path);
+        QVERIFY(writeFile(folder + "/.metadata", patched));
+        Source src;
+        QVERIFY(openOrLoadError(folder, folder, &src));
+        QVERIFY2(hasFinding(src, Severity::Danger, "points outside the checkpoint folder"), qPrintable(describeFindings(src)));
+        const Entry* w = entryNamed(src, "layers.0.weight");
+        QCOMPARE(w->location.kind, TensorLocation::Kind::Unavailable);
+        QCOMPARE(w->sharding->chunks[2].file, -1);
+        QCOMPARE(w->sharding->chunks[2].byteLength, uint64_t(0));
+        // Nothing outside the folder is listed, let alone opened.
+        for (const auto& f : src.files)
+            QVERIFY2(q(f).startsWith(folder + "/"), qPrintable(q(f)));
+    }
+}
+
+void TestDcp::damagedItems()
+{
+    // Damage inside .distcp items: a broken embedded zip, a chunk whose data record is too short.
+    QTemporaryDir tmp;
+    const QString folder = tmp.path() + "/ckpt";
+    QVERIFY(copyFolder(dcpDir() + "/t113_flat", folder));
+    QByteArray data = readAll(folder + "/__0_0.distcp");
+    // Overwrite every end-of-central-directory signature: no item's zip can be read any more.
+    qsizetype at = 0;
+    while ((at = data.indexOf("PK\x05\x06", at)) >= 0)
+        data[at + 3] = 'X';
+    QVERIFY(writeFile(folder + "/__0_0.distcp", data));
+    Source src;
+    QVERIFY(openOrLoadError(folder, folder, &src));
+    QVERIFY2(hasFinding(src, Severity::Warning, "not a readable torch.save archive", "embed.weight"), qPrintable(describeFindings(src)));
+    // The item's own range is still reported.
+    QVERIFY(entryNamed(src, "embed.weight")->sharding->chunks[0].byteLength > 0);
+
+    // Random byte damage anywhere in a .distcp: never a crash.
+    const QByteArray clean = readAll(dcpDir() + "/t113_flat/__0_0.distcp");
+    QRandomGenerator rng(7);
+    for (int round = 0; round < 200; ++round) {
+        QByteArray bad = clean;
+        for (int k = 0; k < 8; ++k) {
+            const qsizetype pos = qsizetype(rng.bounded(quint32(bad.size())));
+            bad[pos] = char(rng.bounded(256));
+        }
+        QVERIFY(writeFile(folder + "/__0_0.distcp", bad));
+        QVERIFY(openOrLoadError(folder, folder));
+    }
+}
+
+void TestDcp::handMadePickles()
+{
+    QTemporaryDir tmp;
+    const QString folder = tmp.path() + "/ckpt";
+    QVERIFY(QDir().mkpath(folder));
+    auto open = [&](const QByteArray& md, Source* out = nullptr, QString* error = nullptr) {
+        writeFile(folder + "/.metadata", md);
+        return openOrLoadError(folder, folder, out, error);
+    };
+    const std::vector<int64_t> o0 { 0 };
+
+    // A tensor whose only chunk has no storage_data entry, and a storage entry for nothing.
+    Source src;
+    QVERIFY(open(metadataPickle([&](Pickle& p) { p.str("w"); tensorMeta(p, "float32", { 4 }, [&](Pickle& c) { chunkMeta(c, o0, { 4 }); c.op('a'); }); },
+                     [&](Pickle& p) { storageEntry(p, "ghost", &o0, "__0_0.distcp", 0, 10); }),
+        &src));
+    QVERIFY2(hasFinding(src, Severity::Warning, "no storage_data entry", "w"), qPrintable(describeFindings(src)));
+    QVERIFY2(hasFinding(src, Severity::Info, "name no chunk"), qPrintable(describeFindings(src)));
+    QVERIFY2(hasFinding(src, Severity::Warning, "__0_0.distcp", "") == false, "a file nothing reads was reported");
+
+    // Malformed pieces: a chunk with mismatched ranks, a dtype torch does not have, negative sizes, an unknown
+    // storage metadata class, a non-str key, offsets and lengths that point past any file.
+    QVERIFY(open(metadataPickle(
+                     [&](Pickle& p) {
+                         p.str("a");
+                         tensorMeta(p, "float32", { 2, 2 }, [&](Pickle& c) { chunkMeta(c, { 0 }, { 2, 2 }); c.op('a'); });
+                         p.str("b");
+                         tensorMeta(p, "float99", { 3 }, [&](Pickle& c) { chunkMeta(c, o0, { 3 }); c.op('a'); });
+                         p.str("c");
+                         tensorMeta(p, "int8", { -1 }, [](Pickle&) {});
+                         p.str("d").newObject("megatron.core", "ShardedObjectMetadata").op('}').op('b');
+                         p.integer(5).newObject(kMeta, "BytesStorageMetadata");
+                         p.str("e");
+                         tensorMeta(p, "int64", { 2 }, [&](Pickle& c) { chunkMeta(c, o0, { 2 }); c.op('a'); });
+                     },
+                     [&](Pickle& p) {
+                         storageEntry(p, "b", &o0, "__0_0.distcp", 0, 12);
+                         storageEntry(p, "e", &o0, "__0_0.distcp", int64_t(1) << 62, int64_t(1) << 62);
+                     }),
+        &src));
+    QVERIFY2(hasFinding(src, Severity::Warning, "malformed", "a"), qPrintable(describeFindings(src)));
+    QVERIFY2(hasFinding(src, Severity::Warning, "unknown dtype torch.float99", "b"), qPrintable(describeFindings(src)));
+    QVERIFY2(hasFinding(src, Severity::Warning, "size", "c"), qPrintable(describeFindings(src)));
+    QVERIFY2(hasFinding(src, Severity::Warning, "ShardedObjectMetadata", "d"), qPrintable(describeFindings(src)));
+    QVERIFY2(hasFinding(src, Severity::Warning, "not a str"), qPrintable(describeFindings(src)));
+    QVERIFY2(hasFinding(src, Severity::Warning, "__0_0.distcp is missing"), qPrintable(describeFindings(src)));
+    QCOMPARE(entryNamed(src, "c")->shapeKnown, false);
+
+    // Too short for an item at 2^62: unavailable, reported as too short.
+    writeFile(folder + "/__0_0.distcp", QByteArray(64, 'x'));
+    QVERIFY(open(readAll(folder + "/.metadata"), &src));
+    QVERIFY2(hasFinding(src, Severity::Warning, "__0_0.distcp is too short"), qPrintable(describeFindings(src)));
+    QVERIFY2(hasFinding(src, Severity::Warning, "neither a torch.save archive nor a safetensors blob", "b"), qPrintable(describeFindings(src)));
+    QFile::remove(folder + "/__0_0.distcp");
+
+    // A global that would run code, inside the .metadata itself.
+    QVERIFY(open(metadataPickle([&](Pickle& p) { p.str("x").global("os", "system").op('(').str("true").op('t').op('R'); },
+                     [](Pickle&) {}),
+        &src));
+    QVERIFY2(hasFinding(src, Severity::Danger, "os.system"), qPrintable(describeFindings(src)));
+
+    // Megatron's extra field and an unknown one are listed, not fatal.
+    QVERIFY(open(metadataPickle([](Pickle&) {}, [](Pickle&) {},
+                     [](Pickle& p) { p.str("mcore_data").op('}').str("other").op('N'); }),
+        &src));
+    bool listed = false;
+    for (const auto& [k, v] : src.metadata)
+        listed |= k == "extra_fields" && v == "mcore_data, other";
+    QVERIFY(listed);
+
+    // planner_data whose paths do not join to their keys, or are not tuples.
+    QVERIFY(open(
+        [&] {
+            Pickle p;
+            p.newObject(kMeta, "Metadata").op('}').op('(');
+            p.str("state_dict_metadata").op('}').op('(').str("model.w");
+            tensorMeta(p, "float32", { 1 }, [&](Pickle& c) { chunkMeta(c, o0, { 1 }); c.op('a'); });
+            p.str("opt.x").newObject(kMeta, "BytesStorageMetadata").op('u');
+            p.str("planner_data").op('}').op('(').str("model.w").op('(').str("model").str("v").op('t');
+            p.str("opt.x").integer(3).op('u');
+            p.op('u').op('b').op('.');
+            return p.bytes();
+        }(),
+        &src));
+    QVERIFY2(hasFinding(src, Severity::Info, "do not join"), qPrintable(describeFindings(src)));
+    QVERIFY(entryNamed(src, "model.w"));
+}
+
+void TestDcp::notAMetadata()
+{
+    QTemporaryDir tmp;
+    const QString folder = tmp.path() + "/ckpt";
+    QVERIFY(QDir().mkpath(folder));
+    const QByteArray cases[] = {
+        QByteArray("not a pickle at all"),
+        QByteArray("\x80\x02}q\x00.", 6), // an empty dict
+        Pickle().global("torch.distributed.checkpoint.metadata", "Metadata").op(')').op('\x81').op('.').bytes(), // no fields
+        Pickle().str("Metadata").op('.').bytes(),
+        QByteArray("\x80\x04\x95", 3),
+    };
+    for (const QByteArray& md : cases) {
+        writeFile(folder + "/.metadata", md);
+        QString error;
+        QVERIFY2(!openOrLoadError(folder, folder, nullptr, &error), qPrintable(md.toHex()));
+        QVERIFY2(error.contains(".metadata"), qPrintable(error));
+    }
+    // The same through the .metadata path: the error names that file.
+    QString error;
+    QVERIFY(!openOrLoadError(folder + "/.metadata", folder + "/.metadata", nullptr, &error));
+}
+
+void TestDcp::absurdChunkCounts()
+{
+    QTemporaryDir tmp;
+    const QString folder = tmp.path() + "/ckpt";
+    QVERIFY(QDir().mkpath(folder));
+    QElapsedTimer timer;
+
+    // 300,000 references to one chunk object (memo GETs, 6 bytes each): bounded work, an overlap reported.
+    timer.start();
+    QByteArray md = metadataPickle(
+        [&](Pickle& p) {
+            p.str("w");
+            tensorMeta(p, "float32", { 8, 8 }, [&](Pickle& c) {
+                chunkMeta(c, { 0, 0 }, { 8, 8 });
+                c.put(9000).op('a');
+                for (int k = 0; k < 300000; ++k)
+                    c.get(9000).op('a');
+            });
+        },
+        [](Pickle&) {});
+    writeFile(folder + "/.metadata", md);
+    Source src;
+    QVERIFY(openOrLoadError(folder, folder, &src));
+    QCOMPARE(entryNamed(src, "w")->sharding->chunks.size(), size_t(300001));
+    QVERIFY2(hasFinding(src, Severity::Warning, "overlap", "w"), qPrintable(describeFindings(src)));
+    QVERIFY2(timer.elapsed() < 20000, qPrintable(QString::number(timer.elapsed())));
+
+    // 100,000 disjoint chunks along one dimension (a layout a naive pairwise check would take 10^10 steps on).
+    timer.restart();
+    md = metadataPickle(
+        [&](Pickle& p) {
+            p.str("row");
+            tensorMeta(p, "float32", { 1, 100000 }, [&](Pickle& c) {
+                c.op('(');
+                for (int k = 0; k < 100000; ++k)
+                    chunkMeta(c, { 0, k }, { 1, 1 });
+                c.op('e');
+            });
+        },
+        [](Pickle&) {});
+    writeFile(folder + "/.metadata", md);
+    QVERIFY(openOrLoadError(folder, folder, &src));
+    QVERIFY2(!hasFinding(src, Severity::Warning, "tile", "row") && !hasFinding(src, Severity::Warning, "overlap", "row"),
+        qPrintable(describeFindings(src)));
+    QVERIFY2(timer.elapsed() < 20000, qPrintable(QString::number(timer.elapsed())));
+
+    // Sizes near 2^63 and more dimensions than a tensor can have.
+    md = metadataPickle(
+        [&](Pickle& p) {
+            p.str("huge");
+            tensorMeta(p, "float32", { int64_t(1) << 62, int64_t(1) << 62 }, [&](Pickle& c) {
+                chunkMeta(c, { 0, 0 }, { int64_t(1) << 62, int64_t(1) << 62 });
+                c.op('a');
+                chunkMeta(c, { int64_t(1) << 62, 0 }, { int64_t(1) << 62, 1 });
+                c.op('a');
+            });
+            p.str("deep");
+            tensorMeta(p, "float32", std::vector<int64_t>(65, 1), [](Pickle&) {});
+        },
+        [](Pickle&) {});
+    writeFile(folder + "/.metadata", md);
+    QVERIFY(openOrLoadError(folder, folder, &src));
+    QVERIFY2(hasFinding(src, Severity::Warning, "runs past", "huge"), qPrintable(describeFindings(src)));
+    QCOMPARE(entryNamed(src, "deep")->shapeKnown, false);
+}
+
+QTEST_GUILESS_MAIN(TestDcp)
+#include "tst_dcp.moc"
