@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace sl::cli {
@@ -39,9 +40,13 @@ void emit(const std::string& text, const std::string& outputPath);
 template <typename T> T& keepUntilExit(T&& value)
 {
 #ifdef STATELENS_FREE_AT_EXIT
+    static std::mutex lock; // diff opens its two sides on two threads
     static std::vector<std::unique_ptr<T>> freedAtExit;
-    freedAtExit.push_back(std::make_unique<T>(std::move(value)));
-    return *freedAtExit.back();
+    auto owned = std::make_unique<T>(std::move(value));
+    T& kept = *owned;
+    std::lock_guard<std::mutex> guard(lock);
+    freedAtExit.push_back(std::move(owned));
+    return kept;
 #else
     return *new T(std::move(value));
 #endif

@@ -8,11 +8,16 @@
 #include "cli/commands.h"
 
 #include "diff/diff.h"
+#include "diff/reasons.h"
 #include "diff/rule_checks.h"
 #include "report/diff_report.h"
 #include "rules/rule_io.h"
 #include "suggest/suggestions.h"
 #include "util/error.h"
+#include "util/timings.h"
+
+#include <cstdio>
+#include <future>
 
 namespace sl::cli {
 
@@ -25,29 +30,63 @@ struct DiffOptionsCli {
     std::string output;
     bool failOnDtype = false;
     bool suggest = false;
+    bool timings = false;
 };
+
+void printTimings(const Timings& t)
+{
+    for (const auto& [name, ms] : t.phases)
+        std::fprintf(stderr, "%-24s %9.2f ms\n", name.c_str(), ms);
+}
 
 int runDiff(const DiffOptionsCli& o)
 {
+    Timings timings;
+    Timings* t = o.timings ? &timings : nullptr;
+    // The two sides load at once (each reader is single-threaded; a 2-core machine halves the wait).
+    PhaseTimer openTimer(t, "open a + b");
+    auto openB = std::async(std::launch::async, [&o]() -> const Source& { return openSide(o.b); });
     const Source& a = openSide(o.a);
-    const Source& b = openSide(o.b);
+    const Source& b = openB.get();
+    openTimer.stop();
     const RuleSet& rules = keepUntilExit(o.rules.empty() ? RuleSet {} : loadRules(o.rules));
-    const DiffResult& diff = keepUntilExit(diffSources(a, b, rules));
+
+    // The diff first without reasons; then the rule checks (which need only its mapping) run on a second
+    // thread while the reasons are worked out.
+    PhaseTimer diffTimer(t, "diff");
+    DiffOptions options;
+    options.explain = false;
+    DiffResult& diff = keepUntilExit(diffSources(a, b, rules, options));
+    diffTimer.stop();
+    PhaseTimer checkTimer(t, "reasons + rule checks");
+    std::future<std::vector<RuleIssue>> checks;
+    if (!rules.rules.empty())
+        checks = std::async(std::launch::async, [&] { return checkRules(rules, a, b, &diff); });
+    explainRows(diff, a, b);
+    const auto& issues = keepUntilExit(checks.valid() ? checks.get() : std::vector<RuleIssue> {});
+    checkTimer.stop();
     if (!diff.ruleErrors.empty()) {
         const auto& e = diff.ruleErrors.front();
         throw LoadError(o.rules, "rule " + std::to_string(e.rule + 1) + ": " + e.message + " at position "
                 + std::to_string(e.offset) + (e.inReplacement ? " of the replacement" : " of the pattern"));
     }
-    // Rule checks are only worth their cost when there are rules; suggestions only when asked.
-    const auto& issues = keepUntilExit(rules.rules.empty() ? std::vector<RuleIssue> {} : checkRules(rules, a, b));
+    PhaseTimer suggestTimer(t, "suggestions");
     const auto& suggestions = keepUntilExit(o.suggest ? suggestRules(a, b, rules) : std::vector<Suggestion> {});
+    suggestTimer.stop();
 
     DiffReportInput in { a, b, rules, diff };
     in.ruleIssues = &issues;
     in.suggestions = o.suggest ? &suggestions : nullptr;
     in.failOnDtype = o.failOnDtype;
+    PhaseTimer formatTimer(t, "format");
     const auto format = parseDiffReportFormat(o.format);
-    emit(keepUntilExit(renderDiffReport(in, format.value_or(DiffReportFormat::Text))), o.output);
+    const std::string& text = keepUntilExit(renderDiffReport(in, format.value_or(DiffReportFormat::Text)));
+    formatTimer.stop();
+    PhaseTimer writeTimer(t, "write output");
+    emit(text, o.output);
+    writeTimer.stop();
+    if (t)
+        printTimings(timings);
     return diff.summary.loadSucceeds(o.failOnDtype) ? 0 : 1;
 }
 
@@ -66,6 +105,7 @@ Runner addDiffCommand(CLI::App& app)
     cmd->add_option("-o,--output", o->output, "Write the report here (atomically) instead of stdout");
     cmd->add_flag("--fail-on-dtype", o->failOnDtype, "Also exit 1 on dtype mismatches (a strict load casts them)");
     cmd->add_flag("--suggest", o->suggest, "Add the suggested rules to the report");
+    cmd->add_flag("--timings", o->timings, "Print how long each phase took (to stderr)");
     return [o] { return runDiff(*o); };
 }
 

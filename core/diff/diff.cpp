@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <future>
 #include <map>
+#include <thread>
 
 namespace sl {
 
@@ -84,16 +86,24 @@ RowStatus classify(const Entry& ea, const Entry& eb, bool renamed)
 
 } // namespace
 
-DiffResult diffSources(const Source& a, const Source& b, const RuleSet& rules, const DiffOptions& options)
+namespace {
+
+// One of A's keys through the rules, and which rules matched it.
+struct MappedKey {
+    CompiledRules::Result result;
+    std::vector<uint32_t> matched;
+};
+
+void mapKeys(const Source& a, const CompiledRules& rules, size_t begin, size_t end, std::vector<MappedKey>& out)
 {
-    std::vector<PatternError> errors;
-    CompiledRules compiled = CompiledRules::compile(rules, &errors);
-    DiffResult result = diffSources(a, b, compiled, options);
-    result.ruleErrors = std::move(errors);
-    return result;
+    for (size_t i = begin; i < end; ++i) {
+        const Entry& ea = a.entries[i];
+        out[i].result = rules.empty() ? CompiledRules::Result { ea.name, false, -1, -1, 0 } : rules.apply(ea.name, &out[i].matched);
+    }
 }
 
-DiffResult diffSources(const Source& a, const Source& b, const CompiledRules& rules, const DiffOptions& options)
+// Steps 2 to 4 on keys already mapped.
+DiffResult diffMapped(const Source& a, const Source& b, std::vector<MappedKey> mappedKeys, size_t ruleCount, const DiffOptions& options)
 {
     DiffResult result;
     // Step 2's index over B's names (first entry of a name wins, as a dict would keep one).
@@ -104,12 +114,16 @@ DiffResult diffSources(const Source& a, const Source& b, const CompiledRules& ru
         byName.insert(i, nameOfB);
 
     std::vector<int32_t> claimedBy(b.entries.size(), -1); // the row that matched each B entry
+    result.ruleHits.assign(ruleCount, 0);
     result.rows.reserve(a.entries.size() + b.entries.size() / 8);
     for (size_t i = 0; i < a.entries.size(); ++i) {
         const Entry& ea = a.entries[i];
         DiffRow row;
         row.a = static_cast<int32_t>(i);
-        CompiledRules::Result mapped = rules.empty() ? CompiledRules::Result { ea.name, false, -1, -1, 0 } : rules.apply(ea.name);
+        CompiledRules::Result& mapped = mappedKeys[i].result;
+        for (uint32_t k : mappedKeys[i].matched)
+            if (k < result.ruleHits.size())
+                ++result.ruleHits[k];
         row.rule = mapped.lastRule;
         if (mapped.dropped) {
             row.status = RowStatus::Dropped;
@@ -143,6 +157,39 @@ DiffResult diffSources(const Source& a, const Source& b, const CompiledRules& ru
     if (options.explain)
         explainRows(result, a, b);
     return result;
+}
+
+} // namespace
+
+DiffResult diffSources(const Source& a, const Source& b, const RuleSet& rules, const DiffOptions& options)
+{
+    std::vector<PatternError> errors;
+    CompiledRules compiled = CompiledRules::compile(rules, &errors);
+    // Step 1 on two threads for large sources: each needs its own compiled copy (match data is per
+    // instance), and mapping A's keys through the rules is most of a diff's time.
+    std::vector<MappedKey> mapped(a.entries.size());
+    const size_t middle = a.entries.size() >= 20000 && !compiled.empty() && std::thread::hardware_concurrency() > 1
+        ? a.entries.size() / 2
+        : a.entries.size();
+    std::future<void> second;
+    if (middle < a.entries.size())
+        second = std::async(std::launch::async, [&] {
+            const CompiledRules copy = CompiledRules::compile(rules);
+            mapKeys(a, copy, middle, a.entries.size(), mapped);
+        });
+    mapKeys(a, compiled, 0, middle, mapped);
+    if (second.valid())
+        second.get();
+    DiffResult result = diffMapped(a, b, std::move(mapped), compiled.ruleCount(), options);
+    result.ruleErrors = std::move(errors);
+    return result;
+}
+
+DiffResult diffSources(const Source& a, const Source& b, const CompiledRules& rules, const DiffOptions& options)
+{
+    std::vector<MappedKey> mapped(a.entries.size());
+    mapKeys(a, rules, 0, a.entries.size(), mapped);
+    return diffMapped(a, b, std::move(mapped), rules.ruleCount(), options);
 }
 
 std::string foldIndices(std::string_view name, std::vector<int64_t>* numbers)

@@ -67,6 +67,7 @@ struct DiffResult {
     std::vector<DiffRow> rows; // A's order first (matched, unexpected, dropped), then B's missing keys
     DiffSummary summary;
     std::vector<PatternError> ruleErrors;
+    std::vector<uint32_t> ruleHits; // per rule of the set: how many of A's keys it matched along the chain
 };
 
 // A and B must outlive nothing: rows refer to them by index only.

@@ -1,8 +1,12 @@
 #include "diff/rule_checks.h"
 
+#include "diff/diff.h"
 #include "rules/rule_engine.h"
 #include "rules/rule_inverse.h"
 
+#include <algorithm>
+#include <future>
+#include <string_view>
 #include <unordered_map>
 
 namespace sl {
@@ -30,7 +34,68 @@ std::string_view ruleIssueKindName(RuleIssue::Kind k)
     return "invalid";
 }
 
-std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const Source& b)
+namespace {
+
+// Where every rename can be inverted: B -> A -> B must give back each of B's keys.
+std::vector<RuleIssue> roundTripIssues(const RuleSet& rules, const Source& b)
+{
+    std::vector<RuleIssue> out;
+    InvertedRules inverse = invertRules(rules);
+    if (!inverse.problems.empty()) {
+        RuleIssue issue;
+        issue.kind = RuleIssue::Kind::NotInvertible;
+        issue.severity = Severity::Info;
+        issue.message = "no round trip B -> A -> B: " + inverse.problems.front()
+            + (inverse.problems.size() > 1 ? " (and " + std::to_string(inverse.problems.size() - 1) + " more)" : "");
+        issue.examples = std::move(inverse.problems);
+        out.push_back(std::move(issue));
+        return out;
+    }
+    if (inverse.rules.rules.empty())
+        return out;
+    // B's keys in two halves, one on a second thread (CompiledRules keeps per-instance match data, so each
+    // thread compiles its own): the round trip is the longest check at 100,000 keys.
+    struct Half {
+        size_t failures = 0;
+        std::vector<std::string> examples;
+    };
+    auto check = [&rules, &inverse, &b](size_t begin, size_t end) {
+        const CompiledRules forward = CompiledRules::compile(rules);
+        const CompiledRules backward = CompiledRules::compile(inverse.rules);
+        Half h;
+        for (size_t i = begin; i < end; ++i) {
+            const std::string& name = b.entries[i].name;
+            CompiledRules::Result toA = backward.apply(name);
+            CompiledRules::Result back = forward.apply(toA.name);
+            if (!back.dropped && back.name == name)
+                continue;
+            if (h.failures++ < kExamples)
+                h.examples.push_back(name + " -> " + toA.name + " -> " + (back.dropped ? std::string("(dropped)") : back.name));
+        }
+        return h;
+    };
+    const size_t middle = b.entries.size() / 2;
+    auto secondHalf = std::async(std::launch::async, check, middle, b.entries.size());
+    Half first = check(0, middle);
+    Half second = secondHalf.get();
+    const size_t failures = first.failures + second.failures;
+    RuleIssue issue;
+    issue.kind = RuleIssue::Kind::RoundTrip;
+    issue.severity = Severity::Danger;
+    for (auto* h : { &first, &second })
+        for (auto& e : h->examples)
+            if (issue.examples.size() < kExamples)
+                issue.examples.push_back(std::move(e));
+    if (failures) {
+        issue.message = "the round trip B -> A -> B changes " + std::to_string(failures) + " of the model's keys, e.g. " + issue.examples.front();
+        out.push_back(std::move(issue));
+    }
+    return out;
+}
+
+} // namespace
+
+std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const Source& b, const DiffResult* diff)
 {
     std::vector<RuleIssue> out;
     std::vector<PatternError> errors;
@@ -47,22 +112,41 @@ std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const S
 
     // One pass over A: which rules fire, and where two keys land on one name.
     std::vector<size_t> hits(rules.rules.size(), 0);
-    std::vector<uint32_t> matched;
-    std::unordered_map<std::string, size_t> landed; // mapped name -> first A entry that got it
+    std::vector<std::string> mappedNames(a.entries.size());
+    std::vector<uint8_t> dropped(a.entries.size(), 0);
+    if (diff && diff->ruleHits.size() == hits.size()) {
+        std::copy(diff->ruleHits.begin(), diff->ruleHits.end(), hits.begin());
+        for (const auto& row : diff->rows) {
+            if (row.a < 0)
+                continue;
+            const size_t i = static_cast<size_t>(row.a);
+            if (row.status == RowStatus::Dropped)
+                dropped[i] = 1;
+            else
+                mappedNames[i] = row.mapped.empty() ? a.entries[i].name : row.mapped;
+        }
+    } else {
+        std::vector<uint32_t> matched;
+        for (size_t i = 0; i < a.entries.size(); ++i) {
+            matched.clear();
+            CompiledRules::Result r = compiled.apply(a.entries[i].name, &matched);
+            for (uint32_t k : matched)
+                ++hits[k];
+            if (r.dropped)
+                dropped[i] = 1;
+            else
+                mappedNames[i] = std::move(r.name);
+        }
+    }
+    std::unordered_map<std::string_view, size_t> landed; // mapped name -> first A entry that got it
     landed.reserve(a.entries.size());
     std::vector<std::pair<size_t, size_t>> collisions; // (earlier entry, later entry)
-    std::vector<std::string> mappedNames(a.entries.size());
     for (size_t i = 0; i < a.entries.size(); ++i) {
-        matched.clear();
-        CompiledRules::Result r = compiled.apply(a.entries[i].name, &matched);
-        for (uint32_t k : matched)
-            ++hits[k];
-        if (r.dropped)
+        if (dropped[i])
             continue;
-        auto [it, inserted] = landed.try_emplace(r.name, i);
+        auto [it, inserted] = landed.try_emplace(mappedNames[i], i);
         if (!inserted)
             collisions.emplace_back(it->second, i);
-        mappedNames[i] = std::move(r.name);
     }
     if (!collisions.empty()) {
         RuleIssue issue;
@@ -81,6 +165,9 @@ std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const S
     for (size_t k = 0; k < rules.rules.size(); ++k) {
         if (!compiled.usable(k))
             continue;
+        // In a chain, a rule that fired is neither unused nor shadowed: nothing to learn from a scan.
+        if (hits[k] != 0 && rules.mode == RuleMode::Chain)
+            continue;
         size_t wouldMatch = 0;
         std::vector<std::string> examples;
         int shadowedBy = -1;
@@ -98,8 +185,6 @@ std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const S
                         examples.push_back(a.entries[i].name);
                 }
             }
-            if (hits[k] != 0 && rules.mode == RuleMode::Chain)
-                break; // used; nothing more to learn
         }
         RuleIssue issue;
         issue.rule = static_cast<int>(k);
@@ -124,42 +209,8 @@ std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const S
         out.push_back(std::move(issue));
     }
 
-    // Round trip, when the renames can be inverted.
-    InvertedRules inverse = invertRules(rules);
-    if (!inverse.problems.empty()) {
-        RuleIssue issue;
-        issue.kind = RuleIssue::Kind::NotInvertible;
-        issue.severity = Severity::Info;
-        issue.message = "no round trip B -> A -> B: " + inverse.problems.front()
-            + (inverse.problems.size() > 1 ? " (and " + std::to_string(inverse.problems.size() - 1) + " more)" : "");
-        issue.examples = std::move(inverse.problems);
+    for (auto& issue : roundTripIssues(rules, b))
         out.push_back(std::move(issue));
-        return out;
-    }
-    if (inverse.rules.rules.empty())
-        return out;
-    const CompiledRules backward = CompiledRules::compile(inverse.rules);
-    size_t failures = 0;
-    RuleIssue issue;
-    issue.kind = RuleIssue::Kind::RoundTrip;
-    issue.severity = Severity::Danger;
-    std::string first;
-    for (const Entry& e : b.entries) {
-        CompiledRules::Result toA = backward.apply(e.name);
-        CompiledRules::Result back = compiled.apply(toA.name);
-        if (!back.dropped && back.name == e.name)
-            continue;
-        ++failures;
-        std::string example = e.name + " -> " + toA.name + " -> " + (back.dropped ? std::string("(dropped)") : back.name);
-        if (first.empty())
-            first = example;
-        if (issue.examples.size() < kExamples)
-            issue.examples.push_back(std::move(example));
-    }
-    if (failures) {
-        issue.message = "the round trip B -> A -> B changes " + std::to_string(failures) + " of the model's keys, e.g. " + first;
-        out.push_back(std::move(issue));
-    }
     return out;
 }
 

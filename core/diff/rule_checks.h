@@ -26,6 +26,9 @@ struct RuleIssue {
 };
 std::string_view ruleIssueKindName(RuleIssue::Kind k); // "invalid", "collision", ...
 
-std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const Source& b);
+// With `diff` (diffSources of the same pair and rules), its mapping and rule hits are reused instead of
+// mapping A's keys again.
+struct DiffResult;
+std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const Source& b, const DiffResult* diff = nullptr);
 
 } // namespace sl
