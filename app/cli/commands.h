@@ -31,6 +31,8 @@ struct SideOption {
 void addSideOptions(CLI::App* cmd, SideOption& side, const std::string& positional, const std::string& letter,
     const std::string& description);
 const Source& openSide(const SideOption& side);
+// Both sides at once (each reader is single-threaded; two cores halve the wait).
+std::pair<const Source&, const Source&> openBoth(const SideOption& a, const SideOption& b);
 
 // Writes `text` to `outputPath` atomically, or to stdout when the path is empty or "-".
 void emit(const std::string& text, const std::string& outputPath);

@@ -43,11 +43,8 @@ int runDiff(const DiffOptionsCli& o)
 {
     Timings timings;
     Timings* t = o.timings ? &timings : nullptr;
-    // The two sides load at once (each reader is single-threaded; a 2-core machine halves the wait).
     PhaseTimer openTimer(t, "open a + b");
-    auto openB = std::async(std::launch::async, [&o]() -> const Source& { return openSide(o.b); });
-    const Source& a = openSide(o.a);
-    const Source& b = openB.get();
+    const auto [a, b] = openBoth(o.a, o.b);
     openTimer.stop();
     const RuleSet& rules = keepUntilExit(o.rules.empty() ? RuleSet {} : loadRules(o.rules));
 

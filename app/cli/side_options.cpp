@@ -4,6 +4,8 @@
 
 #include "formats/loader.h"
 
+#include <future>
+
 namespace sl::cli {
 
 void addSideOptions(CLI::App* cmd, SideOption& side, const std::string& positional, const std::string& letter,
@@ -21,6 +23,13 @@ const Source& openSide(const SideOption& side)
     if (side.containerGiven)
         options.container = side.container;
     return keepUntilExit(openSource(side.path, options));
+}
+
+std::pair<const Source&, const Source&> openBoth(const SideOption& a, const SideOption& b)
+{
+    auto second = std::async(std::launch::async, [&b]() -> const Source& { return openSide(b); });
+    const Source& first = openSide(a);
+    return { first, second.get() };
 }
 
 } // namespace sl::cli

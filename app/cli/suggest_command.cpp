@@ -25,8 +25,7 @@ struct SuggestOptionsCli {
 
 int runSuggest(const SuggestOptionsCli& o)
 {
-    const Source& a = openSide(o.a);
-    const Source& b = openSide(o.b);
+    const auto [a, b] = openBoth(o.a, o.b);
     const RuleSet existing = o.rules.empty() ? RuleSet {} : loadRules(o.rules);
     std::vector<Suggestion> suggestions;
     if (!o.pair.empty()) {

@@ -480,24 +480,34 @@ private:
                 g.rows.push_back(row);
                 g.experts.push_back(std::stoll(name.substr(idxStart, idxEnd - idxStart)));
             }
+            // The other side's rows by the "...experts" prefix they continue with a non-numeric segment
+            // (experts.w1, experts.gate_up_proj): one pass instead of one per group.
+            std::unordered_map<std::string_view, std::vector<size_t>> stackedByPrefix;
+            if (!perExpert.empty())
+                for (size_t row : m_unmatched[1 - side]) {
+                    const std::string& name = nameOf(row);
+                    for (size_t at = name.find("experts."); at != std::string::npos; at = name.find("experts.", at + 1)) {
+                        if (at > 0 && name[at - 1] != '.')
+                            continue;
+                        const size_t segStart = at + 8;
+                        const size_t next = name.find('.', segStart);
+                        if (!isNumber(std::string_view(name).substr(segStart, next == std::string::npos ? std::string::npos : next - segStart)))
+                            stackedByPrefix[std::string_view(name).substr(0, at + 7)].push_back(row);
+                    }
+                }
             for (auto& [prefix, g] : perExpert) {
                 std::sort(g.experts.begin(), g.experts.end());
                 const int64_t count = static_cast<int64_t>(std::unique(g.experts.begin(), g.experts.end()) - g.experts.begin());
                 std::vector<size_t> stacked;
                 bool shapesAgree = false, shapesKnown = false;
-                for (size_t row : m_unmatched[1 - side]) {
-                    const std::string& name = nameOf(row);
-                    if (name.size() <= prefix.size() + 1 || name.compare(0, prefix.size(), prefix) != 0 || name[prefix.size()] != '.')
-                        continue;
-                    const size_t next = name.find('.', prefix.size() + 1);
-                    if (isNumber(std::string_view(name).substr(prefix.size() + 1, next == std::string::npos ? std::string::npos : next - prefix.size() - 1)))
-                        continue;
-                    stacked.push_back(row);
-                    if (const Entry* e = entryOf(row); e && e->shapeKnown && !e->shape.empty()) {
-                        shapesKnown = true;
-                        shapesAgree = shapesAgree || e->shape[0] == count;
+                if (auto it = stackedByPrefix.find(prefix); it != stackedByPrefix.end())
+                    for (size_t row : it->second) {
+                        stacked.push_back(row);
+                        if (const Entry* e = entryOf(row); e && e->shapeKnown && !e->shape.empty()) {
+                            shapesKnown = true;
+                            shapesAgree = shapesAgree || e->shape[0] == count;
+                        }
                     }
-                }
                 if (stacked.empty() || (shapesKnown && !shapesAgree))
                     continue;
                 for (size_t row : g.rows)
@@ -654,6 +664,11 @@ UnwrappedName unwrapName(std::string_view name)
 void explainRows(DiffResult& diff, const Source& a, const Source& b)
 {
     Explainer(diff, a, b).run();
+}
+
+bool looksLikeNonPersistentBufferName(std::string_view name, const Entry* entry)
+{
+    return looksLikeNonPersistentBuffer(name, entry);
 }
 
 } // namespace sl

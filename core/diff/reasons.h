@@ -17,4 +17,7 @@ struct UnwrappedName {
 };
 UnwrappedName unwrapName(std::string_view name);
 
+// Names model code registers as non-persistent buffers (rotary inv_freq, position_ids, GPT-2's attn.bias).
+bool looksLikeNonPersistentBufferName(std::string_view name, const Entry* entry);
+
 } // namespace sl

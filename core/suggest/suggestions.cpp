@@ -82,6 +82,7 @@ public:
         }
         for (const auto& name : matched)
             taken.insert(name);
+        refreshTemplates();
     }
 
     struct Key {
@@ -94,17 +95,49 @@ public:
     std::vector<std::string> matched; // names that load now
     std::unordered_set<std::string> taken;
 
+    // Index templates ("layers.{}.attn.q.weight") of the unexpected and the matched names, so that a rule
+    // made from templates is tried on the few distinct templates instead of on every key.
+    std::vector<std::string> unexpectedTemplates, matchedTemplates;
+    void refreshTemplates()
+    {
+        unexpectedTemplates.clear();
+        for (const auto& k : unexpected)
+            unexpectedTemplates.push_back(foldIndices(k.name));
+        for (size_t i = matchedTemplates.size(); i < matched.size(); ++i)
+            matchedTemplates.push_back(foldIndices(matched[i]));
+    }
+
     const Entry& entryA(const Key& k) const { return m_a.entries[k.a]; }
     const Entry& entryB(size_t i) const { return m_b.entries[i]; }
 
-    Evaluation evaluate(const std::vector<Rule>& block, bool checkBreaks = true) const
+    // `onTemplates`, when given, is the block's one rule written over templates (its (\d+) groups as {}): a
+    // key can match the rule only if its template matches that, which is decided once per template.
+    Evaluation evaluate(const std::vector<Rule>& block, bool checkBreaks = true, const Rule* onTemplates = nullptr) const
     {
         Evaluation ev;
         RuleSet set;
         set.rules = block;
         const CompiledRules compiled = CompiledRules::compile(set);
+        std::optional<CompiledRules> templ;
+        std::unordered_map<std::string_view, bool> templateMatches;
+        if (onTemplates) {
+            RuleSet t;
+            t.rules = { *onTemplates };
+            templ = CompiledRules::compile(t);
+        }
+        auto mayMatch = [&](const std::string& t) {
+            if (!templ)
+                return true;
+            auto [it, inserted] = templateMatches.try_emplace(t, false);
+            if (inserted)
+                it->second = templ->matches(0, t);
+            return it->second;
+        };
         std::unordered_set<std::string_view> hit;
-        for (const Key& k : unexpected) {
+        for (size_t i = 0; i < unexpected.size(); ++i) {
+            const Key& k = unexpected[i];
+            if (!mayMatch(unexpectedTemplates[i]))
+                continue;
             CompiledRules::Result r = compiled.apply(k.name);
             if (r.dropped) {
                 ++ev.dropped;
@@ -126,7 +159,10 @@ public:
             }
         }
         if (checkBreaks && (ev.resolves || ev.dropped)) {
-            for (const auto& name : matched) {
+            for (size_t i = 0; i < matched.size(); ++i) {
+                const std::string& name = matched[i];
+                if (!mayMatch(matchedTemplates[i]))
+                    continue;
                 CompiledRules::Result r = compiled.apply(name);
                 if (r.dropped || r.name != name)
                     ++ev.breaks;
@@ -136,14 +172,31 @@ public:
     }
 
     // Takes a block: its renames and drops become the new state.
-    void accept(const std::vector<Rule>& block)
+    void accept(const std::vector<Rule>& block, const Rule* onTemplates = nullptr)
     {
         RuleSet set;
         set.rules = block;
         const CompiledRules compiled = CompiledRules::compile(set);
+        std::optional<CompiledRules> templ;
+        if (onTemplates) {
+            RuleSet t;
+            t.rules = { *onTemplates };
+            templ = CompiledRules::compile(t);
+        }
+        std::unordered_map<std::string_view, bool> templateMatches;
         std::vector<Key> still;
         still.reserve(unexpected.size());
-        for (Key& k : unexpected) {
+        for (size_t i = 0; i < unexpected.size(); ++i) {
+            Key& k = unexpected[i];
+            if (templ) {
+                auto [it, inserted] = templateMatches.try_emplace(unexpectedTemplates[i], false);
+                if (inserted)
+                    it->second = templ->matches(0, unexpectedTemplates[i]);
+                if (!it->second) {
+                    still.push_back(std::move(k));
+                    continue;
+                }
+            }
             CompiledRules::Result r = compiled.apply(k.name);
             if (r.dropped)
                 continue;
@@ -158,6 +211,7 @@ public:
             still.push_back(std::move(k));
         }
         unexpected = std::move(still);
+        refreshTemplates();
     }
 
 private:
@@ -203,7 +257,14 @@ public:
     {
         wrappers();
         drops();
-        systematic();
+        // A second round finds renames nested in what the first renamed (block_sparse_moe -> moe, then
+        // moe.gate -> moe.router.gate); each round works on what the rules so far leave.
+        for (int round = 0; round < 3; ++round) {
+            const size_t before = m_out.size();
+            systematic();
+            if (m_out.size() == before)
+                break;
+        }
         return std::move(m_out);
     }
 
@@ -222,7 +283,10 @@ private:
         s.resolves = s.kind == Suggestion::Kind::DropBuffer ? ev.dropped : ev.resolves;
         s.collisions = ev.collisions;
         s.examples = ev.examples;
-        m_residual.accept(s.rules);
+        // A systematic rename is one rule made from templates: it is applied template by template.
+        const std::optional<Rule> overTemplates
+            = s.kind == Suggestion::Kind::SystematicRename && s.rules.size() == 1 ? std::optional<Rule>(templated(s.rules.front())) : std::nullopt;
+        m_residual.accept(s.rules, overTemplates ? &*overTemplates : nullptr);
         for (const auto& r : s.rules)
             m_rules.rules.push_back(r);
         m_out.push_back(std::move(s));
@@ -368,6 +432,15 @@ private:
     // Step 2. Non-persistent buffers the checkpoint carries and the model does not save.
     void drops()
     {
+        // Explaining the whole residual costs a full diff: only worth it when a key could be such a buffer.
+        auto declaresBuffers = [](const Source& s) {
+            return std::any_of(s.containers.begin(), s.containers.end(), [](const ContainerInfo& c) { return c.path == "non_persistent_buffers"; });
+        };
+        if (!declaresBuffers(m_a) && !declaresBuffers(m_b)
+            && std::none_of(m_residual.unexpected.begin(), m_residual.unexpected.end(), [this](const Residual::Key& k) {
+                   return looksLikeNonPersistentBufferName(k.name, &m_residual.entryA(k));
+               }))
+            return;
         // The reasons come from a fresh explanation of the residual under the rules taken so far.
         DiffResult diff = diffSources(m_a, m_b, m_rules);
         std::map<std::string, size_t> tails; // pattern -> keys
@@ -409,7 +482,8 @@ private:
     struct Cluster {
         std::string templ;
         std::vector<Member> members; // sorted by numbers
-        std::string signature; // the numbers of every member
+        std::map<std::vector<int64_t>, size_t> byNumbers; // a member's indices -> its position
+        size_t slots = 0; // how many index segments the template has
         bool taken = false;
     };
 
@@ -425,26 +499,65 @@ private:
         std::vector<Cluster> out;
         for (auto& [t, c] : byTemplate) {
             std::sort(c.members.begin(), c.members.end(), [](const Member& x, const Member& y) { return x.numbers < y.numbers; });
-            c.signature = std::to_string(c.members.size()) + ":";
-            for (const auto& m : c.members) {
-                for (int64_t n : m.numbers)
-                    c.signature += std::to_string(n) + ",";
-                c.signature += ';';
-            }
+            for (size_t i = 0; i < c.members.size(); ++i)
+                c.byNumbers.emplace(c.members[i].numbers, i);
+            c.slots = c.members.front().numbers.size();
             out.push_back(std::move(c));
         }
         return out;
     }
 
-    static bool shapesFit(const Cluster& u, const Cluster& m)
+    // How well two clusters line up: the share of members whose indices both have (a few keys may be
+    // missing on one side, which is what the diff is about) and, among those, the share whose shapes agree
+    // (a renamed key can still have another shape: padded vocabularies, one resized layer).
+    struct Fit {
+        double overlap = 0;
+        double shapes = 0;
+    };
+    static Fit fit(const Cluster& u, const Cluster& m, size_t& budget)
     {
-        for (size_t i = 0; i < u.members.size(); ++i) {
-            const Entry* x = u.members[i].entry;
-            const Entry* y = m.members[i].entry;
-            if (x->shapeKnown && y->shapeKnown && !(x->shape == y->shape))
-                return false;
+        Fit f;
+        if (u.slots != m.slots)
+            return f;
+        const Cluster& small = u.members.size() <= m.members.size() ? u : m;
+        const Cluster& large = &small == &u ? m : u;
+        if (budget < small.members.size())
+            return f;
+        budget -= small.members.size();
+        size_t common = 0, agree = 0;
+        for (const auto& x : small.members) {
+            auto it = large.byNumbers.find(x.numbers);
+            if (it == large.byNumbers.end())
+                continue;
+            ++common;
+            const Entry* y = large.members[it->second].entry;
+            if (!x.entry->shapeKnown || !y->shapeKnown || x.entry->shape == y->shape)
+                ++agree;
         }
-        return true;
+        f.overlap = static_cast<double>(common) / static_cast<double>(large.members.size());
+        f.shapes = common ? static_cast<double>(agree) / static_cast<double>(common) : 0;
+        return f;
+    }
+
+    // Module names that conventions rename into each other (Hugging Face <-> torchtitan, as in torchtitan's
+    // state-dict adapters): where shapes and indices cannot tell two candidates apart, these can.
+    static bool knownRename(const std::string& x, const std::string& y)
+    {
+        static const std::pair<std::string_view, std::string_view> kPairs[] = {
+            { "embed_tokens", "tok_embeddings" }, { "lm_head", "output" }, { "self_attn", "attention" },
+            { "q_proj", "wq" }, { "k_proj", "wk" }, { "v_proj", "wv" }, { "o_proj", "wo" },
+            { "mlp", "feed_forward" }, { "gate_proj", "w1" }, { "down_proj", "w2" }, { "up_proj", "w3" },
+            { "input_layernorm", "attention_norm" }, { "post_attention_layernorm", "ffn_norm" },
+            { "block_sparse_moe", "moe" }, { "gate", "router" },
+        };
+        auto segs = [](const std::string& s) { return splitSegments(s); };
+        const auto xs = segs(x), ys = segs(y);
+        for (const auto& [p, q] : kPairs)
+            for (const auto& a : xs)
+                for (const auto& b : ys)
+                    if ((a == p && b == q) || (a == q && b == p))
+                        return true;
+        return false;
     }
 
     // 2 * LCS / (|x| + |y|) over the parts of two templates that differ.
@@ -526,6 +639,23 @@ private:
         return r;
     }
 
+    // A template rule (literal segments and (\d+) groups) over index templates: each group becomes a
+    // literal {}, which is what foldIndices puts where the key has a number.
+    static Rule templated(const Rule& r)
+    {
+        Rule t;
+        const std::string group = "(\\d+)";
+        for (size_t i = 0; i < r.pattern.size();) {
+            if (r.pattern.compare(i, group.size(), group) == 0) {
+                t.pattern += "\\{\\}";
+                i += group.size();
+            } else {
+                t.pattern += r.pattern[i++];
+            }
+        }
+        return t;
+    }
+
     void systematic()
     {
         if (full() || m_residual.unexpected.empty() || m_residual.missing.empty())
@@ -543,31 +673,35 @@ private:
             mm.push_back({ name, numbers, &m_residual.entryB(index) });
         }
         std::vector<Cluster> us = clusters(std::move(um)), ms = clusters(std::move(mm));
-        std::unordered_map<std::string, std::vector<size_t>> bySignature;
-        for (size_t j = 0; j < ms.size(); ++j)
-            bySignature[ms[j].signature].push_back(j);
 
+        // Candidate pairs: clusters with the same index slots whose members mostly line up by index and by
+        // shape. A budget of member lookups keeps thousands of clusters from going quadratic.
         struct Pair {
             double score;
             size_t u, m;
         };
         std::vector<Pair> pairs;
+        size_t budget = 20'000'000;
         for (size_t i = 0; i < us.size(); ++i) {
-            auto it = bySignature.find(us[i].signature);
-            if (it == bySignature.end())
-                continue;
-            for (size_t j : it->second) {
-                if (!shapesFit(us[i], ms[j]))
+            for (size_t j = 0; j < ms.size(); ++j) {
+                const size_t nu = us[i].members.size(), nm = ms[j].members.size();
+                if (us[i].slots != ms[j].slots || std::min(nu, nm) * 10 < std::max(nu, nm) * 8)
+                    continue;
+                const Fit f = fit(us[i], ms[j], budget);
+                if (f.overlap < 0.8 || f.shapes < 0.9)
                     continue;
                 Alignment al = align(us[i].templ, ms[j].templ);
-                const double score = similarity(join(al.a, al.prefix, al.a.size() - al.suffix), join(al.b, al.prefix, al.b.size() - al.suffix))
-                    + 0.01 * static_cast<double>(al.prefix + al.suffix);
+                const std::string from = join(al.a, al.prefix, al.a.size() - al.suffix);
+                const std::string to = join(al.b, al.prefix, al.b.size() - al.suffix);
+                const double score = similarity(from, to) + 0.01 * static_cast<double>(al.prefix + al.suffix) + f.overlap + f.shapes
+                    + (knownRename(from, to) ? 1.0 : 0.0);
                 pairs.push_back({ score, i, j });
             }
         }
         std::stable_sort(pairs.begin(), pairs.end(), [](const Pair& x, const Pair& y) { return x.score > y.score; });
 
-        // Greedy one-to-one pairing; a close second choice makes the suggestion "ambiguous".
+        // Greedy one-to-one pairing, best score first. Any other candidate that fits the same cluster (by
+        // indices and shapes) makes the suggestion "ambiguous": names decided it, so the user should look.
         std::vector<std::pair<size_t, size_t>> chosen;
         std::map<size_t, std::string> ambiguity;
         std::vector<bool> usedU(us.size()), usedM(ms.size());
@@ -577,7 +711,7 @@ private:
             usedU[p.u] = usedM[p.m] = true;
             chosen.emplace_back(p.u, p.m);
             for (const Pair& q : pairs)
-                if (q.u == p.u && q.m != p.m && q.score >= p.score - 1e-9) {
+                if (q.u == p.u && q.m != p.m) {
                     ambiguity[p.u] = ms[q.m].templ;
                     break;
                 }
@@ -585,14 +719,22 @@ private:
 
         // Rules, shortest first (stop before the common suffix); longer only where the short one would
         // rename keys that load already. Identical rules from several pairs (weight and bias) merge.
-        std::map<std::pair<std::string, std::string>, std::pair<Rule, std::string>> rules;
+        struct Pending {
+            Rule rule;
+            std::string title;
+            Evaluation ev; // measured on the residual as it was before this round took anything
+        };
+        std::map<std::pair<std::string, std::string>, Pending> rules;
         for (const auto& [ui, mi] : chosen) {
             Alignment al = align(us[ui].templ, ms[mi].templ);
             for (size_t extra = 0; extra <= al.suffix; ++extra) {
                 std::optional<Rule> r = templateRule(al, extra);
                 if (!r)
                     break;
-                Evaluation ev = m_residual.evaluate({ *r });
+                if (rules.count({ r->pattern, r->replacement }))
+                    break; // the same rule from another pair (weight and bias, w1 and w2): measured already
+                const Rule overTemplates = templated(*r);
+                Evaluation ev = m_residual.evaluate({ *r }, true, &overTemplates);
                 if (ev.resolves == 0)
                     break;
                 if (ev.breaks)
@@ -602,28 +744,33 @@ private:
                 r->note = "rename '" + from + "' to '" + to + "'";
                 if (auto amb = ambiguity.find(ui); amb != ambiguity.end())
                     r->note += " (ambiguous: '" + amb->second + "' fits the same indices and shapes; check it)";
-                rules.try_emplace({ r->pattern, r->replacement }, *r, "rename " + quoted(from) + " to " + quoted(to));
+                rules.try_emplace({ r->pattern, r->replacement }, Pending { *r, "rename " + quoted(from) + " to " + quoted(to), std::move(ev) });
                 break;
             }
         }
-        // Take them by what they resolve, measured again on what is left each time.
-        std::vector<std::pair<Rule, std::string>> pending;
+        // Take them by what they resolve; after the first is taken, each is measured again on what is left.
+        std::vector<Pending> pending;
         for (auto& [key, value] : rules)
             pending.push_back(std::move(value));
-        std::vector<std::pair<size_t, size_t>> order; // (resolves, index)
-        for (size_t i = 0; i < pending.size(); ++i)
-            order.emplace_back(m_residual.evaluate({ pending[i].first }, false).resolves, i);
-        std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
-        for (const auto& [estimate, i] : order) {
+        std::stable_sort(pending.begin(), pending.end(), [](const Pending& x, const Pending& y) { return x.ev.resolves > y.ev.resolves; });
+        bool changed = false;
+        for (Pending& p : pending) {
             if (full())
                 return;
-            Evaluation ev = m_residual.evaluate({ pending[i].first });
+            Evaluation ev;
+            if (changed) {
+                const Rule overTemplates = templated(p.rule);
+                ev = m_residual.evaluate({ p.rule }, true, &overTemplates);
+            } else {
+                ev = std::move(p.ev);
+            }
             if (ev.resolves == 0 || ev.breaks)
                 continue;
+            changed = true;
             Suggestion s;
             s.kind = Suggestion::Kind::SystematicRename;
-            s.rules = { pending[i].first };
-            s.title = pending[i].second + ": resolves " + std::to_string(ev.resolves) + " unexpected/missing pairs";
+            s.rules = { p.rule };
+            s.title = p.title + ": resolves " + std::to_string(ev.resolves) + " unexpected/missing pairs";
             if (ev.collisions)
                 s.title += " (" + std::to_string(ev.collisions) + " collide)";
             take(std::move(s), ev);
