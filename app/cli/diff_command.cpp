@@ -44,7 +44,10 @@ int runDiff(const DiffOptionsCli& o)
     Timings timings;
     Timings* t = o.timings ? &timings : nullptr;
     PhaseTimer openTimer(t, "open a + b");
-    const auto [a, b] = openBoth(o.a, o.b);
+    // Plain references, not a structured binding: clang 14 cannot capture those in lambdas.
+    const auto sides = openBoth(o.a, o.b);
+    const Source& a = sides.first;
+    const Source& b = sides.second;
     openTimer.stop();
     const RuleSet& rules = keepUntilExit(o.rules.empty() ? RuleSet {} : loadRules(o.rules));
 

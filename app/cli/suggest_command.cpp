@@ -25,7 +25,10 @@ struct SuggestOptionsCli {
 
 int runSuggest(const SuggestOptionsCli& o)
 {
-    const auto [a, b] = openBoth(o.a, o.b);
+    // Plain references, not a structured binding: clang 14 cannot capture those in lambdas.
+    const auto sides = openBoth(o.a, o.b);
+    const Source& a = sides.first;
+    const Source& b = sides.second;
     const RuleSet existing = o.rules.empty() ? RuleSet {} : loadRules(o.rules);
     std::vector<Suggestion> suggestions;
     if (!o.pair.empty()) {

@@ -212,7 +212,14 @@ RuleSet parseRules(std::string_view text, const std::string& name)
     size_t i = text.find_first_not_of(" \t\r\n");
     if (i != std::string_view::npos && text[i] == '{')
         return fromJson(text, name);
-    return fromYaml(text, name);
+    try {
+        return fromYaml(text, name);
+    } catch (const YAML::Exception& e) {
+        // A conversion the field checks above did not anticipate (a sequence used as a key, ...).
+        std::string msg = e.msg;
+        std::replace(msg.begin(), msg.end(), '\n', ' ');
+        throw LoadError(name, "YAML error at line " + std::to_string(e.mark.line + 1) + ": " + msg);
+    }
 }
 
 RuleSet loadRules(const std::string& path)

@@ -478,32 +478,32 @@ private:
         std::string name;
         std::vector<int64_t> numbers;
         const Entry* entry;
+        std::string templ; // the name with its numbers folded, from the same foldIndices call
     };
     struct Cluster {
         std::string templ;
         std::vector<Member> members; // sorted by numbers
-        std::map<std::vector<int64_t>, size_t> byNumbers; // a member's indices -> its position
         size_t slots = 0; // how many index segments the template has
         bool taken = false;
     };
 
     static std::vector<Cluster> clusters(std::vector<Member> members)
     {
-        std::map<std::string, Cluster> byTemplate;
+        std::unordered_map<std::string, Cluster> byTemplate;
         for (auto& m : members) {
-            std::string t = foldIndices(m.name);
-            Cluster& c = byTemplate[t];
-            c.templ = t;
+            Cluster& c = byTemplate[m.templ];
+            if (c.templ.empty())
+                c.templ = m.templ;
             c.members.push_back(std::move(m));
         }
         std::vector<Cluster> out;
         for (auto& [t, c] : byTemplate) {
             std::sort(c.members.begin(), c.members.end(), [](const Member& x, const Member& y) { return x.numbers < y.numbers; });
-            for (size_t i = 0; i < c.members.size(); ++i)
-                c.byNumbers.emplace(c.members[i].numbers, i);
             c.slots = c.members.front().numbers.size();
             out.push_back(std::move(c));
         }
+        // Deterministic order (the map above is unordered): by template.
+        std::sort(out.begin(), out.end(), [](const Cluster& x, const Cluster& y) { return x.templ < y.templ; });
         return out;
     }
 
@@ -525,12 +525,14 @@ private:
             return f;
         budget -= small.members.size();
         size_t common = 0, agree = 0;
+        // Members are sorted by their indices: a binary search finds the partner.
         for (const auto& x : small.members) {
-            auto it = large.byNumbers.find(x.numbers);
-            if (it == large.byNumbers.end())
+            auto it = std::lower_bound(large.members.begin(), large.members.end(), x.numbers,
+                [](const Member& m, const std::vector<int64_t>& n) { return m.numbers < n; });
+            if (it == large.members.end() || it->numbers != x.numbers)
                 continue;
             ++common;
-            const Entry* y = large.members[it->second].entry;
+            const Entry* y = it->entry;
             if (!x.entry->shapeKnown || !y->shapeKnown || x.entry->shape == y->shape)
                 ++agree;
         }
@@ -662,15 +664,17 @@ private:
             return;
         std::vector<Member> um, mm;
         std::vector<int64_t> numbers;
+        um.reserve(m_residual.unexpected.size());
         for (const auto& k : m_residual.unexpected) {
             numbers.clear();
-            foldIndices(k.name, &numbers);
-            um.push_back({ k.name, numbers, &m_residual.entryA(k) });
+            std::string t = foldIndices(k.name, &numbers);
+            um.push_back({ k.name, numbers, &m_residual.entryA(k), std::move(t) });
         }
+        mm.reserve(m_residual.missing.size());
         for (const auto& [name, index] : m_residual.missing) {
             numbers.clear();
-            foldIndices(name, &numbers);
-            mm.push_back({ name, numbers, &m_residual.entryB(index) });
+            std::string t = foldIndices(name, &numbers);
+            mm.push_back({ name, numbers, &m_residual.entryB(index), std::move(t) });
         }
         std::vector<Cluster> us = clusters(std::move(um)), ms = clusters(std::move(mm));
 

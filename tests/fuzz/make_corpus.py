@@ -36,6 +36,7 @@ MAX_LEN = {
     "fuzz_pickle": 64 << 10,
     "fuzz_hf_index": 64 << 10,
     "fuzz_dcp": 128 << 10,
+    "fuzz_rules": 64 << 10,
 }
 MAX_SEEDS_PER_FUZZER = 2000
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
@@ -284,7 +285,22 @@ def hostile_pickles():
     return out
 
 
+RULE_SEEDS = [
+    "# kept\nversion: 1\nrules:\n  # strip\n  - pattern: '^_orig_mod\\.'\n    replace: ''\n    note: compile\n"
+    "  - pattern: '^model\\.layers\\.(\\d+)\\.self_attn\\.q_proj\\.'\n    replace: 'layers.\\1.attention.wq.'\n"
+    "  - pattern: '\\.rotary_emb\\.inv_freq$'\n    drop: true\n    enabled: false\n",
+    "version: 1\nmode: first_match\nrules:\n  - {pattern: '(?P<n>\\d+)', replace: '\\g<n>x'}\n",
+    '{"version": 1, "rules": [{"pattern": "^module\\\\.", "replace": ""}, {"pattern": "a|b", "replace": "c", "drop": false}]}',
+    '{"^language_model.model": "model.language_model", "^vision_tower": "model.vision_tower", "(\\d+)": "<\\\\1>"}',
+    '_checkpoint_conversion_mapping = {\n    r"^language_model.model": "model.language_model",  # text\n'
+    "    r'^multi_modal_projector': 'model.multi_modal_projector',\n}\n",
+    'old,new\nmodel.norm.weight,norm.weight\n"a,b","c""d"\nlm_head.weight,\n',
+]
+
+
 def synthetic(c):
+    for seed in RULE_SEEDS:
+        c.add("fuzz_rules", seed.encode())
     for proto in range(6):
         for obj in plain_objects():
             c.add("fuzz_pickle", pickle.dumps(obj, proto))

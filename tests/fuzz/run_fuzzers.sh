@@ -20,14 +20,14 @@ build=$(cd "$1" && pwd) || { echo "run_fuzzers: no build directory $1" >&2; exit
 seconds=$2
 shift 2
 
-all=(fuzz_safetensors fuzz_torch_zip fuzz_torch_legacy fuzz_tar fuzz_pickle fuzz_hf_index fuzz_dcp)
+all=(fuzz_safetensors fuzz_torch_zip fuzz_torch_legacy fuzz_tar fuzz_pickle fuzz_hf_index fuzz_dcp fuzz_rules)
 fuzzers=("${@:-${all[@]}}")
 [ $# -eq 0 ] && fuzzers=("${all[@]}")
 
 # -max_len per format: large enough for a small real file of that kind, small enough to stay fast.
 max_len() {
     case $1 in
-        fuzz_safetensors | fuzz_pickle | fuzz_hf_index) echo 65536 ;;
+        fuzz_safetensors | fuzz_pickle | fuzz_hf_index | fuzz_rules) echo 65536 ;;
         *) echo 131072 ;;
     esac
 }
@@ -35,7 +35,7 @@ dict_for() {
     case $1 in
         fuzz_pickle | fuzz_torch_legacy | fuzz_tar | fuzz_dcp) echo "$here/pickle.dict" ;;
         fuzz_torch_zip) echo "$here/torch_zip.dict" ;;
-        fuzz_safetensors | fuzz_hf_index) echo "$here/json.dict" ;;
+        fuzz_safetensors | fuzz_hf_index | fuzz_rules) echo "$here/json.dict" ;;
     esac
 }
 
