@@ -51,11 +51,14 @@ case "${1:-}" in
     if [ -z "${DISPLAY:-}" ] && [ -z "${WAYLAND_DISPLAY:-}" ]; then
       echo
       echo "No display found, so the GUI cannot open here. Headless, the same demo looks like this:"
-      echo "  build/app/statelens demo /tmp/statelens-demo && build/app/statelens ls /tmp/statelens-demo/checkpoint.pt"
+      echo "  build/app/statelens demo /tmp/statelens-demo"
+      echo "  build/app/statelens diff /tmp/statelens-demo/checkpoint.pt /tmp/statelens-demo/model.pt"
+      echo "  build/app/statelens suggest /tmp/statelens-demo/checkpoint.pt /tmp/statelens-demo/model.pt -o rules.yaml"
       echo "Or run the GUI on a virtual display: xvfb-run build/app/statelens"
       echo
       build/app/statelens demo /tmp/statelens-demo >/dev/null
-      build/app/statelens ls /tmp/statelens-demo/checkpoint.pt
+      # diff exits 1 here on purpose: the demo checkpoint does not load into the demo model.
+      build/app/statelens diff /tmp/statelens-demo/checkpoint.pt /tmp/statelens-demo/model.pt || true
       exit 0
     fi
     exec build/app/statelens
