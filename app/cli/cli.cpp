@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/timings.h"
 
 #include <spdlog/spdlog.h>
 
@@ -31,6 +32,16 @@ void emit(const std::string& text, const std::string& outputPath)
         return;
     }
     writeFileAtomically(outputPath, text);
+}
+
+void printTimings(const Timings& t)
+{
+    double total = 0;
+    for (const auto& [name, ms] : t.phases) {
+        std::fprintf(stderr, "%-24s %9.2f ms\n", name.c_str(), ms);
+        total += ms;
+    }
+    std::fprintf(stderr, "%-24s %9.2f ms\n", "total (phases)", total);
 }
 
 int run(int argc, char** argv)

@@ -2,6 +2,7 @@
 // Each subcommand registers its options on the CLI11 app and returns what runs it after parsing.
 
 #include "model/source.h"
+#include "util/timings.h"
 
 #include <CLI/CLI.hpp>
 
@@ -33,6 +34,9 @@ void addSideOptions(CLI::App* cmd, SideOption& side, const std::string& position
 const Source& openSide(const SideOption& side);
 // Both sides at once (each reader is single-threaded; two cores halve the wait).
 std::pair<const Source&, const Source&> openBoth(const SideOption& a, const SideOption& b);
+
+// `--timings`: each phase and their total, to stderr.
+void printTimings(const Timings& t);
 
 // Writes `text` to `outputPath` atomically, or to stdout when the path is empty or "-".
 void emit(const std::string& text, const std::string& outputPath);

@@ -33,12 +33,6 @@ struct DiffOptionsCli {
     bool timings = false;
 };
 
-void printTimings(const Timings& t)
-{
-    for (const auto& [name, ms] : t.phases)
-        std::fprintf(stderr, "%-24s %9.2f ms\n", name.c_str(), ms);
-}
-
 int runDiff(const DiffOptionsCli& o)
 {
     Timings timings;

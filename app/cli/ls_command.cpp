@@ -39,16 +39,6 @@ std::string containersTable(const Source& s)
     return out;
 }
 
-void printTimings(const Timings& t)
-{
-    double total = 0;
-    for (const auto& [name, ms] : t.phases) {
-        std::fprintf(stderr, "%-24s %9.2f ms\n", name.c_str(), ms);
-        total += ms;
-    }
-    std::fprintf(stderr, "%-24s %9.2f ms\n", "total (phases)", total);
-}
-
 int runLs(const LsOptions& o)
 {
     Timings timings;

@@ -1,6 +1,7 @@
 #include "unpickler.h"
 
 #include "util/error.h"
+#include "util/utf8.h"
 
 #include <algorithm>
 #include <array>
@@ -103,25 +104,6 @@ SmallInts kSmallInts; // never written after construction
 
 // Memo indices this far beyond the dense part go to a hash map instead of growing the vector.
 constexpr uint64_t kDenseMemoSlack = 1 << 16;
-
-void appendUtf8(std::string& out, uint32_t cp)
-{
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-}
 
 int hexDigit(char c)
 {

@@ -4,6 +4,7 @@
 #include "rules/rule_inverse.h"
 #include "rules/rule_io.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 #include <simdjson.h>
 
@@ -68,25 +69,6 @@ size_t firstBadUtf8(std::string_view s)
         i += n;
     }
     return std::string_view::npos;
-}
-
-void appendUtf8(std::string& out, char32_t cp)
-{
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
 }
 
 size_t lineAt(std::string_view text, size_t offset)

@@ -62,6 +62,35 @@ bool shapesAgree(const Entry& x, const Entry& y)
     return !x.shapeKnown || !y.shapeKnown || x.shape == y.shape;
 }
 
+// Whether a key can match a rule made from templates, decided once per index template: the rule written
+// over templates (its (\d+) groups as {}) runs on the few distinct templates instead of on every key.
+// Without such a rule every key may match.
+class TemplateFilter {
+public:
+    explicit TemplateFilter(const Rule* onTemplates)
+    {
+        if (onTemplates) {
+            RuleSet t;
+            t.rules = { *onTemplates };
+            m_rule = CompiledRules::compile(t);
+        }
+    }
+    // `templ` must outlive the filter (the answers are cached by view).
+    bool mayMatch(const std::string& templ)
+    {
+        if (!m_rule)
+            return true;
+        auto [it, inserted] = m_seen.try_emplace(templ, false);
+        if (inserted)
+            it->second = m_rule->matches(0, templ);
+        return it->second;
+    }
+
+private:
+    std::optional<CompiledRules> m_rule;
+    std::unordered_map<std::string_view, bool> m_seen;
+};
+
 // The unexpected and missing keys left under the rules taken so far.
 class Residual {
 public:
@@ -118,25 +147,11 @@ public:
         RuleSet set;
         set.rules = block;
         const CompiledRules compiled = CompiledRules::compile(set);
-        std::optional<CompiledRules> templ;
-        std::unordered_map<std::string_view, bool> templateMatches;
-        if (onTemplates) {
-            RuleSet t;
-            t.rules = { *onTemplates };
-            templ = CompiledRules::compile(t);
-        }
-        auto mayMatch = [&](const std::string& t) {
-            if (!templ)
-                return true;
-            auto [it, inserted] = templateMatches.try_emplace(t, false);
-            if (inserted)
-                it->second = templ->matches(0, t);
-            return it->second;
-        };
+        TemplateFilter filter(onTemplates);
         std::unordered_set<std::string_view> hit;
         for (size_t i = 0; i < unexpected.size(); ++i) {
             const Key& k = unexpected[i];
-            if (!mayMatch(unexpectedTemplates[i]))
+            if (!filter.mayMatch(unexpectedTemplates[i]))
                 continue;
             CompiledRules::Result r = compiled.apply(k.name);
             if (r.dropped) {
@@ -161,7 +176,7 @@ public:
         if (checkBreaks && (ev.resolves || ev.dropped)) {
             for (size_t i = 0; i < matched.size(); ++i) {
                 const std::string& name = matched[i];
-                if (!mayMatch(matchedTemplates[i]))
+                if (!filter.mayMatch(matchedTemplates[i]))
                     continue;
                 CompiledRules::Result r = compiled.apply(name);
                 if (r.dropped || r.name != name)
@@ -177,25 +192,14 @@ public:
         RuleSet set;
         set.rules = block;
         const CompiledRules compiled = CompiledRules::compile(set);
-        std::optional<CompiledRules> templ;
-        if (onTemplates) {
-            RuleSet t;
-            t.rules = { *onTemplates };
-            templ = CompiledRules::compile(t);
-        }
-        std::unordered_map<std::string_view, bool> templateMatches;
+        TemplateFilter filter(onTemplates);
         std::vector<Key> still;
         still.reserve(unexpected.size());
         for (size_t i = 0; i < unexpected.size(); ++i) {
             Key& k = unexpected[i];
-            if (templ) {
-                auto [it, inserted] = templateMatches.try_emplace(unexpectedTemplates[i], false);
-                if (inserted)
-                    it->second = templ->matches(0, unexpectedTemplates[i]);
-                if (!it->second) {
-                    still.push_back(std::move(k));
-                    continue;
-                }
+            if (!filter.mayMatch(unexpectedTemplates[i])) {
+                still.push_back(std::move(k));
+                continue;
             }
             CompiledRules::Result r = compiled.apply(k.name);
             if (r.dropped)
