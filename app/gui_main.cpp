@@ -1,20 +1,62 @@
 // The GUI half of statelens, built as libstatelens-gui.so: `statelens [A [B]]`, or the demo pair when no
-// file is given.
+// file is given. Two hidden options serve the screenshot script and the benchmark:
+//   --screenshot FILE   render the window once both sides are compared (first difference selected), exit
+//   --measure           print time to first paint and per-keystroke filter times as JSON, exit
 
 #include "main_window.h"
 
 #include "formats/torchscript_reader.h"
+#include "models/aligned_tree_model.h"
+#include "views/diff_view.h"
+#include "views/summary_bar.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QElapsedTimer>
+#include <QLineEdit>
+#include <QPixmap>
+#include <QTimer>
+#include <QTreeView>
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
 #include <unistd.h>
 
 namespace sl::gui {
 
+namespace {
+
+// Per keystroke: set the filter (the model rebuilds) and repaint both trees, as typing would.
+void measureFilter(MainWindow& window, double firstPaint, double diffMs)
+{
+    const QString typed = QStringLiteral("layers.1.mlp");
+    std::vector<double> times;
+    QLineEdit* edit = window.summaryBar()->filterEdit();
+    for (int i = 1; i <= typed.size(); ++i) {
+        QElapsedTimer t;
+        t.start();
+        edit->setText(typed.left(i));
+        window.diffView()->viewA()->viewport()->repaint();
+        window.diffView()->viewB()->viewport()->repaint();
+        times.push_back(static_cast<double>(t.nsecsElapsed()) / 1e6);
+    }
+    std::vector<double> sorted = times;
+    std::sort(sorted.begin(), sorted.end());
+    std::printf("{\"first_paint_ms\": %.1f, \"diff_ms\": %.1f, \"rows\": %zu, \"filter_ms\": [", firstPaint, diffMs,
+        window.comparison()->snapshot()->diff.rows.size());
+    for (size_t i = 0; i < times.size(); ++i)
+        std::printf("%s%.2f", i ? ", " : "", times[i]);
+    std::printf("], \"filter_median_ms\": %.2f, \"filter_max_ms\": %.2f}\n", sorted[sorted.size() / 2], sorted.back());
+    std::fflush(stdout);
+}
+
+} // namespace
+
 static int run(int argc, char** argv)
 {
+    QElapsedTimer sinceStart;
+    sinceStart.start();
     QApplication app(argc, argv);
     QApplication::setApplicationName(QStringLiteral("StateLens"));
     QApplication::setOrganizationName(QStringLiteral("StateLens"));
@@ -25,9 +67,26 @@ static int run(int argc, char** argv)
     parser.addHelpOption();
     parser.addPositionalArgument(QStringLiteral("A"), QStringLiteral("Checkpoint (what is loaded)"));
     parser.addPositionalArgument(QStringLiteral("B"), QStringLiteral("Model or second checkpoint (what receives it)"));
+    QCommandLineOption rulesOption(QStringLiteral("rules"), QStringLiteral("A rule file to start with"), QStringLiteral("FILE"));
+    QCommandLineOption screenshot(QStringLiteral("screenshot"), QStringLiteral("Save a PNG of the window and exit"), QStringLiteral("FILE"));
+    QCommandLineOption measure(QStringLiteral("measure"), QStringLiteral("Print time to first paint and filter times, and exit"));
+    screenshot.setFlags(QCommandLineOption::HiddenFromHelp);
+    measure.setFlags(QCommandLineOption::HiddenFromHelp);
+    parser.addOptions({ rulesOption, screenshot, measure });
     parser.process(app);
+    const bool scripted = parser.isSet(screenshot) || parser.isSet(measure);
 
     MainWindow window;
+    if (scripted) { // the same picture on every machine: no remembered layout
+        window.resize(1500, 950);
+    }
+    if (parser.isSet(rulesOption)) {
+        QString error;
+        if (!window.loadRules(parser.value(rulesOption), &error)) {
+            std::fprintf(stderr, "statelens: %s\n", error.toLocal8Bit().constData());
+            return 2;
+        }
+    }
     const QStringList files = parser.positionalArguments();
     if (files.isEmpty()) {
         window.openDemo();
@@ -37,6 +96,42 @@ static int run(int argc, char** argv)
             window.openB(files.value(1));
     }
     window.show();
+
+    if (parser.isSet(measure)) {
+        QObject::connect(window.comparison(), &Comparison::snapshotChanged, &window, [&] {
+            auto snap = window.comparison()->snapshot();
+            if (!snap->complete())
+                return;
+            window.diffView()->viewA()->viewport()->repaint();
+            window.diffView()->viewB()->viewport()->repaint();
+            const double firstPaint = static_cast<double>(sinceStart.nsecsElapsed()) / 1e6;
+            QObject::disconnect(window.comparison(), &Comparison::snapshotChanged, &window, nullptr);
+            QTimer::singleShot(0, &window, [&window, firstPaint, snap] {
+                measureFilter(window, firstPaint, snap->milliseconds);
+                QApplication::exit(0);
+            });
+        });
+    } else if (parser.isSet(screenshot)) {
+        const QString out = parser.value(screenshot);
+        QObject::connect(&window, &MainWindow::idle, &window, [&window, out] {
+            if (!window.comparison()->snapshot()->complete())
+                return;
+            window.gotoDifference(true);
+            // Let the layout settle and paint before grabbing.
+            QTimer::singleShot(300, &window, [&window, out] {
+                const bool ok = window.grab().save(out);
+                std::fprintf(stderr, "statelens: screenshot %s %s\n", out.toLocal8Bit().constData(), ok ? "written" : "failed");
+                QApplication::exit(ok ? 0 : 2);
+            });
+        });
+    } else {
+        QTimer::singleShot(0, &window, [&window] { window.offerRecovery(); });
+    }
+    if (scripted)
+        QTimer::singleShot(120000, &app, [] {
+            std::fprintf(stderr, "statelens: gave up waiting for the comparison\n");
+            QApplication::exit(3);
+        });
     return app.exec();
 }
 

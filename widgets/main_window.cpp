@@ -1,73 +1,818 @@
 #include "main_window.h"
 
-#include "source_pane.h"
 #include "embedded_files.h"
+#include "formats/load_error_reader.h"
 #include "formats/loader.h"
+#include "models/aligned_tree_model.h"
+#include "rules/rule_engine.h"
+#include "rules/rule_export.h"
+#include "rules/rule_io.h"
+#include "session/rule_document.h"
+#include "util/atomic_file.h"
+#include "views/details_panel.h"
+#include "views/diff_view.h"
+#include "views/rule_editor.h"
+#include "views/source_pane.h"
+#include "views/suggestions_panel.h"
+#include "views/summary_bar.h"
 
 #include <QAction>
+#include <QCheckBox>
 #include <QApplication>
+#include <QClipboard>
+#include <QCloseEvent>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QDateTime>
+#include <QDir>
+#include <QDockWidget>
 #include <QFileDialog>
+#include <QFileInfo>
+#include <QInputDialog>
+#include <QItemSelectionModel>
 #include <QKeySequence>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
-#include <QSplitter>
+#include <QPlainTextEdit>
+#include <QSettings>
+#include <QStandardPaths>
 #include <QStatusBar>
+#include <QTreeView>
+#include <QUndoStack>
+#include <QVBoxLayout>
+
+#include <algorithm>
 
 namespace sl::gui {
 
-MainWindow::MainWindow(QWidget* parent)
-    : QMainWindow(parent)
-    , m_a(new SourcePane(tr("A · checkpoint")))
-    , m_b(new SourcePane(tr("B · model")))
-{
-    setWindowTitle(tr("StateLens"));
-    auto* split = new QSplitter(Qt::Horizontal, this);
-    split->addWidget(m_a);
-    split->addWidget(m_b);
-    split->setChildrenCollapsible(false);
-    setCentralWidget(split);
+namespace {
 
-    QMenu* file = menuBar()->addMenu(tr("&File"));
-    QAction* openA = file->addAction(tr("Open &Checkpoint (A)…"), this, [this] { chooseFile(m_a); });
-    openA->setShortcut(QKeySequence::Open);
-    file->addAction(tr("Open &Model (B)…"), this, [this] { chooseFile(m_b); })
-        ->setShortcut(QKeySequence(tr("Ctrl+Shift+O")));
-    file->addAction(tr("Open &Demo Pair"), this, &MainWindow::openDemo);
-    file->addSeparator();
-    file->addAction(tr("&Quit"), qApp, &QApplication::quit)->setShortcut(QKeySequence::Quit);
-    QMenu* help = menuBar()->addMenu(tr("&Help"));
-    help->addAction(tr("&About StateLens"), this, [this] {
-        QMessageBox::about(this, tr("About StateLens"),
-            tr("StateLens shows why a checkpoint will not load into a model.\n"
-               "Headless: statelens --help"));
-    });
-    connect(m_a, &SourcePane::loaded, this, [this] { statusBar()->showMessage(tr("Checkpoint loaded"), 3000); });
-    connect(m_b, &SourcePane::loaded, this, [this] { statusBar()->showMessage(tr("Model loaded"), 3000); });
-    resize(1280, 800);
+constexpr int kMaxRecent = 10;
+
+// Unsaved rules are mirrored to a file per running window (recovery/unsaved-rules-PID.yaml). One whose
+// process is gone was left by a crash and is offered at the next start.
+QString recoveryDir()
+{
+    const QString dir = QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation);
+    return dir.isEmpty() ? QString() : dir + QStringLiteral("/recovery");
 }
 
-void MainWindow::openA(const QString& path) { m_a->loadPath(path); }
-void MainWindow::openB(const QString& path) { m_b->loadPath(path); }
+QString ownRecoveryPath()
+{
+    const QString dir = recoveryDir();
+    return dir.isEmpty() ? QString() : dir + QStringLiteral("/unsaved-rules-%1.yaml").arg(QCoreApplication::applicationPid());
+}
+
+QString orphanedRecoveryFile()
+{
+    const QString dir = recoveryDir();
+    if (dir.isEmpty())
+        return {};
+    QString newest;
+    QDateTime newestTime;
+    const auto files = QDir(dir).entryInfoList({ QStringLiteral("unsaved-rules-*.yaml") }, QDir::Files);
+    for (const QFileInfo& f : files) {
+        bool ok = false;
+        const qint64 pid = f.completeBaseName().section(QLatin1Char('-'), 2).toLongLong(&ok);
+        if (!ok || pid == QCoreApplication::applicationPid() || QFileInfo::exists(QStringLiteral("/proc/%1").arg(pid)))
+            continue; // our own, or a window that is still open
+        if (newest.isEmpty() || f.lastModified() > newestTime) {
+            newest = f.absoluteFilePath();
+            newestTime = f.lastModified();
+        }
+    }
+    return newest;
+}
+
+// How much two names share at their ends (by segments): candidates for a partner sort by it.
+int similarity(const QString& a, const QString& b)
+{
+    const QStringList x = a.split(QLatin1Char('.'));
+    const QStringList y = b.split(QLatin1Char('.'));
+    int tail = 0;
+    while (tail < x.size() && tail < y.size() && x[x.size() - 1 - tail] == y[y.size() - 1 - tail])
+        ++tail;
+    int common = 0;
+    for (const QString& s : x)
+        common += y.contains(s) ? 1 : 0;
+    return tail * 100 + common;
+}
+
+} // namespace
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent)
+    , m_rules(new RuleDocument(this))
+    , m_comparison(new Comparison(m_rules, this))
+    , m_model(new AlignedTreeModel(this))
+    , m_paneA(new SourcePane(tr("A · checkpoint")))
+    , m_paneB(new SourcePane(tr("B · model")))
+    , m_view(new DiffView(m_model, m_paneA, m_paneB))
+    , m_summary(new SummaryBar)
+    , m_details(new DetailsPanel)
+    , m_suggestions(new SuggestionsPanel)
+    , m_editor(new RuleEditor(m_rules))
+{
+    setWindowIcon(QIcon(QStringLiteral(":/statelens/statelens.png")));
+    setObjectName(QStringLiteral("MainWindow"));
+    auto* central = new QWidget(this);
+    auto* layout = new QVBoxLayout(central);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->setSpacing(0);
+    layout->addWidget(m_summary);
+    layout->addWidget(m_view, 1);
+    setCentralWidget(central);
+
+    auto dock = [this](QWidget* w, const QString& title, const QString& name, Qt::DockWidgetArea area) {
+        auto* d = new QDockWidget(title, this);
+        d->setObjectName(name); // saveState needs names
+        d->setWidget(w);
+        addDockWidget(area, d);
+        return d;
+    };
+    QDockWidget* detailsDock = dock(m_details, tr("Details"), QStringLiteral("details"), Qt::BottomDockWidgetArea);
+    QDockWidget* rulesDock = dock(m_editor, tr("Rules"), QStringLiteral("rules"), Qt::BottomDockWidgetArea);
+    QDockWidget* suggestionsDock = dock(m_suggestions, tr("Suggestions"), QStringLiteral("suggestions"), Qt::RightDockWidgetArea);
+    tabifyDockWidget(detailsDock, rulesDock);
+    detailsDock->raise();
+    // The trees get most of the window; the docks start small.
+    resizeDocks({ detailsDock }, { 260 }, Qt::Vertical);
+    resizeDocks({ suggestionsDock }, { 340 }, Qt::Horizontal);
+
+    buildMenus();
+
+    // Sources -> comparison -> views.
+    for (Side side : { Side::A, Side::B }) {
+        SourcePane* p = pane(side);
+        connect(p, &SourcePane::sourceChanged, this, [this, side](std::shared_ptr<const Source> s) {
+            m_comparison->setSource(side, std::move(s));
+            if (side == Side::A)
+                m_editor->setPreviewKeys(m_comparison->source(Side::A));
+            updateTitle();
+        });
+        connect(p, &SourcePane::fileDropped, this, [this, side](const QString& path) { open(side, path); });
+        connect(p, &SourcePane::loadingChanged, this, &MainWindow::checkIdle);
+    }
+    connect(m_view, &DiffView::fileDropped, this, [this](bool a, const QString& path) { open(a ? Side::A : Side::B, path); });
+    connect(m_view, &DiffView::contextMenuRequested, this, &MainWindow::showContextMenu);
+    connect(m_comparison, &Comparison::snapshotChanged, this, &MainWindow::snapshotChanged);
+    connect(m_comparison, &Comparison::suggestionsChanged, this, [this] {
+        m_suggestions->setSuggestions(m_comparison->suggestions(), m_comparison->suggestionsCurrent());
+    });
+    connect(m_comparison, &Comparison::busyChanged, this, [this](bool busy) {
+        if (busy)
+            m_suggestions->setSuggestions({}, false);
+        checkIdle();
+    });
+    connect(m_suggestions, &SuggestionsPanel::applyRequested, this, &MainWindow::applySuggestion);
+    connect(m_summary, &SummaryBar::filterChanged, this, &MainWindow::applyFilter);
+    connect(m_summary, &SummaryBar::foldingChanged, this, [this](bool fold) {
+        m_view->rememberExpansion();
+        m_model->setFolding(fold);
+        m_view->restoreExpansion();
+    });
+    connect(m_view->viewA()->selectionModel(), &QItemSelectionModel::currentChanged, this, &MainWindow::updateDetails);
+    connect(m_rules, &RuleDocument::modifiedChanged, this, &MainWindow::updateTitle);
+    connect(m_rules, &RuleDocument::pathChanged, this, &MainWindow::updateTitle);
+
+    if (!recoveryDir().isEmpty()) {
+        QDir().mkpath(recoveryDir());
+        m_pendingRecoveryFile = orphanedRecoveryFile();
+        m_pendingRecovery = RuleDocument::readRecovery(m_pendingRecoveryFile);
+        if (!m_pendingRecovery && !m_pendingRecoveryFile.isEmpty())
+            QFile::remove(m_pendingRecoveryFile); // empty or unreadable: nothing to offer
+        m_rules->setRecoveryFile(ownRecoveryPath());
+    }
+
+    statusBar()->showMessage(tr("Open a checkpoint (Ctrl+O) and a model (Ctrl+Shift+O), or drop files on either side."));
+    QSettings settings;
+    resize(1400, 900);
+    restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+    restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    updateTitle();
+}
+
+MainWindow::~MainWindow()
+{
+    m_rules->discardRecovery(); // an orderly end; only a crash leaves the file behind
+}
+
+void MainWindow::buildMenus()
+{
+    QMenu* file = menuBar()->addMenu(tr("&File"));
+    file->addAction(tr("Open &Checkpoint (A)…"), QKeySequence::Open, this, [this] { chooseFile(Side::A, false); });
+    file->addAction(tr("Open &Model (B)…"), QKeySequence(tr("Ctrl+Shift+O")), this, [this] { chooseFile(Side::B, false); });
+    file->addAction(tr("Open Checkpoint &Folder (A)…"), this, [this] { chooseFile(Side::A, true); });
+    file->addAction(tr("Open Model F&older (B)…"), this, [this] { chooseFile(Side::B, true); });
+    m_recentMenu = file->addMenu(tr("Open &Recent"));
+    rebuildRecentMenu();
+    file->addAction(tr("&Paste load_state_dict Error as Model…"), QKeySequence(tr("Ctrl+Shift+V")), this, &MainWindow::pasteLoadError);
+    file->addAction(tr("Open &Demo Pair"), this, &MainWindow::openDemo);
+    file->addSeparator();
+    file->addAction(tr("Open &Rules…"), this, [this] {
+        if (!maybeSaveRules())
+            return;
+        const QString path = QFileDialog::getOpenFileName(this, tr("Open rules"), {},
+            tr("Rule files (*.yaml *.yml *.json *.csv *.py *.txt);;All files (*)"));
+        QString error;
+        if (!path.isEmpty() && !loadRules(path, &error))
+            QMessageBox::warning(this, tr("Open rules"), error);
+    });
+    file->addAction(tr("&Save Rules"), QKeySequence::Save, this, [this] {
+        QString path = m_rules->path();
+        if (path.isEmpty() || !(path.endsWith(QStringLiteral(".yaml")) || path.endsWith(QStringLiteral(".yml")) || path.endsWith(QStringLiteral(".json"))))
+            path = QFileDialog::getSaveFileName(this, tr("Save rules"), QStringLiteral("rules.yaml"), tr("Rule files (*.yaml *.json)"));
+        QString error;
+        if (!path.isEmpty() && !saveRules(path, &error))
+            QMessageBox::warning(this, tr("Save rules"), error);
+    });
+    file->addAction(tr("Save Rules &As…"), QKeySequence::SaveAs, this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save rules"), QStringLiteral("rules.yaml"), tr("Rule files (*.yaml *.json)"));
+        QString error;
+        if (!path.isEmpty() && !saveRules(path, &error))
+            QMessageBox::warning(this, tr("Save rules"), error);
+    });
+    QMenu* exportRules = file->addMenu(tr("&Export Rules"));
+    const std::pair<QString, RuleExportFormat> ruleFormats[] = {
+        { tr("Python (remap_state_dict)…"), RuleExportFormat::Python },
+        { tr("Hugging Face key_mapping (JSON)…"), RuleExportFormat::HfKeyMapping },
+        { tr("torchtitan template map…"), RuleExportFormat::Torchtitan },
+        { tr("YAML…"), RuleExportFormat::Yaml },
+        { tr("JSON…"), RuleExportFormat::Json },
+        { tr("CSV of old,new names for A…"), RuleExportFormat::Csv },
+    };
+    for (const auto& [label, format] : ruleFormats) {
+        const RuleExportFormat f = format;
+        exportRules->addAction(label, this, [this, f] { chooseExportRules(f); });
+    }
+    QMenu* exportReport = file->addMenu(tr("Export Diff &Report"));
+    for (DiffReportFormat f : { DiffReportFormat::Html, DiffReportFormat::Markdown, DiffReportFormat::Json,
+             DiffReportFormat::Csv, DiffReportFormat::Junit, DiffReportFormat::Text })
+        exportReport->addAction(QString::fromLatin1(diffReportFormatName(f).data()) + QStringLiteral("…"), this, [this, f] { chooseExportReport(f); });
+    file->addSeparator();
+    file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+    QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+    QAction* undo = m_rules->undoStack()->createUndoAction(this, tr("&Undo"));
+    undo->setShortcut(QKeySequence::Undo);
+    QAction* redo = m_rules->undoStack()->createRedoAction(this, tr("&Redo"));
+    redo->setShortcut(QKeySequence::Redo);
+    edit->addAction(undo);
+    edit->addAction(redo);
+    edit->addSeparator();
+    edit->addAction(tr("&Copy Name"), QKeySequence::Copy, this, [this] { copySelection(false); });
+    edit->addAction(tr("Copy &Row"), QKeySequence(tr("Ctrl+Shift+C")), this, [this] { copySelection(true); });
+    edit->addAction(tr("&Find…"), QKeySequence::Find, this, [this] {
+        m_summary->filterEdit()->setFocus();
+        m_summary->filterEdit()->selectAll();
+    });
+
+    QMenu* view = menuBar()->addMenu(tr("&View"));
+    view->addAction(tr("&Next Difference"), QKeySequence(Qt::Key_F3), this, [this] { gotoDifference(true); });
+    view->addAction(tr("&Previous Difference"), QKeySequence(Qt::SHIFT | Qt::Key_F3), this, [this] { gotoDifference(false); });
+    QAction* fold = view->addAction(tr("&Fold Layers"));
+    fold->setCheckable(true);
+    fold->setChecked(true);
+    connect(fold, &QAction::toggled, m_summary->foldToggle(), &QAbstractButton::setChecked);
+    connect(m_summary->foldToggle(), &QAbstractButton::toggled, fold, &QAction::setChecked);
+    QAction* hide = view->addAction(tr("&Hide Matches"), QKeySequence(tr("Ctrl+H")));
+    hide->setCheckable(true);
+    connect(hide, &QAction::toggled, m_summary->hideMatchesToggle(), &QAbstractButton::setChecked);
+    connect(m_summary->hideMatchesToggle(), &QAbstractButton::toggled, hide, &QAction::setChecked);
+    view->addSeparator();
+    for (QDockWidget* d : findChildren<QDockWidget*>())
+        view->addAction(d->toggleViewAction());
+
+    QMenu* rules = menuBar()->addMenu(tr("&Rules"));
+    rules->addAction(tr("&Apply First Suggestion"), QKeySequence(tr("Ctrl+Return")), this, [this] { applySuggestion(0); });
+    rules->addAction(tr("&Make Rule from Selected Pair…"), QKeySequence(tr("Ctrl+R")), this, [this] {
+        QString why;
+        if (auto s = inferFromSelection(&why))
+            confirmAndAdd(*s);
+        else
+            QMessageBox::information(this, tr("Make rule from pair"), why);
+    });
+    rules->addAction(tr("&New Rule Set"), this, [this] {
+        if (maybeSaveRules())
+            m_rules->reset();
+    });
+
+    QMenu* help = menuBar()->addMenu(tr("&Help"));
+    help->addAction(tr("&Legend"), this, [this] {
+        QMessageBox box(this);
+        box.setWindowTitle(tr("Legend"));
+        box.setTextFormat(Qt::RichText);
+        box.setText(SummaryBar::legendHtml(palette()));
+        box.exec();
+    });
+    help->addAction(tr("&About StateLens"), this, [this] {
+        QMessageBox::about(this, tr("About StateLens"),
+            tr("StateLens shows why a checkpoint will not load into a model, and turns the differences into "
+               "rename rules.\nHeadless: statelens --help"));
+    });
+}
+
+// --- opening ---------------------------------------------------------------------------------------------
+
+void MainWindow::open(Side side, const QString& path)
+{
+    pane(side)->loadPath(path);
+    rememberRecent(path);
+}
+
+void MainWindow::openA(const QString& path) { open(Side::A, path); }
+void MainWindow::openB(const QString& path) { open(Side::B, path); }
 
 void MainWindow::openDemo()
 {
     const auto& files = sl::demo::files();
-    SourcePane* panes[] = { m_a, m_b };
     for (size_t i = 0; i < files.size() && i < 2; ++i) {
         const auto& f = files[i];
         const std::string name = "demo/" + std::string(f.name);
-        panes[i]->load(QString::fromStdString(name) + tr(" (bundled demo)"), [name, bytes = f.bytes] {
+        pane(i == 0 ? Side::A : Side::B)->load(QString::fromStdString(name) + tr(" (bundled demo)"), [name, bytes = f.bytes] {
             return openSourceFromMemory(name, std::vector<uint8_t>(bytes.begin(), bytes.end()));
         });
     }
 }
 
-void MainWindow::chooseFile(SourcePane* pane)
+void MainWindow::openLoadErrorText(const QString& text)
 {
-    QString path = QFileDialog::getOpenFileName(this, tr("Open checkpoint"), {},
-        tr("Checkpoints (*.pt *.pth *.bin *.ckpt *.safetensors *.json *.tar);;All files (*)"));
+    const std::string t = text.toStdString();
+    m_paneB->load(tr("pasted load_state_dict error"), [t] { return parseLoadErrorText("pasted error", t); });
+}
+
+void MainWindow::chooseFile(Side side, bool folder)
+{
+    const QString title = side == Side::A ? tr("Open checkpoint (A)") : tr("Open model (B)");
+    const QString path = folder
+        ? QFileDialog::getExistingDirectory(this, title)
+        : QFileDialog::getOpenFileName(this, title, {},
+            tr("Checkpoints and models (*.pt *.pth *.bin *.ckpt *.safetensors *.json *.tar *.distcp *.txt *.log);;All files (*)"));
     if (!path.isEmpty())
-        pane->loadPath(path);
+        open(side, path);
+}
+
+void MainWindow::pasteLoadError()
+{
+    QDialog dialog(this);
+    dialog.setWindowTitle(tr("Paste load_state_dict error"));
+    auto* layout = new QVBoxLayout(&dialog);
+    layout->addWidget(new QLabel(tr("The RuntimeError text from load_state_dict (Missing key(s)… Unexpected key(s)… size mismatch…). "
+                                    "Its keys become the model side."),
+        &dialog));
+    auto* text = new QPlainTextEdit(&dialog);
+    text->setPlainText(QApplication::clipboard()->text());
+    layout->addWidget(text, 1);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, &dialog);
+    connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+    layout->addWidget(buttons);
+    dialog.resize(700, 400);
+    if (dialog.exec() == QDialog::Accepted && !text->toPlainText().trimmed().isEmpty())
+        openLoadErrorText(text->toPlainText());
+}
+
+void MainWindow::rememberRecent(const QString& path)
+{
+    QSettings settings;
+    QStringList recent = settings.value(QStringLiteral("recentFiles")).toStringList();
+    const QString abs = QFileInfo(path).absoluteFilePath();
+    recent.removeAll(abs);
+    recent.prepend(abs);
+    while (recent.size() > kMaxRecent)
+        recent.removeLast();
+    settings.setValue(QStringLiteral("recentFiles"), recent);
+    rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu()
+{
+    if (!m_recentMenu)
+        return;
+    m_recentMenu->clear();
+    const QStringList recent = QSettings().value(QStringLiteral("recentFiles")).toStringList();
+    for (const QString& path : recent) {
+        QMenu* m = m_recentMenu->addMenu(QFileInfo(path).fileName());
+        m->setToolTip(path);
+        m->addAction(tr("as Checkpoint (A)"), this, [this, path] { open(Side::A, path); });
+        m->addAction(tr("as Model (B)"), this, [this, path] { open(Side::B, path); });
+    }
+    m_recentMenu->setEnabled(!recent.isEmpty());
+}
+
+// --- showing the diff ------------------------------------------------------------------------------------
+
+void MainWindow::snapshotChanged()
+{
+    auto snap = m_comparison->snapshot();
+    const QString current = m_model->path(m_view->currentIndex());
+    m_view->rememberExpansion();
+    m_model->setSnapshot(snap);
+    if (!m_expandedOnce && snap->complete()) {
+        m_view->expandDefault();
+        m_expandedOnce = true;
+    } else {
+        m_view->restoreExpansion();
+    }
+    if (!current.isEmpty())
+        m_view->select(m_model->findPath(current));
+    m_summary->setSummary(snap->diff.summary, snap->complete());
+    m_editor->setHits(snap->diff.ruleHits);
+    m_editor->setIssues(snap->issues);
+    updateDetails();
+    if (snap->complete())
+        statusBar()->showMessage(tr("%1 vs %2 entries, %3 rule(s): compared in %4 ms")
+                                     .arg(snap->a->entries.size())
+                                     .arg(snap->b->entries.size())
+                                     .arg(snap->rules.rules.size())
+                                     .arg(snap->milliseconds, 0, 'f', 0));
+    checkIdle();
+}
+
+void MainWindow::applyFilter()
+{
+    m_view->rememberExpansion();
+    if (!m_model->setFilter(m_summary->filter())) {
+        m_summary->setFilterError(m_model->filterError());
+        return;
+    }
+    m_summary->setFilterError({});
+    m_view->restoreExpansion();
+    // A narrow filter shows its hits opened up.
+    if (!m_model->filter().text.isEmpty() && m_model->leafCount() <= 500) {
+        m_view->viewA()->expandAll();
+        m_view->viewB()->expandAll();
+    }
+}
+
+void MainWindow::updateDetails() { m_details->showIndex(m_model, m_view->currentIndex()); }
+
+void MainWindow::updateTitle()
+{
+    auto name = [](SourcePane* p) { return p->source() ? QFileInfo(p->label()).fileName() : QStringLiteral("—"); };
+    QString title = QStringLiteral("%1 → %2").arg(name(m_paneA), name(m_paneB));
+    const QString rules = m_rules->path().isEmpty() ? tr("unsaved rules") : QFileInfo(m_rules->path()).fileName();
+    title += QStringLiteral(" · %1[*] — StateLens").arg(rules);
+    setWindowTitle(title);
+    setWindowModified(m_rules->isModified());
+}
+
+void MainWindow::gotoDifference(bool forward)
+{
+    const QModelIndex next = m_model->nextDifference(m_view->currentIndex(), forward);
+    if (next.isValid())
+        m_view->select(next);
+    else
+        statusBar()->showMessage(tr("No differences shown."), 3000);
+}
+
+void MainWindow::copySelection(bool wholeRow)
+{
+    QStringList lines;
+    const auto rows = m_view->viewA()->selectionModel()->selectedRows(AlignedTreeModel::NameA);
+    for (const QModelIndex& i : rows) {
+        if (!wholeRow) {
+            lines << i.data(AlignedTreeModel::CopyTextRole).toString();
+            continue;
+        }
+        QStringList cells;
+        for (int c = 0; c < AlignedTreeModel::ColumnCount; ++c)
+            cells << i.siblingAtColumn(c).data().toString();
+        lines << cells.join(QLatin1Char('\t'));
+    }
+    QApplication::clipboard()->setText(lines.join(QLatin1Char('\n')));
+}
+
+void MainWindow::showContextMenu(const QModelIndex& index, const QPoint& pos)
+{
+    QMenu menu(this);
+    menu.addAction(tr("Copy Name"), this, [this] { copySelection(false); });
+    menu.addAction(tr("Copy Row"), this, [this] { copySelection(true); });
+    const auto rows = m_model->diffRows(index);
+    if (rows.size() == 1) {
+        const RowStatus s = m_model->snapshot()->diff.rows[rows[0]].status;
+        if (s == RowStatus::Unexpected)
+            menu.addAction(tr("Pair with a Missing Row…"), this, [this, index] { pickPartner(index); });
+        else if (s == RowStatus::Missing)
+            menu.addAction(tr("Pair with an Unexpected Row…"), this, [this, index] { pickPartner(index); });
+    }
+    QString why;
+    if (inferFromSelection(&why))
+        menu.addAction(tr("Make Rule from This Pair…"), this, [this] {
+            if (auto s = inferFromSelection())
+                confirmAndAdd(*s);
+        });
+    menu.exec(pos);
+}
+
+void MainWindow::pickPartner(const QModelIndex& index)
+{
+    auto snap = m_model->snapshot();
+    const auto rows = m_model->diffRows(index);
+    if (rows.size() != 1)
+        return;
+    const DiffRow& row = snap->diff.rows[rows[0]];
+    const bool fromUnexpected = row.status == RowStatus::Unexpected;
+    const QString self = QString::fromStdString(rowName(row, *snap->a, *snap->b));
+    QStringList candidates;
+    for (const DiffRow& r : snap->diff.rows)
+        if (r.status == (fromUnexpected ? RowStatus::Missing : RowStatus::Unexpected))
+            candidates << QString::fromStdString(rowName(r, *snap->a, *snap->b));
+    if (candidates.isEmpty()) {
+        QMessageBox::information(this, tr("Pair"), tr("There is no %1 row to pair with.").arg(fromUnexpected ? tr("missing") : tr("unexpected")));
+        return;
+    }
+    std::stable_sort(candidates.begin(), candidates.end(), [&](const QString& x, const QString& y) { return similarity(self, x) > similarity(self, y); });
+    if (candidates.size() > 500)
+        candidates.erase(candidates.begin() + 500, candidates.end());
+    bool ok = false;
+    const QString partner = QInputDialog::getItem(this, tr("Pair %1 with").arg(self), tr("The most similar names first:"), candidates, 0, false, &ok);
+    if (!ok)
+        return;
+    auto s = fromUnexpected ? inferFromPair(self, partner) : inferFromPair(partner, self);
+    if (!s) {
+        QMessageBox::information(this, tr("Make rule from pair"), tr("These two names cannot be related by one rule."));
+        return;
+    }
+    confirmAndAdd(*s);
+}
+
+// --- rules -----------------------------------------------------------------------------------------------
+
+void MainWindow::applySuggestion(int index)
+{
+    const auto& list = m_comparison->suggestions();
+    if (index < 0 || static_cast<size_t>(index) >= list.size() || !m_comparison->suggestionsCurrent())
+        return;
+    const Suggestion& s = list[static_cast<size_t>(index)];
+    std::vector<Rule> rules = s.rules;
+    for (Rule& r : rules)
+        if (r.note.empty())
+            r.note = s.title;
+    m_rules->appendRules(rules, tr("Apply suggestion: %1").arg(QString::fromStdString(s.title)));
+    statusBar()->showMessage(tr("Applied: %1").arg(QString::fromStdString(s.title)), 5000);
+}
+
+std::optional<Suggestion> MainWindow::inferFromPair(const QString& unexpectedMappedName, const QString& missingName) const
+{
+    auto snap = m_comparison->snapshot();
+    if (!snap->complete())
+        return std::nullopt;
+    return inferRule(unexpectedMappedName.toStdString(), missingName.toStdString(), *snap->a, *snap->b, snap->rules);
+}
+
+std::optional<Suggestion> MainWindow::inferFromSelection(QString* why) const
+{
+    auto snap = m_model->snapshot();
+    const DiffRow* unexpected = nullptr;
+    const DiffRow* missing = nullptr;
+    if (snap) {
+        for (const QModelIndex& i : m_view->viewA()->selectionModel()->selectedRows(AlignedTreeModel::NameA)) {
+            const auto rows = m_model->diffRows(i);
+            if (rows.size() != 1)
+                continue;
+            const DiffRow& r = snap->diff.rows[rows[0]];
+            if (r.status == RowStatus::Unexpected)
+                unexpected = &r;
+            else if (r.status == RowStatus::Missing)
+                missing = &r;
+        }
+    }
+    if (!unexpected || !missing) {
+        if (why)
+            *why = tr("Select one unexpected row and one missing row (Ctrl+click), or right-click a row and pick its partner.");
+        return std::nullopt;
+    }
+    auto s = inferFromPair(QString::fromStdString(unexpected->mapped), QString::fromStdString(snap->b->entries[static_cast<size_t>(missing->b)].name));
+    if (!s && why)
+        *why = tr("These two names cannot be related by one rule.");
+    return s;
+}
+
+void MainWindow::confirmAndAdd(const Suggestion& s)
+{
+    QString rules;
+    for (const Rule& r : s.rules)
+        rules += QStringLiteral("<br/><code>%1</code> → <code>%2</code>")
+                     .arg(QString::fromStdString(r.pattern).toHtmlEscaped(), QString::fromStdString(r.replacement).toHtmlEscaped());
+    QString text = QStringLiteral("<p>%1</p><p>%2</p>").arg(QString::fromStdString(s.title).toHtmlEscaped(), rules);
+    if (s.collisions)
+        text += QStringLiteral("<p><b>%1</b></p>").arg(tr("It maps %n key(s) onto names already taken.", nullptr, static_cast<int>(s.collisions)));
+    if (QMessageBox::question(this, tr("Add rule?"), text, QMessageBox::Yes | QMessageBox::No, QMessageBox::Yes) == QMessageBox::Yes)
+        addInferredRule(s);
+}
+
+void MainWindow::addInferredRule(const Suggestion& s)
+{
+    std::vector<Rule> rules = s.rules;
+    for (Rule& r : rules)
+        if (r.note.empty())
+            r.note = s.title;
+    m_rules->appendRules(rules, tr("Rule from pair"));
+}
+
+bool MainWindow::loadRules(const QString& path, QString* error) { return m_rules->load(path, error); }
+
+bool MainWindow::saveRules(const QString& path, QString* error)
+{
+    const bool ok = m_rules->save(path, error);
+    if (ok)
+        statusBar()->showMessage(tr("Saved %1").arg(path), 5000);
+    return ok;
+}
+
+bool MainWindow::maybeSaveRules()
+{
+    if (!m_rules->isModified() || m_rules->rules().rules.empty())
+        return true;
+    const auto answer = QMessageBox::question(this, tr("Unsaved rules"),
+        tr("The rule set has unsaved changes. Save them?"), QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
+    if (answer == QMessageBox::Cancel)
+        return false;
+    if (answer == QMessageBox::Discard)
+        return true;
+    QString path = m_rules->path();
+    if (path.isEmpty())
+        path = QFileDialog::getSaveFileName(this, tr("Save rules"), QStringLiteral("rules.yaml"), tr("Rule files (*.yaml *.json)"));
+    if (path.isEmpty())
+        return false;
+    QString error;
+    if (!saveRules(path, &error)) {
+        QMessageBox::warning(this, tr("Save rules"), error);
+        return false;
+    }
+    return true;
+}
+
+void MainWindow::restorePendingRecovery()
+{
+    if (!m_pendingRecovery)
+        return;
+    RuleSet recovered = std::move(*m_pendingRecovery);
+    m_pendingRecovery.reset();
+    m_rules->restore(std::move(recovered)); // now mirrored to this window's own recovery file
+    QFile::remove(m_pendingRecoveryFile);
+}
+
+void MainWindow::offerRecovery()
+{
+    if (!m_pendingRecovery)
+        return;
+    const auto answer = QMessageBox::question(this, tr("Recover rules"),
+        tr("StateLens closed without saving a rule set of %n rule(s). Recover it?", nullptr, static_cast<int>(m_pendingRecovery->rules.size())),
+        QMessageBox::Yes | QMessageBox::No, QMessageBox::Yes);
+    if (answer == QMessageBox::Yes) {
+        restorePendingRecovery();
+    } else {
+        m_pendingRecovery.reset();
+        QFile::remove(m_pendingRecoveryFile);
+    }
+}
+
+// --- exports ---------------------------------------------------------------------------------------------
+
+bool MainWindow::exportRules(RuleExportFormat format, const QString& path, QString* error, QStringList* problems)
+{
+    const RuleSet& rules = m_rules->rules();
+    auto a = m_comparison->source(Side::A);
+    std::vector<std::string> keys;
+    if (a) {
+        keys.reserve(a->entries.size());
+        for (const Entry& e : a->entries)
+            keys.push_back(e.name);
+    }
+    std::vector<std::string> found;
+    std::string text;
+    try {
+        switch (format) {
+        case RuleExportFormat::Yaml:
+            text = rulesToYaml(rules);
+            break;
+        case RuleExportFormat::Json:
+            text = rulesToJson(rules);
+            break;
+        case RuleExportFormat::Python:
+            text = rulesToPython(rules);
+            break;
+        case RuleExportFormat::HfKeyMapping: {
+            HfExport hf = rulesToHfKeyMapping(rules, a ? &keys : nullptr);
+            text = std::move(hf.json);
+            found = std::move(hf.problems);
+            break;
+        }
+        case RuleExportFormat::Torchtitan:
+        case RuleExportFormat::Csv:
+            if (!a) {
+                if (error)
+                    *error = tr("Open a checkpoint (A) first: this export lists its keys.");
+                return false;
+            }
+            if (format == RuleExportFormat::Torchtitan) {
+                TemplateExport t = rulesToTorchtitan(rules, keys);
+                text = std::move(t.text);
+                found = std::move(t.problems);
+            } else {
+                const CompiledRules compiled = CompiledRules::compile(rules);
+                std::vector<std::pair<std::string, std::string>> pairs;
+                pairs.reserve(keys.size());
+                for (const auto& k : keys) {
+                    auto r = compiled.apply(k);
+                    pairs.emplace_back(k, r.dropped ? std::string() : r.name);
+                }
+                text = mappingToCsv(pairs);
+            }
+            break;
+        }
+        writeFileAtomically(path.toStdString(), text);
+    } catch (const std::exception& e) {
+        if (error)
+            *error = QString::fromStdString(e.what());
+        return false;
+    }
+    if (problems)
+        for (const auto& p : found)
+            *problems << QString::fromStdString(p);
+    return true;
+}
+
+bool MainWindow::exportReport(DiffReportFormat format, const QString& path, QString* error)
+{
+    auto snap = m_comparison->snapshot();
+    if (!snap->complete()) {
+        if (error)
+            *error = tr("Open a checkpoint and a model first.");
+        return false;
+    }
+    try {
+        const std::vector<Suggestion>* suggestions = m_comparison->suggestionsCurrent() ? &m_comparison->suggestions() : nullptr;
+        DiffReportInput in { *snap->a, *snap->b, snap->rules, snap->diff, &snap->issues, suggestions };
+        writeFileAtomically(path.toStdString(), renderDiffReport(in, format));
+    } catch (const std::exception& e) {
+        if (error)
+            *error = QString::fromStdString(e.what());
+        return false;
+    }
+    return true;
+}
+
+void MainWindow::chooseExportRules(RuleExportFormat format)
+{
+    static const char* const names[] = { "rules.yaml", "rules.json", "remap_state_dict.py", "key_mapping.json", "torchtitan_map.py", "mapping.csv" };
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export rules"), QString::fromLatin1(names[static_cast<int>(format)]));
+    if (path.isEmpty())
+        return;
+    QString error;
+    QStringList problems;
+    if (!exportRules(format, path, &error, &problems)) {
+        QMessageBox::warning(this, tr("Export rules"), error);
+        return;
+    }
+    if (!problems.isEmpty())
+        QMessageBox::warning(this, tr("Export rules"),
+            tr("Written, but this format cannot express everything the rules do:\n\n%1").arg(problems.mid(0, 20).join(QLatin1Char('\n'))));
+    statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+}
+
+void MainWindow::chooseExportReport(DiffReportFormat format)
+{
+    static const char* const ext[] = { "txt", "json", "md", "csv", "html", "xml" };
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export diff report"),
+        QStringLiteral("diff-report.") + QString::fromLatin1(ext[static_cast<int>(format)]));
+    if (path.isEmpty())
+        return;
+    QString error;
+    if (!exportReport(format, path, &error))
+        QMessageBox::warning(this, tr("Export diff report"), error);
+    else
+        statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+}
+
+// --- state -----------------------------------------------------------------------------------------------
+
+bool MainWindow::isIdle() const { return !m_paneA->isLoading() && !m_paneB->isLoading() && !m_comparison->isBusy(); }
+
+void MainWindow::checkIdle()
+{
+    const bool now = isIdle();
+    if (now && !m_wasIdle)
+        emit idle();
+    m_wasIdle = now;
+}
+
+void MainWindow::closeEvent(QCloseEvent* event)
+{
+    if (!maybeSaveRules()) {
+        event->ignore();
+        return;
+    }
+    QSettings settings;
+    settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    settings.setValue(QStringLiteral("window/state"), saveState());
+    m_rules->discardRecovery();
+    event->accept();
 }
 
 } // namespace sl::gui

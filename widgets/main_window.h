@@ -1,30 +1,122 @@
 #pragma once
-// The StateLens window: the checkpoint (A, what is loaded) and the model (B, what receives it) side by side.
+// The StateLens window: the checkpoint (A, what is loaded) and the model (B, what receives it) side by side,
+// aligned through the diff, with the summary and filter above, the details of the selected row below, and
+// the suggestions and the rule editor docked beside. It wires core results to views; the core does the
+// diffing, explaining, suggesting and exporting.
+
+#include "report/diff_report.h"
+#include "session/comparison.h"
+#include "suggest/suggestions.h"
 
 #include <QMainWindow>
 
+#include <optional>
+
+class QMenu;
+class QModelIndex;
+
 namespace sl::gui {
 
+class AlignedTreeModel;
+class DetailsPanel;
+class DiffView;
+class RuleDocument;
+class RuleEditor;
 class SourcePane;
+class SuggestionsPanel;
+class SummaryBar;
+
+enum class RuleExportFormat { Yaml, Json, Python, HfKeyMapping, Torchtitan, Csv };
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
     explicit MainWindow(QWidget* parent = nullptr);
+    ~MainWindow() override;
 
+    // Opening. Any source can stand on either side; folders (DCP, sharded indexes) open like files.
     void openA(const QString& path);
     void openB(const QString& path);
+    void open(Side side, const QString& path);
     // The embedded demo pair: a compiled training checkpoint and the model it fails to load into.
     void openDemo();
+    // A `load_state_dict` error message as the model side (B): the keys it names.
+    void openLoadErrorText(const QString& text);
 
-    SourcePane* paneA() const { return m_a; }
-    SourcePane* paneB() const { return m_b; }
+    // Rules.
+    void applySuggestion(int index); // from the current suggestions
+    // The rule inferred from the selected unexpected row and missing row (nullopt, with why, otherwise).
+    std::optional<Suggestion> inferFromSelection(QString* why = nullptr) const;
+    std::optional<Suggestion> inferFromPair(const QString& unexpectedMappedName, const QString& missingName) const;
+    void addInferredRule(const Suggestion& s);
+    bool loadRules(const QString& path, QString* error = nullptr);
+    bool saveRules(const QString& path, QString* error = nullptr);
+
+    // Exports; writes are atomic. `problems` receives what an export format could not express.
+    bool exportRules(RuleExportFormat format, const QString& path, QString* error = nullptr, QStringList* problems = nullptr);
+    bool exportReport(DiffReportFormat format, const QString& path, QString* error = nullptr);
+
+    // Navigation and clipboard.
+    void gotoDifference(bool forward);
+    void copySelection(bool wholeRow);
+
+    // Recovery of unsaved rules after a crash: what a run that died left, offered once at start.
+    bool hasPendingRecovery() const { return m_pendingRecovery.has_value(); }
+    void restorePendingRecovery();
+    void offerRecovery(); // asks, then restores or discards
+
+    // True when nothing is loading and the diff and suggestions are up to date (tests and screenshots).
+    bool isIdle() const;
+
+    Comparison* comparison() const { return m_comparison; }
+    RuleDocument* ruleDocument() const { return m_rules; }
+    AlignedTreeModel* model() const { return m_model; }
+    DiffView* diffView() const { return m_view; }
+    SummaryBar* summaryBar() const { return m_summary; }
+    SuggestionsPanel* suggestionsPanel() const { return m_suggestions; }
+    DetailsPanel* detailsPanel() const { return m_details; }
+    RuleEditor* ruleEditor() const { return m_editor; }
+    SourcePane* pane(Side side) const { return side == Side::A ? m_paneA : m_paneB; }
+
+signals:
+    void idle(); // isIdle() became true
+
+protected:
+    void closeEvent(QCloseEvent* event) override;
 
 private:
-    void chooseFile(SourcePane* pane);
+    void buildMenus();
+    void snapshotChanged();
+    void applyFilter();
+    void updateTitle();
+    void updateDetails();
+    void showContextMenu(const QModelIndex& index, const QPoint& pos);
+    void pickPartner(const QModelIndex& index);
+    void confirmAndAdd(const Suggestion& s);
+    void chooseFile(Side side, bool folder);
+    void pasteLoadError();
+    void rememberRecent(const QString& path);
+    void rebuildRecentMenu();
+    void chooseExportRules(RuleExportFormat format);
+    void chooseExportReport(DiffReportFormat format);
+    bool maybeSaveRules();
+    void checkIdle();
 
-    SourcePane* m_a;
-    SourcePane* m_b;
+    RuleDocument* m_rules;
+    Comparison* m_comparison;
+    AlignedTreeModel* m_model;
+    SourcePane* m_paneA;
+    SourcePane* m_paneB;
+    DiffView* m_view;
+    SummaryBar* m_summary;
+    DetailsPanel* m_details;
+    SuggestionsPanel* m_suggestions;
+    RuleEditor* m_editor;
+    QMenu* m_recentMenu = nullptr;
+    bool m_expandedOnce = false;
+    bool m_wasIdle = true;
+    std::optional<RuleSet> m_pendingRecovery;
+    QString m_pendingRecoveryFile;
 };
 
 } // namespace sl::gui

@@ -1,0 +1,291 @@
+// The aligned tree model, tested from small text descriptions of two trees: each case lists A's and B's
+// keys ("name shape dtype"), runs the core diff with some rules, and compares the model's tree, rendered as
+// indented text (A's name | B's name | status, "·" for a gap), with the tree written out by hand.
+// QAbstractItemModelTester watches every model built here.
+
+#include "models/aligned_tree_model.h"
+#include "session/comparison.h"
+
+#include <QAbstractItemModelTester>
+#include <QElapsedTimer>
+#include <QFont>
+#include <QTest>
+
+#include <sstream>
+
+using namespace sl;
+using namespace sl::gui;
+
+namespace {
+
+// "layers.0.w [4,4] float32" per line; shape and dtype are optional ([1] float32).
+std::shared_ptr<const Source> parseSource(const char* text)
+{
+    auto s = std::make_shared<Source>();
+    s->format = "test";
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream fields(line);
+        std::string name, shape = "[1]", dtype = "float32";
+        if (!(fields >> name))
+            continue;
+        fields >> shape >> dtype;
+        Entry e;
+        e.name = name;
+        e.dtype = *dtypeFromName(dtype);
+        std::vector<int64_t> dims;
+        std::string inner = shape.substr(1, shape.size() - 2);
+        std::istringstream ds(inner);
+        std::string d;
+        while (std::getline(ds, d, ','))
+            dims.push_back(std::stoll(d));
+        e.shape = Shape(dims.begin(), dims.end());
+        s->entries.push_back(std::move(e));
+    }
+    return s;
+}
+
+std::shared_ptr<const DiffSnapshot> snapshot(const char* a, const char* b, std::vector<std::pair<std::string, std::string>> rules = {})
+{
+    RuleSet set;
+    for (auto& [p, r] : rules) {
+        Rule rule;
+        rule.pattern = p;
+        rule.replacement = r;
+        set.rules.push_back(rule);
+    }
+    return buildSnapshot(parseSource(a), parseSource(b), set, 1);
+}
+
+QString dump(const AlignedTreeModel& m, const QModelIndex& parent = {}, int depth = 0)
+{
+    QString out;
+    for (int r = 0; r < m.rowCount(parent); ++r) {
+        const QModelIndex i = m.index(r, 0, parent);
+        auto cell = [&](int column) {
+            const QString s = i.siblingAtColumn(column).data().toString();
+            return s.isEmpty() ? QStringLiteral("·") : s;
+        };
+        out += QString(depth * 2, QLatin1Char(' ')) + cell(AlignedTreeModel::NameA) + QStringLiteral(" | ")
+            + cell(AlignedTreeModel::NameB) + QStringLiteral(" | ") + cell(AlignedTreeModel::StatusColumn) + QLatin1Char('\n');
+        out += dump(m, i, depth + 1);
+    }
+    return out;
+}
+
+const char* kCompiledA = "_orig_mod.layers.0.w [4,4]\n_orig_mod.layers.1.w [4,4]\n_orig_mod.head.w [2]\n";
+const char* kModelB = "layers.0.w [4,4]\nlayers.1.w [4,4]\nhead.w [3]\n";
+
+} // namespace
+
+class TestAlignedTreeModel : public QObject {
+    Q_OBJECT
+private slots:
+    void gapsWhereASideLacksASubtree()
+    {
+        AlignedTreeModel m;
+        QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        m.setFolding(false);
+        m.setSnapshot(snapshot(kCompiledA, kModelB));
+        // Without rules, the wrapper's subtree is A's only and the model's tree B's only.
+        QCOMPARE(dump(m),
+            QStringLiteral("_orig_mod | · | 3 unexpected\n"
+                           "  layers | · | 2 unexpected\n"
+                           "    0 | · | 1 unexpected\n"
+                           "      w | · | unexpected · wrapper prefix\n"
+                           "    1 | · | 1 unexpected\n"
+                           "      w | · | unexpected · wrapper prefix\n"
+                           "  head | · | 1 unexpected\n"
+                           "    w | · | unexpected · wrapper prefix\n"
+                           "· | layers | 2 missing\n"
+                           "  · | 0 | 1 missing\n"
+                           "    · | w | missing · wrapper prefix\n"
+                           "  · | 1 | 1 missing\n"
+                           "    · | w | missing · wrapper prefix\n"
+                           "· | head | 1 missing\n"
+                           "  · | w | missing · wrapper prefix\n"));
+        // The wrapper's segment is marked inside the name.
+        const QModelIndex wrapper = m.index(0, AlignedTreeModel::NameA);
+        QVERIFY(wrapper.data(Qt::FontRole).value<QFont>().bold());
+        QVERIFY(!m.index(1, AlignedTreeModel::NameB).data(Qt::FontRole).isValid());
+        QCOMPARE(wrapper.data(AlignedTreeModel::StatusRole).toInt(), static_cast<int>(RowStatus::Unexpected));
+    }
+
+    void rulesBringBothSidesOntoOneLine()
+    {
+        AlignedTreeModel m;
+        QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        m.setFolding(false);
+        m.setSnapshot(snapshot(kCompiledA, kModelB, { { "^_orig_mod\\.", "" } }));
+        QCOMPARE(dump(m),
+            QStringLiteral("layers | layers | 2 renamed\n"
+                           "  0 | 0 | 1 renamed\n"
+                           "    w  ← _orig_mod.layers.0.w | w | renamed\n"
+                           "  1 | 1 | 1 renamed\n"
+                           "    w  ← _orig_mod.layers.1.w | w | renamed\n"
+                           "head | head | 1 shape mismatch\n"
+                           "  w  ← _orig_mod.head.w | w | shape mismatch\n"));
+        const QModelIndex head = m.findPath(QStringLiteral("head.w"));
+        QVERIFY(head.isValid());
+        QCOMPARE(head.siblingAtColumn(AlignedTreeModel::ShapeA).data().toString(), QStringLiteral("[2]"));
+        QCOMPARE(head.siblingAtColumn(AlignedTreeModel::ShapeB).data().toString(), QStringLiteral("[3]"));
+        QCOMPARE(m.diffRows(head).size(), size_t(1));
+        // The roll-up carries the worst status below.
+        QCOMPARE(m.findPath(QStringLiteral("head")).data(AlignedTreeModel::StatusRole).toInt(), static_cast<int>(RowStatus::ShapeMismatch));
+        QCOMPARE(m.findPath(QStringLiteral("layers")).data(AlignedTreeModel::StatusRole).toInt(), static_cast<int>(RowStatus::Renamed));
+    }
+
+    void foldingGroupsLayersAndExpandsToMembers()
+    {
+        std::string a, b;
+        for (int i = 0; i < 32; ++i) {
+            a += "model.layers." + std::to_string(i) + ".mlp.up.weight [8,4]\n";
+            b += "model.layers." + std::to_string(i) + ".mlp.up.weight " + (i == 7 ? "[9,4]" : "[8,4]") + "\n";
+        }
+        AlignedTreeModel m;
+        QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        auto snap = snapshot(a.c_str(), b.c_str());
+        m.setSnapshot(snap);
+        QVERIFY(m.folding());
+        // 31 matches fold into one leaf; the shape mismatch at layer 7 stays its own row.
+        const QModelIndex folded = m.findPath(QStringLiteral("model.layers.{0..6,8..31}.mlp.up.weight"));
+        QVERIFY2(folded.isValid(), qPrintable(dump(m)));
+        QCOMPARE(m.rowCount(folded), 31);
+        QCOMPARE(m.diffRows(folded).size(), size_t(31));
+        QCOMPARE(m.index(0, 0, folded).data().toString(), QStringLiteral("model.layers.0.mlp.up.weight"));
+        QCOMPARE(m.kind(m.index(0, 0, folded)), AlignedTreeModel::NodeKind::FoldedMember);
+        QVERIFY(m.findPath(QStringLiteral("model.layers.7.mlp.up.weight")).isValid());
+        QCOMPARE(m.leafCount(), size_t(32));
+        QCOMPARE(m.findPath(QStringLiteral("model")).siblingAtColumn(AlignedTreeModel::StatusColumn).data().toString(),
+            QStringLiteral("1 shape mismatch"));
+        m.setFolding(false);
+        QCOMPARE(m.rowCount(m.findPath(QStringLiteral("model.layers"))), 32);
+        QCOMPARE(m.leafCount(), size_t(32));
+    }
+
+    void filtersBySubstringRegexAndStatus()
+    {
+        std::string a, b;
+        for (int i = 0; i < 20; ++i) {
+            a += "layers." + std::to_string(i) + ".w\n";
+            if (i % 5 != 0)
+                b += "layers." + std::to_string(i) + ".w\n";
+        }
+        b += "extra.bias\n";
+        auto snap = snapshot(a.c_str(), b.c_str());
+        AlignedTreeModel m;
+        QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        m.setFolding(false);
+        m.setSnapshot(snap);
+        QCOMPARE(m.leafCount(), size_t(21));
+        // Substring, case-insensitive: layers.1.w and layers.10..19.w.
+        QVERIFY(m.setFilter({ QStringLiteral("LAYERS.1"), false }));
+        QCOMPARE(m.leafCount(), size_t(11));
+        // A regular expression.
+        QVERIFY(m.setFilter({ QStringLiteral("\\.1[05]\\.w$"), true }));
+        QCOMPARE(m.leafCount(), size_t(2));
+        // An invalid one is refused and the previous filter stays.
+        QVERIFY(!m.setFilter({ QStringLiteral("(unclosed"), true }));
+        QVERIFY(!m.filterError().isEmpty());
+        QCOMPARE(m.leafCount(), size_t(2));
+        // Only the unexpected rows: layers.0, 5, 10 and 15 are not in B.
+        AlignedTreeModel::Filter f;
+        f.statuses = 1u << static_cast<unsigned>(RowStatus::Unexpected);
+        QVERIFY(m.setFilter(f));
+        QCOMPARE(m.leafCount(), snap->diff.summary.count(RowStatus::Unexpected));
+        QCOMPARE(m.leafCount(), size_t(4));
+        f.statuses = AlignedTreeModel::kAllStatuses & ~(1u << static_cast<unsigned>(RowStatus::Match));
+        QVERIFY(m.setFilter(f));
+        QCOMPARE(m.leafCount(), size_t(5)); // 4 unexpected + extra.bias missing
+    }
+
+    void nextDifferenceWalksInDisplayOrderAndWraps()
+    {
+        auto snap = snapshot("a.w\nb.w\nc.w [2]\nd.w\n", "a.w\nb.w [3]\nc.w [2]\nd.w [5]\n");
+        AlignedTreeModel m;
+        m.setFolding(false);
+        m.setSnapshot(snap);
+        QModelIndex i = m.nextDifference({}, true);
+        QCOMPARE(m.path(i), QStringLiteral("b.w"));
+        i = m.nextDifference(i, true);
+        QCOMPARE(m.path(i), QStringLiteral("d.w"));
+        i = m.nextDifference(i, true);
+        QCOMPARE(m.path(i), QStringLiteral("b.w"));
+        i = m.nextDifference(i, false);
+        QCOMPARE(m.path(i), QStringLiteral("d.w"));
+        // From an inner node or a match: the next difference after it.
+        QCOMPARE(m.path(m.nextDifference(m.findPath(QStringLiteral("c")), true)), QStringLiteral("d.w"));
+    }
+
+    void groupsShowTheirPartsWhenExpanded()
+    {
+        auto a = std::make_shared<Source>(*parseSource("q.weight [4,4] float32\n"));
+        Entry& g = a->entries[0];
+        g.kind = EntryKind::Group;
+        Entry qdata;
+        qdata.name = "qdata";
+        qdata.dtype = DType::Int8;
+        qdata.shape = { 4, 4 };
+        Entry scale;
+        scale.name = "scale";
+        scale.shape = { 4 };
+        g.parts = { qdata, scale };
+        auto snap = buildSnapshot(a, parseSource("q.weight [4,4] float32\n"), {}, 1);
+        AlignedTreeModel m;
+        QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        m.setSnapshot(snap);
+        const QModelIndex leaf = m.findPath(QStringLiteral("q.weight"));
+        QCOMPARE(m.rowCount(leaf), 2);
+        const QModelIndex part = m.index(0, 0, leaf);
+        QCOMPARE(m.kind(part), AlignedTreeModel::NodeKind::PartA);
+        QCOMPARE(part.data().toString(), QStringLiteral("qdata"));
+        QCOMPARE(part.siblingAtColumn(AlignedTreeModel::DTypeA).data().toString(), QStringLiteral("int8"));
+        QVERIFY(part.siblingAtColumn(AlignedTreeModel::NameB).data().toString().isEmpty());
+        QCOMPARE(m.partEntry(part)->name, std::string("qdata"));
+    }
+
+    void oneSideOpenShowsItsTreeWithoutStatuses()
+    {
+        auto snap = buildSnapshot(parseSource("x.w\nx.b\n"), nullptr, {}, 1);
+        AlignedTreeModel m;
+        QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        m.setSnapshot(snap);
+        QCOMPARE(m.rowCount(), 1);
+        const QModelIndex x = m.index(0, AlignedTreeModel::NameA);
+        QCOMPARE(x.data().toString(), QStringLiteral("x"));
+        QVERIFY(!x.data(Qt::DecorationRole).isValid()); // nothing to compare against yet
+        QCOMPARE(x.siblingAtColumn(AlignedTreeModel::ShapeA).data().toString(), QStringLiteral("2 entries"));
+    }
+
+    void hundredThousandRowsBuildAndFilterQuickly()
+    {
+        std::string a, b;
+        a.reserve(5000000);
+        b.reserve(5000000);
+        for (int l = 0; l < 1000; ++l)
+            for (int k = 0; k < 100; ++k) {
+                a += "model.layers." + std::to_string(l) + ".block." + std::to_string(k) + ".weight [16,16]\n";
+                b += "layers." + std::to_string(l) + ".block." + std::to_string(k) + ".weight [16,16]\n";
+            }
+        auto snap = snapshot(a.c_str(), b.c_str(), { { "^model\\.", "" } });
+        QCOMPARE(snap->diff.rows.size(), size_t(100000));
+        AlignedTreeModel m;
+        m.setFolding(false);
+        QElapsedTimer t;
+        t.start();
+        m.setSnapshot(snap);
+        const qint64 build = t.elapsed();
+        t.restart();
+        QVERIFY(m.setFilter({ QStringLiteral("layers.99"), false }));
+        const qint64 filter = t.elapsed();
+        QCOMPARE(m.leafCount(), size_t(1100)); // layers.99 and layers.990..999, 100 blocks each
+        qInfo("100,000 rows: build %lld ms, filter %lld ms", build, filter);
+        // Hang guards, not speed targets (the benchmark measures those): a quadratic build would take minutes.
+        QVERIFY(build < 20000);
+        QVERIFY(filter < 20000);
+    }
+};
+
+QTEST_MAIN(TestAlignedTreeModel)
+#include "tst_aligned_tree_model.moc"

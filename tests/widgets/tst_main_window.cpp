@@ -1,0 +1,307 @@
+// The real main window, driven as a user would under QT_QPA_PLATFORM=offscreen: open two files, read the
+// summary, apply a suggestion, make a rule from a pair, filter, export rules and reports, undo. What the
+// window shows is compared with what the core computes for the same inputs (the core's own suites compare
+// it with torch), so these tests check the wiring, not the diff again.
+
+#include "main_window.h"
+
+#include "diff/diff.h"
+#include "formats/loader.h"
+#include "models/aligned_tree_model.h"
+#include "report/diff_report.h"
+#include "rules/rule_export.h"
+#include "rules/rule_io.h"
+#include "session/rule_document.h"
+#include "suggest/suggestions.h"
+#include "views/diff_view.h"
+#include "views/source_pane.h"
+#include "views/suggestions_panel.h"
+#include "views/summary_bar.h"
+
+#include <QAbstractItemModelTester>
+#include <QCheckBox>
+#include <QDir>
+#include <QLabel>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLineEdit>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QToolButton>
+#include <QTreeView>
+#include <QUndoStack>
+
+using namespace sl;
+using namespace sl::gui;
+
+namespace {
+
+const QString kCheckpoint = QStringLiteral(STATELENS_SOURCE_DIR "/resources/demo/checkpoint.pt");
+const QString kModel = QStringLiteral(STATELENS_SOURCE_DIR "/resources/demo/model.pt");
+
+QByteArray readAll(const QString& path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+// The count a status button shows ("20 missing" -> 20).
+size_t shown(const MainWindow& w, RowStatus s) { return w.summaryBar()->statusButton(s)->text().section(QLatin1Char(' '), 0, 0).toULongLong(); }
+
+void expectCounts(const MainWindow& w, const DiffSummary& truth)
+{
+    for (size_t s = 0; s < kRowStatusCount; ++s)
+        QCOMPARE(shown(w, static_cast<RowStatus>(s)), truth.counts[s]);
+}
+
+// The core's answer for the demo pair under `rules`, computed here from the files.
+DiffSummary coreSummary(const RuleSet& rules)
+{
+    const Source a = openSource(kCheckpoint.toStdString());
+    const Source b = openSource(kModel.toStdString());
+    return diffSources(a, b, rules).summary;
+}
+
+} // namespace
+
+class TestMainWindow : public QObject {
+    Q_OBJECT
+    QTemporaryDir m_home;
+
+private:
+    // Opens the demo pair from its files and waits for the diff and the suggestions.
+    void openPair(MainWindow& w)
+    {
+        w.openA(kCheckpoint);
+        w.openB(kModel);
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
+    }
+
+private slots:
+    void initTestCase()
+    {
+        // Settings, recent files and recovery files go to a folder of this run, not the user's.
+        QVERIFY(m_home.isValid());
+        qputenv("XDG_DATA_HOME", m_home.filePath(QStringLiteral("data")).toLocal8Bit());
+        qputenv("XDG_CONFIG_HOME", m_home.filePath(QStringLiteral("config")).toLocal8Bit());
+    }
+
+    void opensTwoFilesAndShowsTheCoreCounts()
+    {
+        MainWindow w;
+        QAbstractItemModelTester tester(w.model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        w.show();
+        openPair(w);
+        const DiffSummary truth = coreSummary({});
+        QCOMPARE(truth.count(RowStatus::Missing), size_t(20)); // the demo pair as its README describes it
+        expectCounts(w, truth);
+        QVERIFY(w.summaryBar()->verdict()->text().contains(QStringLiteral("fails")));
+        // The checkpoint's wrapper subtree sits on A's side only: B's half shows a gap.
+        const QModelIndex orig = w.model()->findPath(QStringLiteral("_orig_mod"));
+        QVERIFY(orig.isValid());
+        QVERIFY(orig.siblingAtColumn(AlignedTreeModel::NameB).data().toString().isEmpty());
+        QCOMPARE(orig.siblingAtColumn(AlignedTreeModel::NameA).data().toString(), QStringLiteral("_orig_mod"));
+        // Both panes know their sources; A's container picker offers the optimizer state too.
+        QCOMPARE(w.pane(Side::A)->source()->container, std::string("model"));
+        QVERIFY(w.pane(Side::A)->source()->containers.size() > 1);
+    }
+
+    void applyingASuggestionChangesTheCountsAsTheCoreSays()
+    {
+        MainWindow w;
+        openPair(w);
+        QTRY_VERIFY_WITH_TIMEOUT(w.comparison()->suggestionsCurrent() && w.suggestionsPanel()->count() > 0, 60000);
+        const Suggestion first = w.comparison()->suggestions().front();
+        QVERIFY2(first.title.find("_orig_mod") != std::string::npos, first.title.c_str());
+        RuleSet expected;
+        expected.rules = first.rules;
+        const DiffSummary truth = coreSummary(expected);
+        w.applySuggestion(0);
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+        QCOMPARE(w.ruleDocument()->rules().rules.size(), first.rules.size());
+        expectCounts(w, truth);
+        QVERIFY(shown(w, RowStatus::Renamed) > 0);
+        // Undo brings back the raw diff, redo the rules.
+        w.ruleDocument()->undoStack()->undo();
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+        expectCounts(w, coreSummary({}));
+        w.ruleDocument()->undoStack()->redo();
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+        expectCounts(w, truth);
+    }
+
+    void makesARuleFromASelectedPair()
+    {
+        MainWindow w;
+        openPair(w);
+        AlignedTreeModel* m = w.model();
+        m->setFolding(false);
+        const QModelIndex unexpected = m->findPath(QStringLiteral("_orig_mod.layers.1.mlp.up.weight"));
+        const QModelIndex missing = m->findPath(QStringLiteral("layers.1.mlp.up.weight"));
+        QVERIFY(unexpected.isValid() && missing.isValid());
+        QVERIFY(!w.inferFromSelection()); // nothing selected yet
+        auto* selection = w.diffView()->viewA()->selectionModel();
+        selection->select(unexpected, QItemSelectionModel::Select | QItemSelectionModel::Rows);
+        selection->select(missing, QItemSelectionModel::Select | QItemSelectionModel::Rows);
+        auto s = w.inferFromSelection();
+        QVERIFY(s.has_value());
+        // The same as the core infers from the two names.
+        const Source a = openSource(kCheckpoint.toStdString());
+        const Source b = openSource(kModel.toStdString());
+        auto truth = inferRule("_orig_mod.layers.1.mlp.up.weight", "layers.1.mlp.up.weight", a, b);
+        QVERIFY(truth.has_value());
+        QCOMPARE(s->rules.size(), truth->rules.size());
+        QCOMPARE(s->rules.front().pattern, truth->rules.front().pattern);
+        QCOMPARE(s->resolves, truth->resolves);
+        w.addInferredRule(*s);
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+        RuleSet expected;
+        expected.rules = truth->rules;
+        expectCounts(w, coreSummary(expected));
+    }
+
+    void filterBoxAndStatusButtonsNarrowTheTree()
+    {
+        MainWindow w;
+        openPair(w);
+        w.summaryBar()->foldToggle()->setChecked(false);
+        w.summaryBar()->filterEdit()->setText(QStringLiteral("norm1"));
+        // norm1.weight and norm1.bias of 2 layers, on each side.
+        QCOMPARE(w.model()->leafCount(), size_t(8));
+        w.summaryBar()->filterEdit()->clear();
+        w.summaryBar()->statusButton(RowStatus::Missing)->click();
+        QCOMPARE(w.model()->leafCount(), shown(w, RowStatus::Missing));
+        w.summaryBar()->statusButton(RowStatus::Unexpected)->click();
+        QCOMPARE(w.model()->leafCount(), shown(w, RowStatus::Missing) + shown(w, RowStatus::Unexpected));
+        w.summaryBar()->statusButton(RowStatus::Missing)->click();
+        w.summaryBar()->statusButton(RowStatus::Unexpected)->click();
+        QCOMPARE(w.model()->leafCount(), w.comparison()->snapshot()->diff.rows.size());
+        // F3 goes to a difference.
+        w.gotoDifference(true);
+        QVERIFY(w.diffView()->currentIndex().data(AlignedTreeModel::DifferenceRole).toBool());
+    }
+
+    void exportsRulesAndReportsAsTheCoreWritesThem()
+    {
+        MainWindow w;
+        openPair(w);
+        QTRY_VERIFY_WITH_TIMEOUT(w.comparison()->suggestionsCurrent() && w.suggestionsPanel()->count() > 0, 60000);
+        w.applySuggestion(0);
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+        QTemporaryDir dir;
+        const RuleSet& rules = w.ruleDocument()->rules();
+        QString error;
+        QVERIFY2(w.exportRules(RuleExportFormat::Python, dir.filePath(QStringLiteral("remap.py")), &error), qPrintable(error));
+        QCOMPARE(readAll(dir.filePath(QStringLiteral("remap.py"))), QByteArray::fromStdString(rulesToPython(rules)));
+        QVERIFY(w.exportRules(RuleExportFormat::Yaml, dir.filePath(QStringLiteral("rules.yaml")), &error));
+        QCOMPARE(loadRules(dir.filePath(QStringLiteral("rules.yaml")).toStdString()).rules.size(), rules.rules.size());
+        QStringList problems;
+        QVERIFY(w.exportRules(RuleExportFormat::HfKeyMapping, dir.filePath(QStringLiteral("km.json")), &error, &problems));
+        const QJsonObject km = QJsonDocument::fromJson(readAll(dir.filePath(QStringLiteral("km.json")))).object();
+        QCOMPARE(km.size(), static_cast<qsizetype>(rules.rules.size()));
+        QVERIFY(problems.isEmpty());
+        QVERIFY(w.exportRules(RuleExportFormat::Csv, dir.filePath(QStringLiteral("map.csv")), &error));
+        QVERIFY(readAll(dir.filePath(QStringLiteral("map.csv"))).contains("_orig_mod.norm.weight,norm.weight"));
+
+        QVERIFY2(w.exportReport(DiffReportFormat::Json, dir.filePath(QStringLiteral("report.json")), &error), qPrintable(error));
+        const QJsonObject report = QJsonDocument::fromJson(readAll(dir.filePath(QStringLiteral("report.json")))).object();
+        const DiffSummary truth = coreSummary(rules);
+        QCOMPARE(static_cast<size_t>(report.value(QStringLiteral("summary")).toObject().value(QStringLiteral("missing")).toInt()), truth.count(RowStatus::Missing));
+        QCOMPARE(static_cast<size_t>(report.value(QStringLiteral("rows")).toArray().size()), w.comparison()->snapshot()->diff.rows.size());
+        for (DiffReportFormat f : { DiffReportFormat::Html, DiffReportFormat::Markdown, DiffReportFormat::Csv, DiffReportFormat::Junit, DiffReportFormat::Text }) {
+            const QString path = dir.filePath(QStringLiteral("report.") + QString::fromLatin1(diffReportFormatName(f).data()));
+            QVERIFY(w.exportReport(f, path, &error));
+            auto snap = w.comparison()->snapshot();
+            DiffReportInput in { *snap->a, *snap->b, snap->rules, snap->diff, &snap->issues, &w.comparison()->suggestions() };
+            QCOMPARE(readAll(path), QByteArray::fromStdString(renderDiffReport(in, f)));
+        }
+        // Nothing half-written is left beside the outputs.
+        for (const QString& name : QDir(dir.path()).entryList(QDir::Files))
+            QVERIFY2(!name.contains(QStringLiteral(".tmp")), qPrintable(name));
+    }
+
+    void rulesSaveLoadAndRecoverAfterACrash()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("rules.yaml"));
+        {
+            MainWindow w;
+            QVERIFY(!w.hasPendingRecovery());
+            openPair(w);
+            QTRY_VERIFY_WITH_TIMEOUT(w.comparison()->suggestionsCurrent() && w.suggestionsPanel()->count() > 0, 60000);
+            w.applySuggestion(0);
+            QVERIFY(w.ruleDocument()->isModified());
+            QVERIFY(w.isWindowModified());
+            QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+            // Unsaved rules are mirrored to this window's recovery file. A crash leaves it behind, named by
+            // a process that is gone: copied here under a PID above Linux's maximum.
+            const QString own = w.ruleDocument()->recoveryFile();
+            QVERIFY(QFile::exists(own));
+            QCOMPARE(RuleDocument::readRecovery(own)->rules.size(), w.ruleDocument()->rules().rules.size());
+            QVERIFY(QFile::copy(own, QFileInfo(own).dir().filePath(QStringLiteral("unsaved-rules-4194999.yaml"))));
+            // Undo back to the saved (empty) state: nothing left to recover from this window.
+            w.ruleDocument()->undoStack()->undo();
+            QVERIFY(!QFile::exists(own));
+            w.ruleDocument()->undoStack()->redo();
+            QVERIFY(QFile::exists(own));
+            QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+        }
+        {
+            MainWindow w;
+            QVERIFY(w.hasPendingRecovery());
+            w.restorePendingRecovery();
+            QVERIFY(!w.ruleDocument()->rules().rules.empty());
+            QVERIFY(w.ruleDocument()->isModified());
+            QString error;
+            QVERIFY2(w.saveRules(path, &error), qPrintable(error));
+            QVERIFY(!w.ruleDocument()->isModified());
+            QVERIFY(!QFile::exists(w.ruleDocument()->recoveryFile())); // saved: nothing to recover
+            QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+        }
+        MainWindow w;
+        QVERIFY(!w.hasPendingRecovery()); // the crashed run's file went when it was restored
+        QString error;
+        QVERIFY2(w.loadRules(path, &error), qPrintable(error));
+        QCOMPARE(w.ruleDocument()->rules().rules.size(), size_t(1));
+        QVERIFY(!w.loadRules(dir.filePath(QStringLiteral("absent.yaml")), &error));
+        QVERIFY(error.contains(QStringLiteral("absent.yaml")));
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+    }
+
+    void pastedLoadErrorBecomesTheModelSide()
+    {
+        MainWindow w;
+        w.openA(kCheckpoint);
+        w.openLoadErrorText(QStringLiteral(
+            "RuntimeError: Error(s) in loading state_dict for Net:\n"
+            "\tMissing key(s) in state_dict: \"embed.weight\", \"norm.weight\". \n"
+            "\tUnexpected key(s) in state_dict: \"_orig_mod.embed.weight\". \n"));
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
+        QVERIFY(w.pane(Side::B)->source());
+        QVERIFY(w.model()->findPath(QStringLiteral("embed.weight")).isValid());
+    }
+
+    void unreadableFileShowsAnErrorOnItsSide()
+    {
+        QTemporaryDir dir;
+        const QString bad = dir.filePath(QStringLiteral("broken.pt"));
+        QFile f(bad);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("PK\x03\x04 not really a zip");
+        f.close();
+        MainWindow w;
+        w.openA(bad);
+        w.openB(kModel);
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+        QVERIFY(!w.pane(Side::A)->source());
+        QVERIFY2(w.pane(Side::A)->error().contains(QStringLiteral("broken.pt")), qPrintable(w.pane(Side::A)->error()));
+        QVERIFY(w.pane(Side::B)->source());
+    }
+};
+
+QTEST_MAIN(TestMainWindow)
+#include "tst_main_window.moc"

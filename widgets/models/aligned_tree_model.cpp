@@ -1,0 +1,735 @@
+#include "aligned_tree_model.h"
+
+#include "report/source_report.h"
+#include "style/status_style.h"
+
+#include <QGuiApplication>
+#include <QFont>
+
+#include <algorithm>
+#include <array>
+#include <unordered_map>
+
+namespace sl::gui {
+
+namespace {
+
+// Dotted names split into segments; a folded range ("{0..31}", "{0,2..5}") is one segment.
+template <typename F>
+void forEachSegment(std::string_view name, F&& f)
+{
+    size_t start = 0;
+    int depth = 0;
+    for (size_t i = 0; i < name.size(); ++i) {
+        const char c = name[i];
+        if (c == '{')
+            ++depth;
+        else if (c == '}' && depth > 0)
+            --depth;
+        else if (c == '.' && depth == 0) {
+            f(name.substr(start, i - start));
+            start = i + 1;
+        }
+    }
+    f(name.substr(start));
+}
+
+std::vector<std::string_view> splitSegments(std::string_view name)
+{
+    std::vector<std::string_view> out;
+    forEachSegment(name, [&](std::string_view s) { out.push_back(s); });
+    return out;
+}
+
+// Segments that wrappers put into names. `module` (DDP, DataParallel) and `base_model` (PEFT) only count
+// at the top: deeper down they are ordinary module names.
+bool isWrapperSegment(std::string_view s, bool top)
+{
+    if (s == "_orig_mod" || s == "_fsdp_wrapped_module" || s == "_fpw_module" || s == "_checkpoint_wrapped_module"
+        || s == "_flat_param")
+        return true;
+    return top && (s == "module" || s == "base_model");
+}
+
+QString qs(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
+
+char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+bool containsFolded(std::string_view hay, std::string_view needle)
+{
+    if (needle.size() > hay.size())
+        return false;
+    const char first = needle.front();
+    for (size_t i = 0; i + needle.size() <= hay.size(); ++i) {
+        if (lower(hay[i]) != first)
+            continue;
+        size_t k = 1;
+        while (k < needle.size() && lower(hay[i + k]) == needle[k])
+            ++k;
+        if (k == needle.size())
+            return true;
+    }
+    return false;
+}
+
+struct ChildKey {
+    int32_t parent;
+    std::string_view segment;
+    bool operator==(const ChildKey&) const = default;
+};
+struct ChildKeyHash {
+    size_t operator()(const ChildKey& k) const
+    {
+        return std::hash<std::string_view>()(k.segment) ^ (static_cast<size_t>(k.parent) * 0x9e3779b97f4a7c15ULL);
+    }
+};
+
+QString sizeText(uint64_t params, uint64_t bytes)
+{
+    return QStringLiteral("%1 · %2").arg(QString::fromStdString(humanCount(params)), QString::fromStdString(humanBytes(bytes)));
+}
+
+QString shapeText(const Entry& e)
+{
+    if (e.kind == EntryKind::Object)
+        return QString::fromStdString(e.value);
+    if (!e.shapeKnown)
+        return QStringLiteral("?");
+    return QString::fromStdString(shapeToString(e.shape));
+}
+
+QString dtypeText(const Entry& e)
+{
+    if (e.kind == EntryKind::Object)
+        return QString::fromStdString(e.typeName);
+    return qs(dtypeName(e.dtype));
+}
+
+const std::array<QIcon, kRowStatusCount>& statusIcons()
+{
+    // Drawn once per palette lightness; the icons follow light and dark themes.
+    static std::array<QIcon, kRowStatusCount> icons;
+    static int builtFor = -1;
+    const QPalette palette = QGuiApplication::palette();
+    const int key = StatusStyle::isDark(palette) ? 1 : 0;
+    if (builtFor != key) {
+        for (size_t s = 0; s < kRowStatusCount; ++s)
+            icons[s] = StatusStyle::icon(static_cast<RowStatus>(s), palette);
+        builtFor = key;
+    }
+    return icons;
+}
+
+} // namespace
+
+AlignedTreeModel::AlignedTreeModel(QObject* parent)
+    : QAbstractItemModel(parent)
+{
+    m_nodes.resize(1);
+}
+
+void AlignedTreeModel::setSnapshot(std::shared_ptr<const DiffSnapshot> snapshot)
+{
+    beginResetModel();
+    m_snap = std::move(snapshot);
+    rebuild();
+    endResetModel();
+}
+
+void AlignedTreeModel::setFolding(bool fold)
+{
+    if (fold == m_fold)
+        return;
+    beginResetModel();
+    m_fold = fold;
+    rebuild();
+    endResetModel();
+}
+
+bool AlignedTreeModel::setFilter(const Filter& filter)
+{
+    if (filter == m_filter)
+        return true;
+    if (filter.regex && !filter.text.isEmpty()) {
+        QRegularExpression re(filter.text, QRegularExpression::CaseInsensitiveOption);
+        if (!re.isValid()) {
+            m_filterError = tr("position %1: %2").arg(re.patternErrorOffset()).arg(re.errorString());
+            return false;
+        }
+        m_regex = re;
+        m_regex.optimize();
+    }
+    m_filterError.clear();
+    m_needle = filter.regex ? std::string() : filter.text.toLower().toStdString();
+    beginResetModel();
+    m_filter = filter;
+    rebuild();
+    endResetModel();
+    return true;
+}
+
+bool AlignedTreeModel::textMatches(std::string_view name) const
+{
+    if (m_filter.regex)
+        return m_regex.match(qs(name)).hasMatch();
+    return containsFolded(name, m_needle);
+}
+
+bool AlignedTreeModel::passes(const Leaf& leaf) const
+{
+    const auto& diff = m_snap->diff;
+    const RowStatus status = leaf.folded >= 0 ? m_snap->folded[static_cast<size_t>(leaf.folded)].status : diff.rows[leaf.row].status;
+    if (!(m_filter.statuses & (1u << static_cast<unsigned>(status))))
+        return false;
+    if (m_filter.text.isEmpty())
+        return true;
+    if (textMatches(leaf.name))
+        return true;
+    // A's original name and B's name too, for every row a folded leaf holds.
+    auto rowMatches = [&](size_t r) {
+        const DiffRow& row = diff.rows[r];
+        if (row.a >= 0 && textMatches(m_snap->a->entries[static_cast<size_t>(row.a)].name))
+            return true;
+        if (row.b >= 0 && textMatches(m_snap->b->entries[static_cast<size_t>(row.b)].name))
+            return true;
+        return false;
+    };
+    if (leaf.folded < 0)
+        return rowMatches(leaf.row);
+    const auto& rows = m_snap->folded[static_cast<size_t>(leaf.folded)].rows;
+    return std::any_of(rows.begin(), rows.end(), rowMatches);
+}
+
+int32_t AlignedTreeModel::addNode(int32_t parent, std::string_view segment, NodeKind kind, int32_t ref)
+{
+    Node n;
+    n.segment = segment;
+    n.parent = parent;
+    n.kind = kind;
+    n.ref = ref;
+    auto& siblings = m_nodes[static_cast<size_t>(parent)].children;
+    n.row = static_cast<int32_t>(siblings.size());
+    n.wrapper = kind == NodeKind::Inner && isWrapperSegment(segment, parent == 0);
+    const auto id = static_cast<int32_t>(m_nodes.size());
+    siblings.push_back(id);
+    m_nodes.push_back(std::move(n));
+    return id;
+}
+
+void AlignedTreeModel::account(int32_t node, size_t diffRow)
+{
+    const DiffRow& row = m_snap->diff.rows[diffRow];
+    const Entry* a = row.a >= 0 ? &m_snap->a->entries[static_cast<size_t>(row.a)] : nullptr;
+    const Entry* b = row.b >= 0 ? &m_snap->b->entries[static_cast<size_t>(row.b)] : nullptr;
+    const uint64_t paramsA = a && a->kind != EntryKind::Object ? a->numel() : 0;
+    const uint64_t paramsB = b && b->kind != EntryKind::Object ? b->numel() : 0;
+    const uint64_t bytesA = a ? a->nbytes() : 0;
+    const uint64_t bytesB = b ? b->nbytes() : 0;
+    const int severity = statusSeverity(row.status);
+    for (int32_t n = node; n >= 0; n = m_nodes[static_cast<size_t>(n)].parent) {
+        Node& x = m_nodes[static_cast<size_t>(n)];
+        x.counts[static_cast<size_t>(row.status)] += 1;
+        x.entriesA += a ? 1 : 0;
+        x.entriesB += b ? 1 : 0;
+        x.paramsA += paramsA;
+        x.paramsB += paramsB;
+        x.bytesA += bytesA;
+        x.bytesB += bytesB;
+        if (severity > statusSeverity(static_cast<RowStatus>(x.worst)))
+            x.worst = static_cast<uint8_t>(row.status);
+    }
+}
+
+void AlignedTreeModel::rebuild()
+{
+    m_nodes.clear();
+    m_nodes.emplace_back();
+    m_leaves.clear();
+    m_leafCount = 0;
+    if (!m_snap)
+        return;
+    const auto& diff = m_snap->diff;
+    const Source& a = *m_snap->a;
+    const Source& b = *m_snap->b;
+    if (m_fold) {
+        m_leaves.reserve(m_snap->folded.size());
+        for (size_t i = 0; i < m_snap->folded.size(); ++i) {
+            const FoldedRow& f = m_snap->folded[i];
+            if (f.rows.size() == 1)
+                m_leaves.push_back({ rowName(diff.rows[f.rows[0]], a, b), -1, f.rows[0] });
+            else
+                m_leaves.push_back({ f.name, static_cast<int32_t>(i), f.rows[0] });
+        }
+    } else {
+        m_leaves.reserve(diff.rows.size());
+        for (size_t i = 0; i < diff.rows.size(); ++i)
+            m_leaves.push_back({ rowName(diff.rows[i], a, b), -1, i });
+    }
+
+    // Inner nodes found by (parent, segment). Leaves are never looked up: "a.b" and "a.b.c" can both be keys.
+    std::unordered_map<ChildKey, int32_t, ChildKeyHash> inner;
+    inner.reserve(m_leaves.size());
+    std::vector<std::string_view> segments;
+    for (size_t li = 0; li < m_leaves.size(); ++li) {
+        const Leaf& leaf = m_leaves[li];
+        if (!passes(leaf))
+            continue;
+        segments.clear();
+        forEachSegment(leaf.name, [&](std::string_view s) { segments.push_back(s); });
+        int32_t node = 0;
+        for (size_t s = 0; s + 1 < segments.size(); ++s) {
+            // Consecutive keys share their parents, so the last child is the usual answer.
+            const auto& kids = m_nodes[static_cast<size_t>(node)].children;
+            if (!kids.empty()) {
+                const Node& last = m_nodes[static_cast<size_t>(kids.back())];
+                if (last.kind == NodeKind::Inner && last.segment == segments[s]) {
+                    node = kids.back();
+                    continue;
+                }
+            }
+            auto [it, inserted] = inner.try_emplace(ChildKey { node, segments[s] }, 0);
+            if (inserted)
+                it->second = addNode(node, segments[s], NodeKind::Inner, -1);
+            node = it->second;
+        }
+        addLeaf(leaf, static_cast<int32_t>(li), node, segments.back());
+    }
+}
+
+void AlignedTreeModel::addLeaf(const Leaf& leaf, int32_t leafIndex, int32_t parent, std::string_view last)
+{
+    const int32_t node = addNode(parent, last, NodeKind::Leaf, leafIndex);
+    const auto& diff = m_snap->diff;
+    if (leaf.folded >= 0) {
+        for (size_t r : m_snap->folded[static_cast<size_t>(leaf.folded)].rows) {
+            const int32_t member = addNode(node, rowName(diff.rows[r], *m_snap->a, *m_snap->b), NodeKind::FoldedMember,
+                static_cast<int32_t>(r));
+            account(member, r);
+            ++m_leafCount;
+        }
+        return;
+    }
+    account(node, leaf.row);
+    ++m_leafCount;
+    // A quantized group or a wrapper subclass shows its stored tensors when expanded.
+    const DiffRow& row = diff.rows[leaf.row];
+    if (row.a >= 0) {
+        const auto& parts = m_snap->a->entries[static_cast<size_t>(row.a)].parts;
+        for (size_t p = 0; p < parts.size(); ++p)
+            addNode(node, parts[p].name, NodeKind::PartA, static_cast<int32_t>(p));
+    }
+    if (row.b >= 0) {
+        const auto& parts = m_snap->b->entries[static_cast<size_t>(row.b)].parts;
+        for (size_t p = 0; p < parts.size(); ++p)
+            addNode(node, parts[p].name, NodeKind::PartB, static_cast<int32_t>(p));
+    }
+}
+
+const DiffRow* AlignedTreeModel::rowOf(const Node& n) const
+{
+    switch (n.kind) {
+    case NodeKind::Leaf:
+        return &m_snap->diff.rows[m_leaves[static_cast<size_t>(n.ref)].row];
+    case NodeKind::FoldedMember:
+        return &m_snap->diff.rows[static_cast<size_t>(n.ref)];
+    default:
+        return nullptr;
+    }
+}
+
+const Entry* AlignedTreeModel::entryOf(const Node& n, bool sideA) const
+{
+    const DiffRow* row = rowOf(n);
+    if (!row)
+        return nullptr;
+    const int32_t i = sideA ? row->a : row->b;
+    return i >= 0 ? &(sideA ? m_snap->a : m_snap->b)->entries[static_cast<size_t>(i)] : nullptr;
+}
+
+const Entry* AlignedTreeModel::partEntry(const QModelIndex& index) const
+{
+    if (!index.isValid())
+        return nullptr;
+    const Node& n = m_nodes[static_cast<size_t>(nodeOf(index))];
+    if (n.kind != NodeKind::PartA && n.kind != NodeKind::PartB)
+        return nullptr;
+    const Node& owner = m_nodes[static_cast<size_t>(n.parent)];
+    const Entry* e = entryOf(owner, n.kind == NodeKind::PartA);
+    return e ? &e->parts[static_cast<size_t>(n.ref)] : nullptr;
+}
+
+std::vector<size_t> AlignedTreeModel::diffRows(const QModelIndex& index) const
+{
+    if (!index.isValid())
+        return {};
+    const Node& n = m_nodes[static_cast<size_t>(nodeOf(index))];
+    if (n.kind == NodeKind::FoldedMember)
+        return { static_cast<size_t>(n.ref) };
+    if (n.kind != NodeKind::Leaf)
+        return {};
+    const Leaf& leaf = m_leaves[static_cast<size_t>(n.ref)];
+    if (leaf.folded >= 0)
+        return m_snap->folded[static_cast<size_t>(leaf.folded)].rows;
+    return { leaf.row };
+}
+
+AlignedTreeModel::NodeKind AlignedTreeModel::kind(const QModelIndex& index) const
+{
+    return m_nodes[static_cast<size_t>(nodeOf(index))].kind;
+}
+
+QString AlignedTreeModel::path(const QModelIndex& index) const
+{
+    std::vector<std::string_view> parts;
+    for (int n = nodeOf(index); n > 0; n = m_nodes[static_cast<size_t>(n)].parent) {
+        const Node& x = m_nodes[static_cast<size_t>(n)];
+        parts.push_back(x.segment);
+        if (x.kind == NodeKind::FoldedMember) // its segment is the whole name already
+            break;
+    }
+    std::string out;
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+        if (!out.empty())
+            out += '.';
+        out += *it;
+    }
+    return QString::fromStdString(out);
+}
+
+QModelIndex AlignedTreeModel::findPath(const QString& path) const
+{
+    const std::string p = path.toStdString();
+    int32_t node = 0;
+    for (std::string_view seg : splitSegments(p)) {
+        int32_t found = -1;
+        for (int32_t c : m_nodes[static_cast<size_t>(node)].children)
+            if (m_nodes[static_cast<size_t>(c)].segment == seg) {
+                found = c;
+                // Prefer an inner node when a leaf shares its segment: paths usually lead somewhere deeper.
+                if (m_nodes[static_cast<size_t>(c)].kind == NodeKind::Inner)
+                    break;
+            }
+        if (found < 0)
+            return {};
+        node = found;
+    }
+    if (node == 0)
+        return {};
+    return createIndex(m_nodes[static_cast<size_t>(node)].row, 0, static_cast<quintptr>(node));
+}
+
+QModelIndex AlignedTreeModel::nextDifference(const QModelIndex& from, bool forward) const
+{
+    // Depth-first display order over the difference leaves; the tree is small enough to walk per keypress
+    // (100,000 leaves walk in about a millisecond).
+    std::vector<int32_t> order;
+    std::vector<int32_t> stack { 0 };
+    while (!stack.empty()) {
+        const int32_t n = stack.back();
+        stack.pop_back();
+        const Node& x = m_nodes[static_cast<size_t>(n)];
+        if (x.kind == NodeKind::Leaf || x.kind == NodeKind::FoldedMember) {
+            if (statusSeverity(static_cast<RowStatus>(x.worst)) > 0 && x.kind == NodeKind::Leaf)
+                order.push_back(n);
+            continue;
+        }
+        if (n != 0 && statusSeverity(static_cast<RowStatus>(x.worst)) == 0)
+            continue; // nothing to find below
+        for (auto it = x.children.rbegin(); it != x.children.rend(); ++it)
+            stack.push_back(*it);
+    }
+    if (order.empty())
+        return {};
+    // Where `from` sits in display order: its own position, or that of the leaf it leads to.
+    auto positionOf = [&](int32_t node) {
+        // Compare by the path of ancestors: walk both to the root. Simple and exact: find the first leaf in
+        // `order` that is at or after `node` in depth-first order.
+        std::vector<int32_t> chain;
+        for (int32_t n = node; n > 0; n = m_nodes[static_cast<size_t>(n)].parent)
+            chain.push_back(n);
+        auto before = [&](int32_t leaf) { // is `leaf` before `node` in display order?
+            std::vector<int32_t> lchain;
+            for (int32_t n = leaf; n > 0; n = m_nodes[static_cast<size_t>(n)].parent)
+                lchain.push_back(n);
+            auto i = chain.rbegin();
+            auto j = lchain.rbegin();
+            while (i != chain.rend() && j != lchain.rend() && *i == *j) {
+                ++i;
+                ++j;
+            }
+            if (j == lchain.rend())
+                return false; // leaf is `node` or an ancestor of it
+            if (i == chain.rend())
+                return false; // leaf is below node: after it
+            return m_nodes[static_cast<size_t>(*j)].row < m_nodes[static_cast<size_t>(*i)].row;
+        };
+        return static_cast<size_t>(std::partition_point(order.begin(), order.end(), before) - order.begin());
+    };
+    int32_t target;
+    if (!from.isValid()) {
+        target = forward ? order.front() : order.back();
+    } else {
+        const int32_t node = nodeOf(from);
+        const size_t pos = positionOf(node); // first difference at or after `node`
+        if (forward) {
+            size_t next = pos < order.size() && order[pos] == node ? pos + 1 : pos;
+            target = order[next % order.size()];
+        } else {
+            target = pos == 0 ? order.back() : order[pos - 1];
+        }
+    }
+    return createIndex(m_nodes[static_cast<size_t>(target)].row, 0, static_cast<quintptr>(target));
+}
+
+QModelIndex AlignedTreeModel::index(int row, int column, const QModelIndex& parent) const
+{
+    if (!hasIndex(row, column, parent))
+        return {};
+    const Node& p = m_nodes[static_cast<size_t>(nodeOf(parent))];
+    return createIndex(row, column, static_cast<quintptr>(p.children[static_cast<size_t>(row)]));
+}
+
+QModelIndex AlignedTreeModel::parent(const QModelIndex& child) const
+{
+    if (!child.isValid())
+        return {};
+    const int32_t p = m_nodes[static_cast<size_t>(nodeOf(child))].parent;
+    if (p <= 0)
+        return {};
+    return createIndex(m_nodes[static_cast<size_t>(p)].row, 0, static_cast<quintptr>(p));
+}
+
+int AlignedTreeModel::rowCount(const QModelIndex& parent) const
+{
+    if (parent.column() > 0)
+        return 0;
+    return static_cast<int>(m_nodes[static_cast<size_t>(nodeOf(parent))].children.size());
+}
+
+int AlignedTreeModel::columnCount(const QModelIndex&) const { return ColumnCount; }
+
+QVariant AlignedTreeModel::display(const Node& n, int column) const
+{
+    const bool sideA = column <= SizeA;
+    if (n.kind == NodeKind::PartA || n.kind == NodeKind::PartB) {
+        if (sideA != (n.kind == NodeKind::PartA) || column == StatusColumn)
+            return {};
+        const Entry* owner = entryOf(m_nodes[static_cast<size_t>(n.parent)], n.kind == NodeKind::PartA);
+        const Entry& p = owner->parts[static_cast<size_t>(n.ref)];
+        switch (column) {
+        case NameA:
+        case NameB:
+            return qs(n.segment);
+        case ShapeA:
+        case ShapeB:
+            return shapeText(p);
+        case DTypeA:
+        case DTypeB:
+            return dtypeText(p);
+        case SizeA:
+        case SizeB:
+            return p.kind == EntryKind::Object ? QVariant() : QVariant(QString::fromStdString(humanBytes(p.nbytes())));
+        default:
+            return {};
+        }
+    }
+    if (n.kind == NodeKind::Inner) {
+        const uint32_t entries = sideA ? n.entriesA : n.entriesB;
+        switch (column) {
+        case NameA:
+        case NameB:
+            return entries ? qs(n.segment) : QVariant();
+        case ShapeA:
+        case ShapeB:
+            if (!entries)
+                return {};
+            return entries == 1 ? tr("1 entry") : tr("%1 entries").arg(entries);
+        case SizeA:
+            return entries ? sizeText(n.paramsA, n.bytesA) : QVariant();
+        case SizeB:
+            return entries ? sizeText(n.paramsB, n.bytesB) : QVariant();
+        case StatusColumn: {
+            // The roll-up: what is wrong below, worst first.
+            QStringList parts;
+            std::array<RowStatus, kRowStatusCount> order {};
+            for (size_t s = 0; s < kRowStatusCount; ++s)
+                order[s] = static_cast<RowStatus>(s);
+            std::sort(order.begin(), order.end(), [](RowStatus x, RowStatus y) { return statusSeverity(x) > statusSeverity(y); });
+            for (RowStatus s : order)
+                if (s != RowStatus::Match && n.counts[static_cast<size_t>(s)])
+                    parts << QStringLiteral("%1 %2").arg(n.counts[static_cast<size_t>(s)]).arg(StatusStyle::label(s));
+            if (parts.isEmpty())
+                return tr("all %1 match").arg(n.counts[static_cast<size_t>(RowStatus::Match)]);
+            return parts.join(QStringLiteral(" · "));
+        }
+        default:
+            return {};
+        }
+    }
+    // Leaves and folded members.
+    const DiffRow& row = *rowOf(n);
+    const Entry* e = entryOf(n, sideA);
+    const bool folded = n.kind == NodeKind::Leaf && m_leaves[static_cast<size_t>(n.ref)].folded >= 0;
+    if (column == StatusColumn) {
+        const RowStatus status = folded ? m_snap->folded[static_cast<size_t>(m_leaves[static_cast<size_t>(n.ref)].folded)].status : row.status;
+        QString text = StatusStyle::label(status);
+        if (row.reason != Reason::None)
+            text += QStringLiteral(" · ") + StatusStyle::label(row.reason);
+        if (folded)
+            text += QStringLiteral(" · ×%1").arg(n.children.size());
+        return text;
+    }
+    if (!e)
+        return {}; // the gap on the side that lacks the row
+    switch (column) {
+    case NameA: {
+        QString text = qs(n.segment);
+        // The tree is in B's namespace; A's own name is shown where a rule changed it.
+        if (!folded && !row.mapped.empty() && e->name != row.mapped)
+            text += QStringLiteral("  ← ") + QString::fromStdString(e->name);
+        return text;
+    }
+    case NameB:
+        return qs(n.segment);
+    case ShapeA:
+    case ShapeB:
+        return shapeText(*e) + (folded ? QStringLiteral(" ×%1").arg(sideA ? n.entriesA : n.entriesB) : QString());
+    case DTypeA:
+    case DTypeB:
+        return dtypeText(*e);
+    case SizeA:
+        return e->kind == EntryKind::Object ? QVariant() : QVariant(sizeText(n.paramsA, n.bytesA));
+    case SizeB:
+        return e->kind == EntryKind::Object ? QVariant() : QVariant(sizeText(n.paramsB, n.bytesB));
+    default:
+        return {};
+    }
+}
+
+QString AlignedTreeModel::tooltip(const Node& n) const
+{
+    if (n.kind == NodeKind::Inner) {
+        QString t = path(createIndex(n.row, 0, static_cast<quintptr>(&n - m_nodes.data())));
+        if (n.wrapper)
+            t += QStringLiteral("\n") + tr("A wrapper's segment: ") + StatusStyle::description(Reason::WrapperPrefix);
+        return t;
+    }
+    const DiffRow* row = rowOf(n);
+    if (!row)
+        return qs(n.segment);
+    QStringList lines;
+    if (row->a >= 0)
+        lines << tr("A: %1").arg(QString::fromStdString(m_snap->a->entries[static_cast<size_t>(row->a)].name));
+    if (row->b >= 0)
+        lines << tr("B: %1").arg(QString::fromStdString(m_snap->b->entries[static_cast<size_t>(row->b)].name));
+    lines << StatusStyle::label(row->status) + QStringLiteral(": ") + StatusStyle::description(row->status);
+    if (!row->explanation.empty())
+        lines << QString::fromStdString(row->explanation);
+    if (row->rule >= 0 && static_cast<size_t>(row->rule) < m_snap->rules.rules.size()) {
+        const Rule& r = m_snap->rules.rules[static_cast<size_t>(row->rule)];
+        lines << tr("rule %1: %2 → %3").arg(row->rule + 1).arg(QString::fromStdString(r.pattern),
+                     r.drop ? tr("(drop)") : QString::fromStdString(r.replacement));
+    }
+    return lines.join(QLatin1Char('\n'));
+}
+
+QVariant AlignedTreeModel::data(const QModelIndex& index, int role) const
+{
+    if (!index.isValid() || !m_snap)
+        return {};
+    const Node& n = m_nodes[static_cast<size_t>(nodeOf(index))];
+    const int column = index.column();
+    const bool nameColumn = column == NameA || column == NameB;
+    const bool sideA = column <= SizeA;
+    switch (role) {
+    case Qt::DisplayRole:
+        return display(n, column);
+    case Qt::DecorationRole: {
+        if (!nameColumn || n.kind == NodeKind::PartA || n.kind == NodeKind::PartB)
+            return {};
+        const bool present = n.kind == NodeKind::Inner ? (sideA ? n.entriesA : n.entriesB) > 0 : entryOf(n, sideA) != nullptr;
+        if (!present || !m_snap->complete())
+            return {};
+        return statusIcons()[n.worst];
+    }
+    case Qt::BackgroundRole: {
+        if (n.kind != NodeKind::Leaf && n.kind != NodeKind::FoldedMember)
+            return {};
+        if (!m_snap->complete())
+            return {};
+        const QColor c = StatusStyle::tint(static_cast<RowStatus>(n.worst), QGuiApplication::palette());
+        return c.isValid() ? QVariant(c) : QVariant();
+    }
+    case Qt::ForegroundRole:
+        if (nameColumn && n.wrapper)
+            return StatusStyle::wrapperColor(QGuiApplication::palette());
+        if (column == StatusColumn && m_snap->complete() && n.worst != static_cast<uint8_t>(RowStatus::Match))
+            return StatusStyle::color(static_cast<RowStatus>(n.worst), QGuiApplication::palette());
+        return {};
+    case Qt::FontRole:
+        if (nameColumn && n.wrapper) {
+            QFont f;
+            f.setBold(true);
+            f.setItalic(true);
+            return f;
+        }
+        return {};
+    case Qt::ToolTipRole:
+        return tooltip(n);
+    case Qt::TextAlignmentRole:
+        if (column == SizeA || column == SizeB)
+            return QVariant(Qt::AlignRight | Qt::AlignVCenter);
+        return {};
+    case StatusRole:
+        return static_cast<int>(n.worst);
+    case ReasonRole: {
+        const DiffRow* row = rowOf(n);
+        return static_cast<int>(row ? row->reason : Reason::None);
+    }
+    case KindRole:
+        return static_cast<int>(n.kind);
+    case PathRole:
+        return path(index);
+    case DifferenceRole:
+        return statusSeverity(static_cast<RowStatus>(n.worst)) > 0;
+    case CopyTextRole: {
+        const DiffRow* row = rowOf(n);
+        if (!row)
+            return path(index);
+        const Entry* a = entryOf(n, true);
+        const Entry* b = entryOf(n, false);
+        if (a && b && a->name != b->name)
+            return QStringLiteral("%1 -> %2").arg(QString::fromStdString(a->name), QString::fromStdString(b->name));
+        return QString::fromStdString((a ? a : b)->name);
+    }
+    default:
+        return {};
+    }
+}
+
+QVariant AlignedTreeModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+        return {};
+    switch (section) {
+    case NameA:
+        return tr("Checkpoint (A)");
+    case NameB:
+        return tr("Model (B)");
+    case ShapeA:
+    case ShapeB:
+        return tr("Shape");
+    case DTypeA:
+    case DTypeB:
+        return tr("DType");
+    case SizeA:
+    case SizeB:
+        return tr("Params · Bytes");
+    case StatusColumn:
+        return tr("Status");
+    default:
+        return {};
+    }
+}
+
+} // namespace sl::gui

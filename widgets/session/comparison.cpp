@@ -1,0 +1,140 @@
+#include "comparison.h"
+
+#include "session/rule_document.h"
+
+#include <QElapsedTimer>
+#include <QtConcurrent/QtConcurrentRun>
+
+namespace sl::gui {
+
+std::shared_ptr<const DiffSnapshot> buildSnapshot(std::shared_ptr<const Source> a, std::shared_ptr<const Source> b,
+    const RuleSet& rules, uint64_t generation)
+{
+    QElapsedTimer timer;
+    timer.start();
+    auto s = std::make_shared<DiffSnapshot>();
+    s->hasA = a != nullptr;
+    s->hasB = b != nullptr;
+    s->a = a ? std::move(a) : std::make_shared<const Source>();
+    s->b = b ? std::move(b) : std::make_shared<const Source>();
+    s->rules = rules;
+    s->generation = generation;
+    // With one side open there is nothing to explain: every row would read "unexpected" or "missing".
+    s->diff = diffSources(*s->a, *s->b, rules, DiffOptions { .explain = s->complete() });
+    if (s->complete())
+        s->issues = checkRules(rules, *s->a, *s->b, &s->diff);
+    s->folded = foldRows(s->diff, *s->a, *s->b);
+    s->milliseconds = static_cast<double>(timer.nsecsElapsed()) / 1e6;
+    return s;
+}
+
+Comparison::Comparison(RuleDocument* rules, QObject* parent)
+    : QObject(parent)
+    , m_rules(rules)
+    , m_snapshot(buildSnapshot(nullptr, nullptr, {}, 0))
+{
+    connect(m_rules, &RuleDocument::rulesChanged, this, &Comparison::schedule);
+    connect(&m_diffWatcher, &QFutureWatcherBase::finished, this, &Comparison::diffFinished);
+    connect(&m_suggestWatcher, &QFutureWatcherBase::finished, this, &Comparison::suggestionsFinished);
+}
+
+Comparison::~Comparison()
+{
+    // The runs hold shared pointers to what they use; waiting keeps them from outliving the application.
+    m_diffWatcher.waitForFinished();
+    m_suggestWatcher.waitForFinished();
+}
+
+void Comparison::setSource(Side side, std::shared_ptr<const Source> source)
+{
+    (side == Side::A ? m_a : m_b) = std::move(source);
+    schedule();
+}
+
+bool Comparison::isBusy() const
+{
+    // Own flags, not the watchers' isRunning(): a run that has ended but whose result is not handled yet
+    // still counts as busy.
+    return m_diffRunning || m_suggestRunning || m_diffStale || m_suggestStale;
+}
+
+void Comparison::schedule()
+{
+    ++m_generation;
+    if (m_diffRunning) {
+        m_diffStale = true;
+    } else {
+        startDiff();
+    }
+    updateBusy();
+}
+
+void Comparison::startDiff()
+{
+    m_diffStale = false;
+    m_diffRunning = true;
+    m_diffWatcher.setFuture(QtConcurrent::run(buildSnapshot, m_a, m_b, m_rules->rules(), m_generation));
+}
+
+void Comparison::diffFinished()
+{
+    auto result = m_diffWatcher.result();
+    m_diffRunning = false;
+    if (m_diffStale) { // the sources or rules changed meanwhile: this result is already old
+        startDiff();
+        updateBusy();
+        return;
+    }
+    m_snapshot = std::move(result);
+    m_suggestions.clear();
+    emit snapshotChanged();
+    if (m_snapshot->complete()) {
+        if (m_suggestRunning)
+            m_suggestStale = true;
+        else
+            startSuggestions();
+    } else {
+        m_suggestionsFor = m_snapshot->generation;
+        emit suggestionsChanged();
+    }
+    updateBusy();
+}
+
+void Comparison::startSuggestions()
+{
+    m_suggestStale = false;
+    m_suggestRunning = true;
+    auto snap = m_snapshot;
+    m_suggestWatcher.setFuture(QtConcurrent::run([snap] {
+        return std::make_pair(snap->generation, suggestRules(*snap->a, *snap->b, snap->rules));
+    }));
+}
+
+void Comparison::suggestionsFinished()
+{
+    auto [generation, suggestions] = m_suggestWatcher.result();
+    m_suggestRunning = false;
+    if (m_suggestStale || generation != m_snapshot->generation) {
+        if (m_snapshot->complete())
+            startSuggestions();
+        else
+            m_suggestStale = false;
+        updateBusy();
+        return;
+    }
+    m_suggestions = std::move(suggestions);
+    m_suggestionsFor = generation;
+    emit suggestionsChanged();
+    updateBusy();
+}
+
+void Comparison::updateBusy()
+{
+    const bool busy = isBusy();
+    if (busy != m_wasBusy) {
+        m_wasBusy = busy;
+        emit busyChanged(busy);
+    }
+}
+
+} // namespace sl::gui

@@ -1,0 +1,36 @@
+#pragma once
+// One finished comparison, immutable once built, shared by the models and panels that show it. Built off
+// the UI thread from the two sources and the rule set of that moment, so a later rule change never mutates
+// what a view is drawing.
+
+#include "diff/diff.h"
+#include "diff/rule_checks.h"
+#include "model/source.h"
+#include "rules/rule.h"
+
+#include <memory>
+#include <vector>
+
+namespace sl::gui {
+
+struct DiffSnapshot {
+    // Never null: a side that is not open yet is an empty Source (hasA/hasB say which).
+    std::shared_ptr<const Source> a;
+    std::shared_ptr<const Source> b;
+    bool hasA = false;
+    bool hasB = false;
+    RuleSet rules;
+    DiffResult diff;
+    std::vector<RuleIssue> issues; // checkRules on the pair (only when both sides are open)
+    std::vector<FoldedRow> folded; // diff rows folded by index template
+    double milliseconds = 0; // how long building it took
+    uint64_t generation = 0;
+
+    bool complete() const { return hasA && hasB; }
+};
+
+// Runs the diff, the rule checks and the folding. Safe to call on any thread.
+std::shared_ptr<const DiffSnapshot> buildSnapshot(std::shared_ptr<const Source> a, std::shared_ptr<const Source> b,
+    const RuleSet& rules, uint64_t generation);
+
+} // namespace sl::gui

@@ -1,0 +1,19 @@
+#pragma once
+// Everything the core knows about the selected row or pair: both entries (shape, dtype, bytes, where the
+// bytes live, storage offset and strides, tied storage, DTensor placements and mesh, DCP chunks and files,
+// quantization scheme and parts), the status with its explanation, and the rule that renamed it.
+
+#include <QTextBrowser>
+
+namespace sl::gui {
+
+class AlignedTreeModel;
+
+class DetailsPanel : public QTextBrowser {
+    Q_OBJECT
+public:
+    explicit DetailsPanel(QWidget* parent = nullptr);
+    void showIndex(const AlignedTreeModel* model, const QModelIndex& index);
+};
+
+} // namespace sl::gui

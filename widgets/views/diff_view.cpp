@@ -1,0 +1,206 @@
+#include "diff_view.h"
+
+#include "models/aligned_tree_model.h"
+#include "views/source_pane.h"
+
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QHeaderView>
+#include <QMimeData>
+#include <QScrollBar>
+#include <QSplitter>
+#include <QTreeView>
+#include <QVBoxLayout>
+
+namespace sl::gui {
+
+namespace {
+
+QTreeView* makeTree(AlignedTreeModel* model, std::initializer_list<int> columns, int nameColumn)
+{
+    auto* view = new QTreeView;
+    view->setModel(model);
+    view->setUniformRowHeights(true); // keeps 100,000-row trees cheap to lay out
+    view->setSelectionMode(QAbstractItemView::ExtendedSelection); // an unexpected and a missing row: a pair
+    view->setSelectionBehavior(QAbstractItemView::SelectRows);
+    view->setAllColumnsShowFocus(true);
+    view->setContextMenuPolicy(Qt::CustomContextMenu);
+    view->setExpandsOnDoubleClick(true);
+    view->setTextElideMode(Qt::ElideMiddle);
+    for (int c = 0; c < AlignedTreeModel::ColumnCount; ++c)
+        view->setColumnHidden(c, std::find(columns.begin(), columns.end(), c) == columns.end());
+    view->setTreePosition(nameColumn);
+    // Put the name column first on screen, the others in the given order.
+    int visual = 0;
+    for (int c : columns)
+        view->header()->moveSection(view->header()->visualIndex(c), visual++);
+    view->header()->setSectionResizeMode(QHeaderView::Interactive);
+    view->header()->resizeSection(nameColumn, 280);
+    for (int c : columns)
+        if (c == AlignedTreeModel::SizeA || c == AlignedTreeModel::SizeB)
+            view->header()->resizeSection(c, 140);
+    view->header()->setStretchLastSection(true);
+    return view;
+}
+
+} // namespace
+
+DiffView::DiffView(AlignedTreeModel* model, SourcePane* paneA, SourcePane* paneB, QWidget* parent)
+    : QWidget(parent)
+    , m_model(model)
+    , m_a(makeTree(model, { AlignedTreeModel::NameA, AlignedTreeModel::ShapeA, AlignedTreeModel::DTypeA, AlignedTreeModel::SizeA }, AlignedTreeModel::NameA))
+    , m_b(makeTree(model, { AlignedTreeModel::NameB, AlignedTreeModel::ShapeB, AlignedTreeModel::DTypeB, AlignedTreeModel::SizeB, AlignedTreeModel::StatusColumn }, AlignedTreeModel::NameB))
+{
+    m_a->setObjectName(QStringLiteral("treeA"));
+    m_b->setObjectName(QStringLiteral("treeB"));
+    m_b->setSelectionModel(m_a->selectionModel()); // one selection for both halves
+    // One vertical scroll bar is enough: the left one scrolls both.
+    m_a->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    // The panes sit in their own row so both trees start at the same height whatever each pane shows;
+    // the two splitters move together.
+    auto* panes = new QSplitter(Qt::Horizontal, this);
+    panes->addWidget(paneA);
+    panes->addWidget(paneB);
+    auto* trees = new QSplitter(Qt::Horizontal, this);
+    trees->addWidget(m_a);
+    trees->addWidget(m_b);
+    for (QSplitter* s : { panes, trees })
+        s->setChildrenCollapsible(false);
+    connect(trees, &QSplitter::splitterMoved, panes, [panes, trees] { panes->setSizes(trees->sizes()); });
+    connect(panes, &QSplitter::splitterMoved, trees, [panes, trees] { trees->setSizes(panes->sizes()); });
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->setSpacing(0);
+    layout->addWidget(panes);
+    layout->addWidget(trees, 1);
+
+    sync(m_a, m_b);
+    sync(m_b, m_a);
+    for (QTreeView* v : { m_a, m_b }) {
+        v->viewport()->setAcceptDrops(true);
+        v->viewport()->installEventFilter(this);
+        connect(v, &QTreeView::customContextMenuRequested, this, [this, v](const QPoint& pos) {
+            emit contextMenuRequested(v->indexAt(pos), v->viewport()->mapToGlobal(pos));
+        });
+    }
+}
+
+void DiffView::sync(QTreeView* from, QTreeView* to)
+{
+    connect(from, &QTreeView::expanded, this, [this, to](const QModelIndex& i) {
+        if (!m_syncing) {
+            m_syncing = true;
+            to->expand(i);
+            m_syncing = false;
+        }
+    });
+    connect(from, &QTreeView::collapsed, this, [this, to](const QModelIndex& i) {
+        if (!m_syncing) {
+            m_syncing = true;
+            to->collapse(i);
+            m_syncing = false;
+        }
+    });
+    connect(from->verticalScrollBar(), &QScrollBar::valueChanged, to->verticalScrollBar(), [to](int v) {
+        if (to->verticalScrollBar()->value() != v)
+            to->verticalScrollBar()->setValue(v);
+    });
+}
+
+QModelIndex DiffView::currentIndex() const { return m_a->currentIndex(); }
+
+void DiffView::select(const QModelIndex& index)
+{
+    if (!index.isValid())
+        return;
+    for (QModelIndex p = index.parent(); p.isValid(); p = p.parent()) {
+        m_a->expand(p);
+        m_b->expand(p);
+    }
+    m_a->selectionModel()->setCurrentIndex(index, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    // Each view scrolls to its own name column (the other side's columns are hidden there).
+    m_a->scrollTo(index.siblingAtColumn(AlignedTreeModel::NameA));
+    m_b->scrollTo(index.siblingAtColumn(AlignedTreeModel::NameB));
+}
+
+void DiffView::rememberExpansion()
+{
+    m_expanded.clear();
+    // Only expanded nodes are visited: collapsed subtrees are never walked.
+    std::vector<QModelIndex> stack { QModelIndex() };
+    while (!stack.empty()) {
+        QModelIndex p = stack.back();
+        stack.pop_back();
+        const int rows = m_model->rowCount(p);
+        for (int r = 0; r < rows; ++r) {
+            QModelIndex c = m_model->index(r, 0, p);
+            if (m_a->isExpanded(c)) {
+                m_expanded << m_model->path(c);
+                stack.push_back(c);
+            }
+        }
+    }
+}
+
+void DiffView::restoreExpansion()
+{
+    m_syncing = true;
+    for (const QString& path : std::as_const(m_expanded)) {
+        QModelIndex i = m_model->findPath(path);
+        if (i.isValid()) {
+            m_a->expand(i);
+            m_b->expand(i);
+        }
+    }
+    m_syncing = false;
+}
+
+void DiffView::expandDefault()
+{
+    m_syncing = true;
+    m_a->expandToDepth(0);
+    m_b->expandToDepth(0);
+    // Lead the eye to the differences when there are few of them: open every path to one.
+    std::vector<QModelIndex> stack { QModelIndex() };
+    int opened = 0;
+    while (!stack.empty() && opened < 300) {
+        QModelIndex p = stack.back();
+        stack.pop_back();
+        const int rows = m_model->rowCount(p);
+        if (rows > 200)
+            continue;
+        for (int r = 0; r < rows; ++r) {
+            QModelIndex c = m_model->index(r, 0, p);
+            if (m_model->kind(c) == AlignedTreeModel::NodeKind::Inner && c.data(AlignedTreeModel::DifferenceRole).toBool()) {
+                m_a->expand(c);
+                m_b->expand(c);
+                ++opened;
+                stack.push_back(c);
+            }
+        }
+    }
+    m_syncing = false;
+}
+
+bool DiffView::eventFilter(QObject* watched, QEvent* event)
+{
+    const bool sideA = watched == m_a->viewport();
+    if (event->type() == QEvent::DragEnter || event->type() == QEvent::DragMove) {
+        auto* e = static_cast<QDropEvent*>(event);
+        if (e->mimeData()->hasUrls()) {
+            e->acceptProposedAction();
+            return true;
+        }
+    } else if (event->type() == QEvent::Drop) {
+        auto* e = static_cast<QDropEvent*>(event);
+        const auto urls = e->mimeData()->urls();
+        if (!urls.isEmpty() && urls.front().isLocalFile()) {
+            e->acceptProposedAction();
+            emit fileDropped(sideA, urls.front().toLocalFile());
+            return true;
+        }
+    }
+    return QWidget::eventFilter(watched, event);
+}
+
+} // namespace sl::gui

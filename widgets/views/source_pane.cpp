@@ -1,0 +1,205 @@
+#include "source_pane.h"
+
+#include "formats/loader.h"
+#include "report/source_report.h"
+
+#include <QComboBox>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QListWidget>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QToolButton>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+
+namespace sl::gui {
+
+SourcePane::SourcePane(const QString& role, QWidget* parent)
+    : QWidget(parent)
+    , m_role(role)
+    , m_title(new QLabel(this))
+    , m_summary(new QLabel(this))
+    , m_containers(new QComboBox(this))
+    , m_progress(new QProgressBar(this))
+    , m_cancel(new QToolButton(this))
+    , m_findings(new QListWidget(this))
+{
+    setAcceptDrops(true);
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(2, 2, 2, 2);
+    layout->setSpacing(2);
+    auto* top = new QHBoxLayout;
+    m_title->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_title->setText(QStringLiteral("<b>%1</b>: %2").arg(m_role, tr("nothing open (drop a file here)")));
+    m_title->setTextFormat(Qt::RichText);
+    m_title->setMinimumWidth(50);
+    top->addWidget(m_title, 1);
+    m_containers->setToolTip(tr("The state dict shown from this file: the model, the optimizer state, an EMA copy…"));
+    m_containers->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    m_containers->hide();
+    top->addWidget(m_containers);
+    m_progress->setRange(0, 0); // readers report no fraction: a busy bar
+    m_progress->setMaximumWidth(120);
+    m_progress->setMaximumHeight(14);
+    m_progress->setTextVisible(false);
+    m_progress->hide();
+    top->addWidget(m_progress);
+    m_cancel->setText(tr("Cancel"));
+    m_cancel->hide();
+    top->addWidget(m_cancel);
+    layout->addLayout(top);
+    m_summary->setWordWrap(true);
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(m_summary);
+    m_findings->setMaximumHeight(46); // a few lines; the details panel has room for more
+    m_findings->setWordWrap(true);
+    m_findings->hide();
+    layout->addWidget(m_findings);
+    connect(m_cancel, &QToolButton::clicked, this, &SourcePane::cancel);
+    connect(m_containers, &QComboBox::activated, this, [this](int i) {
+        const QString c = m_containers->itemData(i).toString();
+        if (m_source && c.toStdString() != m_source->container)
+            selectContainer(c);
+    });
+}
+
+void SourcePane::load(const QString& label, std::function<Source()> loadFn)
+{
+    const uint64_t id = ++m_loadId;
+    m_label = label;
+    m_loading = true;
+    m_title->setText(QStringLiteral("<b>%1</b>: %2").arg(m_role, label.toHtmlEscaped()));
+    m_summary->setText(tr("Loading…"));
+    m_progress->show();
+    m_cancel->show();
+    // A watcher per load, so a replaced load's result arrives at a watcher nobody listens to any more.
+    if (m_watcher)
+        m_watcher->disconnect(this);
+    m_watcher = new QFutureWatcher<std::pair<uint64_t, LoadResult>>(this);
+    auto* watcher = m_watcher;
+    connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher] {
+        if (watcher == m_watcher)
+            finished();
+        watcher->deleteLater();
+    });
+    watcher->setFuture(QtConcurrent::run([id, loadFn = std::move(loadFn)]() -> std::pair<uint64_t, LoadResult> {
+        try {
+            return { id, { std::make_shared<const Source>(loadFn()), {} } };
+        } catch (const std::exception& e) {
+            return { id, { nullptr, QString::fromStdString(e.what()) } };
+        }
+    }));
+    emit loadingChanged(true);
+}
+
+void SourcePane::loadPath(const QString& path)
+{
+    const std::string p = path.toStdString();
+    load(path, [p] { return openSource(p); });
+}
+
+void SourcePane::selectContainer(const QString& container)
+{
+    if (!m_source)
+        return;
+    auto current = m_source;
+    const std::string c = container.toStdString();
+    load(m_label, [current, c] { return current->withContainer(c); });
+}
+
+void SourcePane::cancel()
+{
+    if (!m_loading)
+        return;
+    ++m_loadId;
+    if (m_watcher) {
+        m_watcher->disconnect(this);
+        connect(m_watcher, &QFutureWatcherBase::finished, m_watcher, &QObject::deleteLater);
+        m_watcher = nullptr;
+    }
+    m_loading = false;
+    m_progress->hide();
+    m_cancel->hide();
+    showSource();
+    if (!m_source)
+        m_summary->setText(tr("Loading cancelled."));
+    emit loadingChanged(false);
+}
+
+void SourcePane::finished()
+{
+    auto [id, r] = m_watcher->result();
+    m_watcher = nullptr;
+    if (id != m_loadId)
+        return;
+    m_loading = false;
+    m_progress->hide();
+    m_cancel->hide();
+    if (r.source) {
+        m_source = r.source;
+        m_error.clear();
+    } else {
+        m_source = nullptr;
+        m_error = r.error;
+    }
+    showSource();
+    emit loadingChanged(false);
+    emit sourceChanged(m_source);
+}
+
+void SourcePane::showSource()
+{
+    m_findings->clear();
+    m_containers->clear();
+    if (!m_source) {
+        m_containers->hide();
+        m_findings->hide();
+        if (!m_error.isEmpty())
+            m_summary->setText(QStringLiteral("<span style='color:#c62828'>%1</span>").arg(m_error.toHtmlEscaped()));
+        return;
+    }
+    const Source& s = *m_source;
+    m_summary->setText(tr("%1 · %2 entries · %3 parameters · %4")
+                           .arg(QString::fromStdString(s.format))
+                           .arg(s.entries.size())
+                           .arg(QString::fromStdString(humanCount(s.totalParameters())),
+                               QString::fromStdString(humanBytes(s.totalBytes()))));
+    for (const auto& c : s.containers) {
+        const QString path = QString::fromStdString(c.path);
+        m_containers->addItem(QStringLiteral("%1 (%2, %3 tensors)")
+                                  .arg(path.isEmpty() ? tr("top level") : path,
+                                      QString::fromLatin1(containerRoleName(c.role).data()))
+                                  .arg(c.tensorCount),
+            path);
+        if (c.path == s.container)
+            m_containers->setCurrentIndex(m_containers->count() - 1);
+    }
+    m_containers->setVisible(s.containers.size() > 1);
+    for (const auto& f : s.findings) {
+        QString text = QStringLiteral("[%1] ").arg(QString::fromLatin1(severityName(f.severity).data()));
+        if (!f.entry.empty())
+            text += QString::fromStdString(f.entry) + QStringLiteral(": ");
+        m_findings->addItem(text + QString::fromStdString(f.message));
+    }
+    m_findings->setVisible(!s.findings.empty());
+}
+
+void SourcePane::dragEnterEvent(QDragEnterEvent* event)
+{
+    if (event->mimeData()->hasUrls())
+        event->acceptProposedAction();
+}
+
+void SourcePane::dropEvent(QDropEvent* event)
+{
+    const auto urls = event->mimeData()->urls();
+    if (!urls.isEmpty() && urls.front().isLocalFile()) {
+        event->acceptProposedAction();
+        emit fileDropped(urls.front().toLocalFile());
+    }
+}
+
+} // namespace sl::gui

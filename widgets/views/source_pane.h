@@ -1,0 +1,75 @@
+#pragma once
+// The header above one side of the window: what is open there (path, format, container), a container
+// picker, the load's progress with Cancel, and what the reader found. Loading runs off the UI thread; an
+// error shows here, on its side, never as a dialog. Files and folders dropped here open on this side.
+
+#include "model/source.h"
+
+#include <QFutureWatcher>
+#include <QWidget>
+
+#include <functional>
+#include <memory>
+
+class QComboBox;
+class QLabel;
+class QListWidget;
+class QProgressBar;
+class QToolButton;
+
+namespace sl::gui {
+
+struct LoadResult {
+    std::shared_ptr<const Source> source;
+    QString error;
+};
+
+class SourcePane : public QWidget {
+    Q_OBJECT
+public:
+    SourcePane(const QString& role, QWidget* parent = nullptr);
+
+    // Loads in the background; `load` runs on a worker thread and must not touch widgets. A load started
+    // while another runs replaces it (the older result is discarded when it arrives).
+    void load(const QString& label, std::function<Source()> load);
+    void loadPath(const QString& path);
+    // Picks another container of the open source (the optimizer state, an EMA copy).
+    void selectContainer(const QString& container);
+    // Abandons the running load: its result is discarded and the side keeps what it had. (The core's
+    // readers have no cancellation points, so the worker finishes its file in the background.)
+    void cancel();
+
+    std::shared_ptr<const Source> source() const { return m_source; }
+    bool isLoading() const { return m_loading; }
+    QString error() const { return m_error; }
+    QString label() const { return m_label; }
+
+signals:
+    void sourceChanged(std::shared_ptr<const Source> source); // null when a load failed
+    void loadingChanged(bool loading);
+    void fileDropped(const QString& path);
+
+protected:
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
+
+private:
+    void finished();
+    void showSource();
+
+    QString m_role;
+    QString m_label;
+    QLabel* m_title;
+    QLabel* m_summary;
+    QComboBox* m_containers;
+    QProgressBar* m_progress;
+    QToolButton* m_cancel;
+    QListWidget* m_findings;
+    std::shared_ptr<const Source> m_source;
+    QString m_error;
+    bool m_loading = false;
+    uint64_t m_loadId = 0;
+    QFutureWatcher<std::pair<uint64_t, LoadResult>>* m_watcher = nullptr;
+};
+
+} // namespace sl::gui
