@@ -169,11 +169,7 @@ MainWindow::MainWindow(QWidget* parent)
     });
     connect(m_suggestions, &SuggestionsPanel::applyRequested, this, &MainWindow::applySuggestion);
     connect(m_summary, &SummaryBar::filterChanged, this, &MainWindow::applyFilter);
-    connect(m_summary, &SummaryBar::foldingChanged, this, [this](bool fold) {
-        m_view->rememberExpansion();
-        m_model->setFolding(fold);
-        m_view->restoreExpansion();
-    });
+    connect(m_summary, &SummaryBar::foldingChanged, m_model, &AlignedTreeModel::setFolding);
     connect(m_view->viewA()->selectionModel(), &QItemSelectionModel::currentChanged, this, &MainWindow::updateDetails);
     connect(m_rules, &RuleDocument::modifiedChanged, this, &MainWindow::updateTitle);
     connect(m_rules, &RuleDocument::pathChanged, this, &MainWindow::updateTitle);
@@ -409,13 +405,10 @@ void MainWindow::snapshotChanged()
 {
     auto snap = m_comparison->snapshot();
     const QString current = m_model->path(m_view->currentIndex());
-    m_view->rememberExpansion();
-    m_model->setSnapshot(snap);
+    m_model->setSnapshot(snap); // the view keeps what was expanded
     if (!m_expandedOnce && snap->complete()) {
         m_view->expandDefault();
         m_expandedOnce = true;
-    } else {
-        m_view->restoreExpansion();
     }
     if (!current.isEmpty())
         m_view->select(m_model->findPath(current));
@@ -434,13 +427,11 @@ void MainWindow::snapshotChanged()
 
 void MainWindow::applyFilter()
 {
-    m_view->rememberExpansion();
     if (!m_model->setFilter(m_summary->filter())) {
         m_summary->setFilterError(m_model->filterError());
         return;
     }
     m_summary->setFilterError({});
-    m_view->restoreExpansion();
     // A narrow filter shows its hits opened up.
     if (!m_model->filter().text.isEmpty() && m_model->leafCount() <= 500) {
         m_view->viewA()->expandAll();

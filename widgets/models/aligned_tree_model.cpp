@@ -150,22 +150,36 @@ bool AlignedTreeModel::setFilter(const Filter& filter)
 {
     if (filter == m_filter)
         return true;
+    QRegularExpression regex;
     if (filter.regex && !filter.text.isEmpty()) {
-        QRegularExpression re(filter.text, QRegularExpression::CaseInsensitiveOption);
-        if (!re.isValid()) {
-            m_filterError = tr("position %1: %2").arg(re.patternErrorOffset()).arg(re.errorString());
+        regex = QRegularExpression(filter.text, QRegularExpression::CaseInsensitiveOption);
+        if (!regex.isValid()) {
+            m_filterError = tr("position %1: %2").arg(regex.patternErrorOffset()).arg(regex.errorString());
             return false;
         }
-        m_regex = re;
-        m_regex.optimize();
+        regex.optimize();
     }
     m_filterError.clear();
+    m_regex = regex;
     m_needle = filter.regex ? std::string() : filter.text.toLower().toStdString();
-    beginResetModel();
     m_filter = filter;
-    rebuild();
+    // Typing often keeps the same rows ("l", "la", "lay" all match every layer): then the tree stands.
+    std::vector<bool> pass = passing();
+    if (pass == m_pass)
+        return true;
+    beginResetModel();
+    m_pass = std::move(pass);
+    buildTree();
     endResetModel();
     return true;
+}
+
+std::vector<bool> AlignedTreeModel::passing() const
+{
+    std::vector<bool> pass(m_leaves.size());
+    for (size_t i = 0; i < m_leaves.size(); ++i)
+        pass[i] = passes(m_leaves[i]);
+    return pass;
 }
 
 bool AlignedTreeModel::textMatches(std::string_view name) const
@@ -242,12 +256,17 @@ void AlignedTreeModel::account(int32_t node, size_t diffRow)
 
 void AlignedTreeModel::rebuild()
 {
-    m_nodes.clear();
-    m_nodes.emplace_back();
     m_leaves.clear();
-    m_leafCount = 0;
-    if (!m_snap)
-        return;
+    m_pass.clear();
+    if (m_snap) {
+        collectLeaves();
+        m_pass = passing();
+    }
+    buildTree();
+}
+
+void AlignedTreeModel::collectLeaves()
+{
     const auto& diff = m_snap->diff;
     const Source& a = *m_snap->a;
     const Source& b = *m_snap->b;
@@ -265,14 +284,22 @@ void AlignedTreeModel::rebuild()
         for (size_t i = 0; i < diff.rows.size(); ++i)
             m_leaves.push_back({ rowName(diff.rows[i], a, b), -1, i });
     }
+}
 
+void AlignedTreeModel::buildTree()
+{
+    m_nodes.clear();
+    m_nodes.emplace_back();
+    m_leafCount = 0;
+    if (!m_snap)
+        return;
     // Inner nodes found by (parent, segment). Leaves are never looked up: "a.b" and "a.b.c" can both be keys.
     std::unordered_map<ChildKey, int32_t, ChildKeyHash> inner;
     inner.reserve(m_leaves.size());
     std::vector<std::string_view> segments;
     for (size_t li = 0; li < m_leaves.size(); ++li) {
         const Leaf& leaf = m_leaves[li];
-        if (!passes(leaf))
+        if (!m_pass[li])
             continue;
         segments.clear();
         forEachSegment(leaf.name, [&](std::string_view s) { segments.push_back(s); });

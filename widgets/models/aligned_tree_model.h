@@ -94,7 +94,10 @@ private:
         size_t row = 0; // the (first) diff row
     };
 
-    void rebuild();
+    void rebuild(); // leaves, filter and tree
+    void collectLeaves();
+    void buildTree(); // from the leaves that pass
+    std::vector<bool> passing() const;
     bool passes(const Leaf& leaf) const;
     bool textMatches(std::string_view name) const;
     void addLeaf(const Leaf& leaf, int32_t leafIndex, int32_t parent, std::string_view lastSegment);
@@ -113,6 +116,7 @@ private:
     QRegularExpression m_regex;
     std::string m_needle; // lower-cased substring filter
     std::vector<Leaf> m_leaves;
+    std::vector<bool> m_pass; // per leaf: passes the filter
     std::vector<Node> m_nodes; // m_nodes[0] is the invisible root
     size_t m_leafCount = 0;
 };

@@ -76,6 +76,9 @@ DiffView::DiffView(AlignedTreeModel* model, SourcePane* paneA, SourcePane* paneB
 
     sync(m_a, m_b);
     sync(m_b, m_a);
+    // Expansion survives every reset (a new diff, a filter that changes the rows, folding) by path.
+    connect(m_model, &QAbstractItemModel::modelAboutToBeReset, this, &DiffView::rememberExpansion);
+    connect(m_model, &QAbstractItemModel::modelReset, this, &DiffView::restoreExpansion);
     for (QTreeView* v : { m_a, m_b }) {
         v->viewport()->setAcceptDrops(true);
         v->viewport()->installEventFilter(this);

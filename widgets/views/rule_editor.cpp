@@ -93,12 +93,10 @@ RuleEditor::RuleEditor(RuleDocument* doc, QWidget* parent)
     const int em = m_table->fontMetrics().horizontalAdvance(QLatin1Char('M'));
     header->setSectionResizeMode(QHeaderView::Interactive);
     header->setStretchLastSection(false);
-    header->resizeSection(RuleListModel::NumberColumn, em * 4);
-    header->resizeSection(RuleListModel::PatternColumn, em * 16);
-    header->resizeSection(RuleListModel::ReplacementColumn, em * 10);
-    header->resizeSection(RuleListModel::DropColumn, em * 3);
-    header->resizeSection(RuleListModel::NoteColumn, em * 12);
-    header->resizeSection(RuleListModel::HitsColumn, em * 5);
+    // The number column holds a checkbox, a warning icon and up to six digits.
+    const int widths[RuleListModel::ColumnCount] = { em * 6, em * 16, em * 10, em * 3, em * 12, em * 5 };
+    for (int c = 0; c < RuleListModel::ColumnCount; ++c)
+        header->resizeSection(c, std::max(widths[c], header->sectionSizeHint(c)));
 
     // Actions: WidgetWithChildrenShortcut so Delete in the diff view does not remove rules.
     auto makeAction = [this](const QString& text, const QString& tip, const QKeySequence& key, const QString& themeIcon) {
@@ -139,6 +137,7 @@ RuleEditor::RuleEditor(RuleDocument* doc, QWidget* parent)
     buttons->addWidget(toolButton(m_redo, this, Qt::ToolButtonIconOnly));
 
     m_warnings->setAlternatingRowColors(true);
+    m_warnings->setIconSize(QSize(16, 16));
     m_warnings->setWordWrap(true);
     m_preview->setUniformItemSizes(true); // 200 lines of text: no per-item size queries
     m_preview->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
