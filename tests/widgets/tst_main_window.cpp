@@ -19,6 +19,13 @@
 #include "views/summary_bar.h"
 
 #include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QClipboard>
+#include <QDragEnterEvent>
+#include <QMimeData>
+#include <QScrollBar>
+#include <QSettings>
+#include <QUrl>
 #include <QCheckBox>
 #include <QDir>
 #include <QLabel>
@@ -270,6 +277,72 @@ private slots:
         QVERIFY(!w.loadRules(dir.filePath(QStringLiteral("absent.yaml")), &error));
         QVERIFY(error.contains(QStringLiteral("absent.yaml")));
         QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+    }
+
+    void dropOpensTheFileOnThatSide()
+    {
+        MainWindow w;
+        w.show();
+        auto drop = [](QWidget* target, const QString& path) {
+            QMimeData mime;
+            mime.setUrls({ QUrl::fromLocalFile(path) });
+            QDragEnterEvent enter(QPoint(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+            QApplication::sendEvent(target, &enter);
+            QVERIFY(enter.isAccepted());
+            QDropEvent dropEvent(QPointF(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+            QApplication::sendEvent(target, &dropEvent);
+            QVERIFY(dropEvent.isAccepted());
+        };
+        drop(w.pane(Side::A), kCheckpoint); // onto A's header
+        drop(w.diffView()->viewB()->viewport(), kModel); // onto B's tree
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
+        QCOMPARE(QString::fromStdString(w.pane(Side::A)->source()->path), kCheckpoint);
+        QCOMPARE(QString::fromStdString(w.pane(Side::B)->source()->path), kModel);
+        // Both went to the recent files, newest first.
+        const QStringList recent = QSettings().value(QStringLiteral("recentFiles")).toStringList();
+        QVERIFY(recent.size() >= 2);
+        QCOMPARE(recent.at(0), QFileInfo(kModel).absoluteFilePath());
+        QCOMPARE(recent.at(1), QFileInfo(kCheckpoint).absoluteFilePath());
+    }
+
+    void anotherContainerIsOneSelectionAway()
+    {
+        MainWindow w;
+        openPair(w);
+        const size_t before = w.comparison()->snapshot()->diff.rows.size();
+        w.pane(Side::A)->selectContainer(QStringLiteral("optimizer"));
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+        QCOMPARE(w.pane(Side::A)->source()->container, std::string("optimizer"));
+        const Source truthA = openSource(kCheckpoint.toStdString(), OpenOptions { .container = std::string("optimizer") });
+        QCOMPARE(w.comparison()->snapshot()->a->entries.size(), truthA.entries.size());
+        QVERIFY(w.comparison()->snapshot()->diff.rows.size() != before);
+        expectCounts(w, diffSources(truthA, openSource(kModel.toStdString()), RuleSet {}).summary);
+    }
+
+    void theTwoTreesExpandScrollAndSelectTogether()
+    {
+        MainWindow w;
+        w.resize(900, 500);
+        w.show();
+        openPair(w);
+        QTreeView* a = w.diffView()->viewA();
+        QTreeView* b = w.diffView()->viewB();
+        QCOMPARE(a->model(), b->model());
+        QCOMPARE(a->selectionModel(), b->selectionModel());
+        const QModelIndex layers = w.model()->findPath(QStringLiteral("layers"));
+        a->collapse(layers);
+        QVERIFY(!b->isExpanded(layers));
+        b->expand(layers);
+        QVERIFY(a->isExpanded(layers));
+        a->expandAll();
+        QTRY_VERIFY(a->verticalScrollBar()->maximum() > 0);
+        b->verticalScrollBar()->setValue(b->verticalScrollBar()->maximum());
+        QCOMPARE(a->verticalScrollBar()->value(), b->verticalScrollBar()->value());
+        QVERIFY(a->verticalScrollBar()->value() > 0);
+        // Copying the selected row gives both names.
+        w.diffView()->select(w.model()->findPath(QStringLiteral("embed.weight")));
+        w.copySelection(false);
+        QCOMPARE(QApplication::clipboard()->text(), QStringLiteral("embed.weight"));
     }
 
     void pastedLoadErrorBecomesTheModelSide()
