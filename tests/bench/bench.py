@@ -759,6 +759,42 @@ def case_suggest(args, workdir, sizes):
             "rows": [absolute_row(label, m, 1.0)], "baseline_rows": []}
 
 
+def case_gui(args, workdir, sizes):
+    """f. The window on the 100,000-row pair under Xvfb: time from launch to the first paint of the compared
+    trees, and per-keystroke filter time (typing "layers.1.mlp", layers folded and unfolded)."""
+    n = sizes["diff_tensors"]
+    folder = os.path.join(workdir, f"diff-{n}")
+    generate("diff-pair", folder, n)
+    a, b, rules = (os.path.join(folder, f) for f in ("a.safetensors", "b.safetensors", "rules.json"))
+    if not shutil.which("xvfb-run"):
+        sys.exit("bench: case f needs xvfb-run (apt install xvfb xauth)")
+    script = 'STATELENS_LAUNCH_EPOCH=$(date +%s.%N) exec "$@"'
+    cmd = ["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", "sh", "-c", script, "sh", args.statelens, "--measure",
+           a, b, "--rules", rules]
+    paints, keystrokes = [], []
+    for _ in range(args.reps):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        line = next((x for x in r.stdout.splitlines() if x.startswith("{")), None)
+        if r.returncode != 0 or line is None:
+            sys.exit(f"bench: statelens --measure failed: {r.stderr}")
+        m = json.loads(line)
+        paints.append(m["first_paint_ms"] / 1000)
+        keystrokes.append(max(m["filter_folded_max_ms"], m["filter_unfolded_max_ms"]) / 1000)
+        log(f"f: first paint {m['first_paint_ms']:.0f} ms (diff {m['diff_ms']:.0f} ms), slowest keystroke "
+            f"{keystrokes[-1] * 1000:.0f} ms, median keystroke {m['filter_unfolded_median_ms']:.1f} ms unfolded")
+    label = f"f. GUI on the {n:,}-row pair"
+    rows = []
+    for what, runs, limit in (("time to first paint (launch to painted trees)", paints, 2.0),
+                              ("slowest filter keystroke (median over runs)", keystrokes, 0.1)):
+        median = statistics.median(runs)
+        rows.append({"case": label, "peer": f"target {limit:g} s", "comparison": "absolute", "peer_s": limit,
+                     "statelens": what, "statelens_s": median, "ratio": limit / median, "target": 1,
+                     "pass": median <= limit, "note": "absolute time", "peer_cpu_s": None, "statelens_cpu_s": None,
+                     "cpu_ratio": None})
+    return {"case": "f", "label": label, "tensors": n, "cache": "warm", "rows": rows, "baseline_rows": [],
+            "measurements": {"first_paint_s": paints, "slowest_keystroke_s": keystrokes}}
+
+
 def absolute_row(case, m, limit_s):
     """A target in seconds (no peer): reported as limit / time, so >= 1 passes like the ratio rows."""
     return {"case": case, "peer": f"target {limit_s:g} s", "comparison": "absolute", "peer_s": limit_s,
@@ -840,7 +876,7 @@ def main():
                     "$XDG_CACHE_HOME/statelens-bench)")
     ap.add_argument("--reps", type=int, help="timed repetitions per measurement (default 7, quick 3)")
     ap.add_argument("--cold-reps", type=int, help="cold-cache repetitions for case b (default 3; 0 skips)")
-    ap.add_argument("--cases", default="abcde", help="which cases to run (default abcde)")
+    ap.add_argument("--cases", default="abcdef", help="which cases to run (default abcdef; f needs xvfb-run)")
     ap.add_argument("--json-out", help="also write the results here as JSON")
     ap.add_argument("--compare-statelens", metavar="BINARY",
                     help="also time this other statelens build in the same runs and report the speed-up")
@@ -873,7 +909,7 @@ def main():
         info = machine_info(args.statelens)
         cases = []
         for key, fn in (("a", case_small_zip), ("b", case_large_zip), ("c", case_safetensors), ("d", case_diff),
-                        ("e", case_suggest)):
+                        ("e", case_suggest), ("f", case_gui)):
             if key in args.cases:
                 load_before = os.getloadavg()
                 cases.append(fn(args, workdir, sizes))

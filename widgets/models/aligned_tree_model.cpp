@@ -51,6 +51,13 @@ bool isWrapperSegment(std::string_view s, bool top)
     return top && (s == "module" || s == "base_model");
 }
 
+// What "next difference" stops at: rows a strict load would not take as they are. Renamed rows are
+// matched through a rule, so they are resolved, not differences.
+bool isDifference(uint8_t status)
+{
+    return statusSeverity(static_cast<RowStatus>(status)) > statusSeverity(RowStatus::Renamed);
+}
+
 QString qs(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
 
 char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
@@ -456,11 +463,11 @@ QModelIndex AlignedTreeModel::nextDifference(const QModelIndex& from, bool forwa
         stack.pop_back();
         const Node& x = m_nodes[static_cast<size_t>(n)];
         if (x.kind == NodeKind::Leaf || x.kind == NodeKind::FoldedMember) {
-            if (statusSeverity(static_cast<RowStatus>(x.worst)) > 0 && x.kind == NodeKind::Leaf)
+            if (isDifference(x.worst) && x.kind == NodeKind::Leaf)
                 order.push_back(n);
             continue;
         }
-        if (n != 0 && statusSeverity(static_cast<RowStatus>(x.worst)) == 0)
+        if (n != 0 && !isDifference(x.worst))
             continue; // nothing to find below
         for (auto it = x.children.rbegin(); it != x.children.rend(); ++it)
             stack.push_back(*it);
@@ -718,7 +725,7 @@ QVariant AlignedTreeModel::data(const QModelIndex& index, int role) const
     case PathRole:
         return path(index);
     case DifferenceRole:
-        return statusSeverity(static_cast<RowStatus>(n.worst)) > 0;
+        return isDifference(n.worst);
     case CopyTextRole: {
         const DiffRow* row = rowOf(n);
         if (!row)

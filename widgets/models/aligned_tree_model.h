@@ -29,7 +29,7 @@ public:
         ReasonRole, // int(Reason) of a leaf
         KindRole, // int(NodeKind)
         PathRole, // the dotted path of the node in the aligned tree
-        DifferenceRole, // bool: the node is or holds a row that is not a match
+        DifferenceRole, // bool: the node is or holds a row that is neither a match nor renamed
         CopyTextRole, // what "Copy name" puts on the clipboard: the full name(s) of a row
     };
     enum class NodeKind { Inner, Leaf, FoldedMember, PartA, PartB };
@@ -58,7 +58,8 @@ public:
     QString path(const QModelIndex& index) const;
     QModelIndex findPath(const QString& path) const; // column 0
     size_t leafCount() const { return m_leafCount; } // diff rows that pass the filter
-    // The next (or previous) leaf after `from` in display order whose row is not a match; wraps around.
+    // The next (or previous) leaf after `from` in display order whose row is a difference (neither a match nor
+    // renamed); wraps around.
     QModelIndex nextDifference(const QModelIndex& from, bool forward) const;
     // The entry a part node shows (PartA/PartB), for the details panel.
     const Entry* partEntry(const QModelIndex& index) const;

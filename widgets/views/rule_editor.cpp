@@ -144,13 +144,18 @@ RuleEditor::RuleEditor(RuleDocument* doc, QWidget* parent)
     m_previewLabel->setWordWrap(true);
     m_previewLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
-    auto* split = new QSplitter(Qt::Vertical, this);
+    // The dock is wide and short: the rules on the left, what the core says about them beside.
+    auto* side = new QSplitter(Qt::Vertical, this);
+    side->addWidget(titled(m_warningsLabel, m_warnings, side));
+    side->addWidget(titled(m_previewLabel, m_preview, side));
+    side->setStretchFactor(0, 1);
+    side->setStretchFactor(1, 2);
+    side->setChildrenCollapsible(false);
+    auto* split = new QSplitter(Qt::Horizontal, this);
     split->addWidget(m_table);
-    split->addWidget(titled(m_warningsLabel, m_warnings, split));
-    split->addWidget(titled(m_previewLabel, m_preview, split));
+    split->addWidget(side);
     split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 1);
-    split->setStretchFactor(2, 2);
+    split->setStretchFactor(1, 2);
     split->setChildrenCollapsible(false);
 
     auto* layout = new QVBoxLayout(this);
