@@ -2,7 +2,7 @@
 # StateLens entry point on Debian 12 (run as root, or with sudo available):
 #   ./setup.sh gui     install what is missing, build, open the GUI on the bundled demo pair
 #   ./setup.sh test    install what is missing, build, run the whole test suite (what CI runs)
-# Also: ./setup.sh build | fuzz [SECONDS] | bench
+# Also: ./setup.sh build | fuzz [SECONDS] | bench | screenshots [DIR]
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -81,6 +81,11 @@ case "${1:-}" in
   fuzz)
     install_missing
     fuzz_smoke "${2:-300}"
+    ;;
+  screenshots)
+    install_missing
+    build dev
+    tests/screenshots/take_screenshots.sh build/app/statelens "${2:-screenshots}"
     ;;
   bench)
     install_missing
