@@ -328,8 +328,8 @@ void MainWindow::openDemo()
     for (size_t i = 0; i < files.size() && i < 2; ++i) {
         const auto& f = files[i];
         const std::string name = "demo/" + std::string(f.name);
-        pane(i == 0 ? Side::A : Side::B)->load(QString::fromStdString(name) + tr(" (bundled demo)"), [name, bytes = f.bytes] {
-            return openSourceFromMemory(name, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+        pane(i == 0 ? Side::A : Side::B)->load(QString::fromStdString(name) + tr(" (bundled demo)"), [name, bytes = f.bytes](const OpenOptions& o) {
+            return openSourceFromMemory(name, std::vector<uint8_t>(bytes.begin(), bytes.end()), o);
         });
     }
 }
@@ -337,7 +337,7 @@ void MainWindow::openDemo()
 void MainWindow::openLoadErrorText(const QString& text)
 {
     const std::string t = text.toStdString();
-    m_paneB->load(tr("pasted load_state_dict error"), [t] { return parseLoadErrorText("pasted error", t); });
+    m_paneB->load(tr("pasted load_state_dict error"), [t](const OpenOptions& o) { return parseLoadErrorText("pasted error", t, o); });
 }
 
 void MainWindow::chooseFile(Side side, bool folder)

@@ -3,6 +3,7 @@
 #include "formats/loader.h"
 #include "io/mapped_file.h"
 #include "util/error.h"
+#include "util/load_control.h"
 
 #include <simdjson.h>
 
@@ -130,10 +131,22 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
     threads = std::min<unsigned>(threads, static_cast<unsigned>(shards.size()));
     std::atomic<size_t> next { 0 };
+    LoadControl* control = options.control;
+    if (control)
+        control->addTotal(shards.size());
     auto worker = [&] {
         for (size_t i = next++; i < shards.size(); i = next++) {
             Shard& s = shards[i];
-            if (s.path.empty())
+            // Counted whatever happens to the shard, so the bar reaches the end.
+            struct Advance {
+                LoadControl* c;
+                ~Advance()
+                {
+                    if (c)
+                        c->advance();
+                }
+            } advance { control };
+            if (s.path.empty() || (control && control->cancelled()))
                 continue;
             try {
                 if (!fs::exists(s.path)) {
@@ -155,6 +168,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
                 OpenOptions shardOptions;
                 shardOptions.threads = 1;
                 shardOptions.groupQuantized = false; // grouped once, over the merged state dict
+                shardOptions.control = control; // a big pickle shard stops on cancel too
                 s.source = openSource(s.path, shardOptions);
             } catch (const LoadError& e) {
                 s.error = e.problem();
@@ -169,6 +183,8 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     worker();
     for (auto& t : pool)
         t.join();
+    if (control)
+        control->checkpoint(indexPath);
 
     auto backing = std::make_shared<IndexBacking>();
     for (Shard& s : shards) {

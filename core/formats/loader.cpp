@@ -13,6 +13,7 @@
 #include "io/tar_archive.h"
 #include "io/zip_archive.h"
 #include "util/error.h"
+#include "util/load_control.h"
 #include "util/timings.h"
 
 #include <filesystem>
@@ -229,6 +230,8 @@ std::string detectFormat(const std::string& path)
 Source openSource(const std::string& path, const OpenOptions& options)
 {
     return guarded(path, [&] {
+        if (options.control)
+            options.control->checkpoint(path);
         std::error_code ec;
         if (fs::is_directory(path, ec)) {
             if (isDcpDirectory(path))

@@ -5,6 +5,7 @@
 
 namespace sl {
 
+class LoadControl;
 struct Timings;
 struct TorchScriptWorker;
 
@@ -21,6 +22,9 @@ struct OpenOptions {
     // How TorchScript archives are loaded (a child process; formats/torchscript_reader.h). Null uses the
     // process-wide setting (setTorchScriptWorker), which app/main.cpp points at the statelens executable.
     const TorchScriptWorker* torchScriptWorker = nullptr;
+    // Progress and cancellation (util/load_control.h); null when nobody watches. A cancelled open throws
+    // LoadCancelled.
+    LoadControl* control = nullptr;
 };
 
 } // namespace sl

@@ -3,6 +3,7 @@
 #include "distributed/distributed_tensors.h"
 #include "formats/loader.h"
 #include "util/error.h"
+#include "util/load_control.h"
 
 #include <algorithm>
 #include <atomic>
@@ -656,9 +657,14 @@ Source openRankFiles(const std::vector<std::string>& paths, const OpenOptions& o
     unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
     threads = std::min<unsigned>(threads, static_cast<unsigned>(files.size()));
     std::atomic<size_t> next { 0 };
+    LoadControl* control = options.control;
+    if (control)
+        control->addTotal(files.size());
     auto worker = [&] {
         for (size_t i = next++; i < files.size(); i = next++) {
             RankFile& f = files[i];
+            if (control && control->cancelled())
+                continue;
             try {
                 std::error_code ec;
                 if (fs::is_directory(f.path, ec))
@@ -666,12 +672,15 @@ Source openRankFiles(const std::vector<std::string>& paths, const OpenOptions& o
                 OpenOptions one;
                 one.threads = 1;
                 one.container = options.container;
+                one.control = control;
                 Source s = openSource(f.path, one);
                 if (s.format != "torch-zip" && s.format != "torch-legacy")
                     throw LoadError(f.path,
                         "is a " + s.format + " file, not a torch.save file; only torch.save files of one sharded "
                                              "save (one per rank) can be listed together");
                 f.source = std::move(s);
+                if (control)
+                    control->advance();
             } catch (const LoadError& e) {
                 f.error = e.what();
             } catch (const std::exception& e) {
@@ -685,6 +694,8 @@ Source openRankFiles(const std::vector<std::string>& paths, const OpenOptions& o
     worker();
     for (auto& t : pool)
         t.join();
+    if (control)
+        control->checkpoint(files.front().path);
     for (const RankFile& f : files)
         if (!f.source) {
             // e.what() is already "path: problem"; keep it one line and naming the file.

@@ -202,6 +202,7 @@ Source readTorchLegacy(const std::shared_ptr<const MappedFile>& file, const Open
         pickle::InertSemantics inert;
         auto runPickle = [&](pickle::Semantics& sem) {
             pickle::Unpickler u(all.subspan(pos), ck->arena, sem, pos);
+            u.setControl(options.control);
             pickle::Value* v = u.load();
             pos += u.consumed();
             return v;

@@ -114,6 +114,7 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         populate(pickleBytes.data(), pickleBytes.size());
         uint64_t pickleOffset = pkl->method == 0 ? zip.dataOffset(*pkl) : 0;
         pickle::Unpickler unpickler(pickleBytes, ck->arena, ck->semantics, pickleOffset);
+        unpickler.setControl(options.control);
         ck->root = unpickler.load();
         pickleTimer.stop();
         if (options.timings)

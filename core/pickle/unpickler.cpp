@@ -1,6 +1,7 @@
 #include "unpickler.h"
 
 #include "util/error.h"
+#include "util/load_control.h"
 #include "util/utf8.h"
 
 #include <algorithm>
@@ -530,6 +531,10 @@ Value* Unpickler::load()
         }
         m_opStart = m_pos;
         m_op = m_data[m_pos++];
+        if (m_control && --m_untilCheck == 0) {
+            m_untilCheck = 65536;
+            m_control->checkpoint({});
+        }
         switch (m_op) {
         case PROTO: {
             m_protocol = static_cast<int>(readUInt(1));

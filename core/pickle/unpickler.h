@@ -18,6 +18,10 @@
 #include <unordered_map>
 #include <vector>
 
+namespace sl {
+class LoadControl;
+}
+
 namespace sl::pickle {
 
 class Unpickler;
@@ -46,6 +50,9 @@ class Unpickler {
 public:
     // `baseOffset` is where `data` starts in its file, used in error messages.
     Unpickler(Bytes data, Arena& arena, Semantics& semantics, uint64_t baseOffset = 0);
+
+    // Checked every 65,536 opcodes: a cancelled load stops with LoadCancelled (util/load_control.h).
+    void setControl(const LoadControl* control) { m_control = control; }
 
     // Runs until STOP and returns the top of the stack. Throws FormatError.
     Value* load();
@@ -86,6 +93,8 @@ private:
     Semantics& m_semantics;
     uint64_t m_base = 0;
     size_t m_pos = 0;
+    const LoadControl* m_control = nullptr;
+    uint32_t m_untilCheck = 1; // opcodes until the next cancellation check
     size_t m_opStart = 0;
     uint8_t m_op = 0;
     int m_protocol = 0;

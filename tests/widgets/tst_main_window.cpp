@@ -25,6 +25,7 @@
 #include <QMimeData>
 #include <QScrollBar>
 #include <QSettings>
+#include <QSignalSpy>
 #include <QUrl>
 #include <QCheckBox>
 #include <QDir>
@@ -343,6 +344,23 @@ private slots:
         w.diffView()->select(w.model()->findPath(QStringLiteral("embed.weight")));
         w.copySelection(false);
         QCOMPARE(QApplication::clipboard()->text(), QStringLiteral("embed.weight"));
+    }
+
+    void cancelLeavesTheSideAsItWas()
+    {
+        MainWindow w;
+        openPair(w);
+        SourcePane* a = w.pane(Side::A);
+        const auto before = a->source();
+        QSignalSpy changed(a, &SourcePane::sourceChanged);
+        w.openA(QStringLiteral(STATELENS_SOURCE_DIR "/tests/fixtures/index/st_sharded/model.safetensors.index.json"));
+        QVERIFY(a->isLoading());
+        a->cancel();
+        QVERIFY(!a->isLoading());
+        QTest::qWait(500); // whatever the cancelled worker returns arrives nowhere
+        QCOMPARE(changed.count(), 0);
+        QCOMPARE(a->source(), before);
+        QVERIFY(w.isIdle());
     }
 
     void pastedLoadErrorBecomesTheModelSide()

@@ -2,6 +2,7 @@
 
 #include "formats/loader.h"
 #include "report/source_report.h"
+#include "util/load_control.h"
 
 #include <QComboBox>
 #include <QDragEnterEvent>
@@ -11,6 +12,7 @@
 #include <QListWidget>
 #include <QMimeData>
 #include <QProgressBar>
+#include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
@@ -26,6 +28,7 @@ SourcePane::SourcePane(const QString& role, QWidget* parent)
     , m_progress(new QProgressBar(this))
     , m_cancel(new QToolButton(this))
     , m_findings(new QListWidget(this))
+    , m_poll(new QTimer(this))
 {
     setAcceptDrops(true);
     auto* layout = new QVBoxLayout(this);
@@ -41,7 +44,7 @@ SourcePane::SourcePane(const QString& role, QWidget* parent)
     m_containers->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     m_containers->hide();
     top->addWidget(m_containers);
-    m_progress->setRange(0, 0); // readers report no fraction: a busy bar
+    m_progress->setRange(0, 0); // busy until a reader announces countable work (shards, rank files)
     m_progress->setMaximumWidth(120);
     m_progress->setMaximumHeight(14);
     m_progress->setTextVisible(false);
@@ -59,6 +62,16 @@ SourcePane::SourcePane(const QString& role, QWidget* parent)
     m_findings->hide();
     layout->addWidget(m_findings);
     connect(m_cancel, &QToolButton::clicked, this, &SourcePane::cancel);
+    m_poll->setInterval(100);
+    connect(m_poll, &QTimer::timeout, this, [this] {
+        const double f = m_control ? m_control->fraction() : -1.0;
+        if (f < 0) {
+            m_progress->setRange(0, 0);
+        } else {
+            m_progress->setRange(0, 1000);
+            m_progress->setValue(static_cast<int>(f * 1000));
+        }
+    });
     connect(m_containers, &QComboBox::activated, this, [this](int i) {
         const QString c = m_containers->itemData(i).toString();
         if (m_source && c.toStdString() != m_source->container)
@@ -66,15 +79,20 @@ SourcePane::SourcePane(const QString& role, QWidget* parent)
     });
 }
 
-void SourcePane::load(const QString& label, std::function<Source()> loadFn)
+void SourcePane::load(const QString& label, std::function<Source(const OpenOptions&)> loadFn)
 {
+    if (m_control)
+        m_control->cancel(); // the load this one replaces
+    m_control = std::make_shared<LoadControl>();
     const uint64_t id = ++m_loadId;
     m_label = label;
     m_loading = true;
     m_title->setText(QStringLiteral("<b>%1</b>: %2").arg(m_role, label.toHtmlEscaped()));
     m_summary->setText(tr("Loading…"));
+    m_progress->setRange(0, 0);
     m_progress->show();
     m_cancel->show();
+    m_poll->start();
     // A watcher per load, so a replaced load's result arrives at a watcher nobody listens to any more.
     if (m_watcher)
         m_watcher->disconnect(this);
@@ -85,9 +103,11 @@ void SourcePane::load(const QString& label, std::function<Source()> loadFn)
             finished();
         watcher->deleteLater();
     });
-    watcher->setFuture(QtConcurrent::run([id, loadFn = std::move(loadFn)]() -> std::pair<uint64_t, LoadResult> {
+    watcher->setFuture(QtConcurrent::run([id, control = m_control, loadFn = std::move(loadFn)]() -> std::pair<uint64_t, LoadResult> {
         try {
-            return { id, { std::make_shared<const Source>(loadFn()), {} } };
+            OpenOptions options;
+            options.control = control.get();
+            return { id, { std::make_shared<const Source>(loadFn(options)), {} } };
         } catch (const std::exception& e) {
             return { id, { nullptr, QString::fromStdString(e.what()) } };
         }
@@ -98,7 +118,7 @@ void SourcePane::load(const QString& label, std::function<Source()> loadFn)
 void SourcePane::loadPath(const QString& path)
 {
     const std::string p = path.toStdString();
-    load(path, [p] { return openSource(p); });
+    load(path, [p](const OpenOptions& o) { return openSource(p, o); });
 }
 
 void SourcePane::selectContainer(const QString& container)
@@ -107,7 +127,7 @@ void SourcePane::selectContainer(const QString& container)
         return;
     auto current = m_source;
     const std::string c = container.toStdString();
-    load(m_label, [current, c] { return current->withContainer(c); });
+    load(m_label, [current, c](const OpenOptions&) { return current->withContainer(c); });
 }
 
 void SourcePane::cancel()
@@ -115,12 +135,15 @@ void SourcePane::cancel()
     if (!m_loading)
         return;
     ++m_loadId;
+    if (m_control)
+        m_control->cancel();
     if (m_watcher) {
         m_watcher->disconnect(this);
         connect(m_watcher, &QFutureWatcherBase::finished, m_watcher, &QObject::deleteLater);
         m_watcher = nullptr;
     }
     m_loading = false;
+    m_poll->stop();
     m_progress->hide();
     m_cancel->hide();
     showSource();
@@ -136,6 +159,8 @@ void SourcePane::finished()
     if (id != m_loadId)
         return;
     m_loading = false;
+    m_poll->stop();
+    m_control.reset();
     m_progress->hide();
     m_cancel->hide();
     if (r.source) {

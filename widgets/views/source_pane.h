@@ -3,6 +3,7 @@
 // picker, the load's progress with Cancel, and what the reader found. Loading runs off the UI thread; an
 // error shows here, on its side, never as a dialog. Files and folders dropped here open on this side.
 
+#include "formats/open_options.h"
 #include "model/source.h"
 
 #include <QFutureWatcher>
@@ -15,7 +16,12 @@ class QComboBox;
 class QLabel;
 class QListWidget;
 class QProgressBar;
+class QTimer;
 class QToolButton;
+
+namespace sl {
+class LoadControl;
+}
 
 namespace sl::gui {
 
@@ -29,14 +35,15 @@ class SourcePane : public QWidget {
 public:
     SourcePane(const QString& role, QWidget* parent = nullptr);
 
-    // Loads in the background; `load` runs on a worker thread and must not touch widgets. A load started
-    // while another runs replaces it (the older result is discarded when it arrives).
-    void load(const QString& label, std::function<Source()> load);
+    // Loads in the background; `load` runs on a worker thread and must not touch widgets. It gets options
+    // carrying this load's progress and cancellation (util/load_control.h) to pass to the core. A load
+    // started while another runs replaces it (the older one is cancelled and its result discarded).
+    void load(const QString& label, std::function<Source(const OpenOptions&)> load);
     void loadPath(const QString& path);
     // Picks another container of the open source (the optimizer state, an EMA copy).
     void selectContainer(const QString& container);
-    // Abandons the running load: its result is discarded and the side keeps what it had. (The core's
-    // readers have no cancellation points, so the worker finishes its file in the background.)
+    // Cancels the running load: the side keeps what it had. Readers stop at their next checkpoint (between
+    // index shards or rank files, every 65,536 pickle opcodes); the result, if any, is discarded.
     void cancel();
 
     std::shared_ptr<const Source> source() const { return m_source; }
@@ -70,6 +77,8 @@ private:
     bool m_loading = false;
     uint64_t m_loadId = 0;
     QFutureWatcher<std::pair<uint64_t, LoadResult>>* m_watcher = nullptr;
+    std::shared_ptr<LoadControl> m_control; // the running load's
+    QTimer* m_poll; // reads the load's progress into the bar
 };
 
 } // namespace sl::gui

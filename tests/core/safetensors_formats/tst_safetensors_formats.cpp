@@ -8,6 +8,8 @@
 #include "common/test_paths.h"
 #include "formats/loader.h"
 #include "formats/safetensors_reader.h"
+#include "formats/torch_zip_reader.h"
+#include "util/load_control.h"
 #include "io/mapped_file.h"
 #include "model/dtype.h"
 #include "model/source.h"
@@ -285,6 +287,7 @@ private slots:
     void detectFormatIds();
     void indexRefusesOddShards_data();
     void indexRefusesOddShards();
+    void loadProgressAndCancel();
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -801,3 +804,48 @@ void TstSafetensorsFormats::indexRefusesOddShards()
 
 QTEST_GUILESS_MAIN(TstSafetensorsFormats)
 #include "tst_safetensors_formats.moc"
+
+// ---------------------------------------------------------------------------------------------------------------
+// Progress and cancellation (util/load_control.h): shards are counted; a cancelled open throws LoadCancelled,
+// whether it is caught before the first shard, between shards, or inside a pickle.
+
+void TstSafetensorsFormats::loadProgressAndCancel()
+{
+    const std::string stIndex = (indexDir() + "/st_sharded/model.safetensors.index.json").toStdString();
+    const std::string binIndex = (indexDir() + "/bin_sharded/pytorch_model.bin.index.json").toStdString();
+    {
+        sl::LoadControl c;
+        QCOMPARE(c.fraction(), -1.0); // nothing announced yet
+        sl::OpenOptions o;
+        o.control = &c;
+        const sl::Source s = sl::openSource(stIndex, o);
+        QVERIFY(!s.entries.empty());
+        QCOMPARE(c.total(), uint64_t(3)); // three shards in the index
+        QCOMPARE(c.done(), uint64_t(3));
+        QCOMPARE(c.fraction(), 1.0);
+    }
+    {
+        sl::LoadControl c;
+        sl::OpenOptions o;
+        o.control = &c;
+        (void)sl::openSource(binIndex, o);
+        QCOMPARE(c.total(), uint64_t(2));
+        QCOMPARE(c.done(), uint64_t(2));
+    }
+    for (const std::string& path : { stIndex, binIndex }) {
+        sl::LoadControl c;
+        c.cancel();
+        sl::OpenOptions o;
+        o.control = &c;
+        QVERIFY_THROWS_EXCEPTION(sl::LoadCancelled, sl::openSource(path, o));
+    }
+    // Inside a pickle: the reader itself, past the loader's first check, stops at the VM's checkpoint.
+    const std::string shard = (indexDir() + "/bin_sharded/pytorch_model-00001-of-00002.bin").toStdString();
+    sl::LoadControl c;
+    c.cancel();
+    sl::OpenOptions o;
+    o.control = &c;
+    QVERIFY_THROWS_EXCEPTION(sl::LoadCancelled, sl::readTorchZip(sl::MappedFile::open(shard), o));
+    // The same file without cancellation opens.
+    QVERIFY(!sl::readTorchZip(sl::MappedFile::open(shard), {}).entries.empty());
+}
