@@ -4,7 +4,6 @@
 #include "formats/load_error_reader.h"
 #include "formats/loader.h"
 #include "models/aligned_tree_model.h"
-#include "rules/rule_engine.h"
 #include "rules/rule_export.h"
 #include "rules/rule_io.h"
 #include "session/rule_document.h"
@@ -706,14 +705,7 @@ bool MainWindow::exportRules(RuleExportFormat format, const QString& path, QStri
                 text = std::move(t.text);
                 found = std::move(t.problems);
             } else {
-                const CompiledRules compiled = CompiledRules::compile(rules);
-                std::vector<std::pair<std::string, std::string>> pairs;
-                pairs.reserve(keys.size());
-                for (const auto& k : keys) {
-                    auto r = compiled.apply(k);
-                    pairs.emplace_back(k, r.dropped ? std::string() : r.name);
-                }
-                text = mappingToCsv(pairs);
+                text = rulesToCsv(rules, keys);
             }
             break;
         }

@@ -96,14 +96,7 @@ int runExport(const RulesExportOptions& o)
         emit(t.text, o.output);
         return reportProblems(t.problems, o.to);
     } else if (o.to == "csv") {
-        const CompiledRules compiled = CompiledRules::compile(rules);
-        std::vector<std::pair<std::string, std::string>> pairs;
-        pairs.reserve(keys.size());
-        for (const auto& k : keys) {
-            auto r = compiled.apply(k);
-            pairs.emplace_back(k, r.dropped ? std::string() : r.name);
-        }
-        emit(mappingToCsv(pairs), o.output);
+        emit(rulesToCsv(rules, keys), o.output);
     }
     return 0;
 }

@@ -728,4 +728,16 @@ std::string mappingToCsv(const std::vector<std::pair<std::string, std::string>>&
     return out;
 }
 
+std::string rulesToCsv(const RuleSet& rules, const std::vector<std::string>& keys)
+{
+    const CompiledRules compiled = CompiledRules::compile(rules);
+    std::vector<std::pair<std::string, std::string>> pairs;
+    pairs.reserve(keys.size());
+    for (const auto& k : keys) {
+        auto r = compiled.apply(k);
+        pairs.emplace_back(k, r.dropped ? std::string() : r.name);
+    }
+    return mappingToCsv(pairs);
+}
+
 } // namespace sl

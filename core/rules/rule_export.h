@@ -45,5 +45,7 @@ TemplateExport rulesToTorchtitan(const RuleSet& rules, const std::vector<std::st
 
 // `old,new` with a header line, RFC 4180 quoting and CRLF line ends; an empty new name means dropped.
 std::string mappingToCsv(const std::vector<std::pair<std::string, std::string>>& oldNew);
+// `keys` mapped through the rules, as mappingToCsv writes them.
+std::string rulesToCsv(const RuleSet& rules, const std::vector<std::string>& keys);
 
 } // namespace sl
