@@ -231,18 +231,35 @@ private slots:
         scale.name = "scale";
         scale.shape = { 4 };
         g.parts = { qdata, scale };
-        auto snap = buildSnapshot(a, parseSource("q.weight [4,4] float32\n"), {}, 1);
+        auto b = std::make_shared<Source>(*parseSource("q.weight [4,4] float32\n"));
+        auto sharding = std::make_shared<Sharding>();
+        sharding->kind = Sharding::Kind::DcpChunks;
+        ShardChunk c0;
+        c0.offsets = { 0, 0 };
+        c0.sizes = { 2, 4 };
+        c0.label = "__0_0.distcp";
+        ShardChunk c1 = c0;
+        c1.offsets = { 2, 0 };
+        c1.label = "__1_0.distcp";
+        sharding->chunks = { c0, c1 };
+        b->entries[0].sharding = sharding;
+        auto snap = buildSnapshot(a, b, {}, 1);
         AlignedTreeModel m;
         QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
         m.setSnapshot(snap);
         const QModelIndex leaf = m.findPath(QStringLiteral("q.weight"));
-        QCOMPARE(m.rowCount(leaf), 2);
+        QCOMPARE(m.rowCount(leaf), 4); // A's two parts, B's two chunks
         const QModelIndex part = m.index(0, 0, leaf);
         QCOMPARE(m.kind(part), AlignedTreeModel::NodeKind::PartA);
         QCOMPARE(part.data().toString(), QStringLiteral("qdata"));
         QCOMPARE(part.siblingAtColumn(AlignedTreeModel::DTypeA).data().toString(), QStringLiteral("int8"));
         QVERIFY(part.siblingAtColumn(AlignedTreeModel::NameB).data().toString().isEmpty());
         QCOMPARE(m.partEntry(part)->name, std::string("qdata"));
+        const QModelIndex chunk = m.index(3, 0, leaf);
+        QCOMPARE(m.kind(chunk), AlignedTreeModel::NodeKind::ChunkB);
+        QCOMPARE(chunk.siblingAtColumn(AlignedTreeModel::NameB).data().toString(), QStringLiteral("__1_0.distcp"));
+        QCOMPARE(chunk.siblingAtColumn(AlignedTreeModel::ShapeB).data().toString(), QStringLiteral("[2, 4] at [2, 0]"));
+        QVERIFY(chunk.siblingAtColumn(AlignedTreeModel::NameA).data().toString().isEmpty());
     }
 
     void oneSideOpenShowsItsTreeWithoutStatuses()

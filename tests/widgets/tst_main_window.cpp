@@ -13,6 +13,7 @@
 #include "rules/rule_io.h"
 #include "session/rule_document.h"
 #include "suggest/suggestions.h"
+#include "views/details_panel.h"
 #include "views/diff_view.h"
 #include "views/source_pane.h"
 #include "views/suggestions_panel.h"
@@ -212,6 +213,10 @@ private slots:
         const QJsonObject km = QJsonDocument::fromJson(readAll(dir.filePath(QStringLiteral("km.json")))).object();
         QCOMPARE(km.size(), static_cast<qsizetype>(rules.rules.size()));
         QVERIFY(problems.isEmpty());
+        QVERIFY(w.exportRules(RuleExportFormat::Json, dir.filePath(QStringLiteral("rules.json")), &error));
+        QCOMPARE(readAll(dir.filePath(QStringLiteral("rules.json"))), QByteArray::fromStdString(rulesToJson(rules)));
+        QVERIFY(w.exportRules(RuleExportFormat::Torchtitan, dir.filePath(QStringLiteral("tt.py")), &error, &problems));
+        QVERIFY(readAll(dir.filePath(QStringLiteral("tt.py"))).contains("layers.{}.mlp.up.weight"));
         QVERIFY(w.exportRules(RuleExportFormat::Csv, dir.filePath(QStringLiteral("map.csv")), &error));
         QVERIFY(readAll(dir.filePath(QStringLiteral("map.csv"))).contains("_orig_mod.norm.weight,norm.weight"));
 
@@ -342,6 +347,10 @@ private slots:
         QVERIFY(a->verticalScrollBar()->value() > 0);
         // Copying the selected row gives both names.
         w.diffView()->select(w.model()->findPath(QStringLiteral("embed.weight")));
+        // The details panel shows what the core knows: B's embedding is tied to lm_head (one storage).
+        const QString details = w.detailsPanel()->toPlainText();
+        QVERIFY2(details.contains(QStringLiteral("shares storage with")) && details.contains(QStringLiteral("lm_head.weight")), qPrintable(details));
+        QVERIFY(details.contains(QStringLiteral("strides")));
         w.copySelection(false);
         QCOMPARE(QApplication::clipboard()->text(), QStringLiteral("embed.weight"));
     }

@@ -298,6 +298,7 @@ void AlignedTreeModel::buildTree()
     m_nodes.clear();
     m_nodes.emplace_back();
     m_leafCount = 0;
+    m_chunkNodes = 0;
     if (!m_snap)
         return;
     // Inner nodes found by (parent, segment). Leaves are never looked up: "a.b" and "a.b.c" can both be keys.
@@ -356,6 +357,26 @@ void AlignedTreeModel::addLeaf(const Leaf& leaf, int32_t leafIndex, int32_t pare
         const auto& parts = m_snap->b->entries[static_cast<size_t>(row.b)].parts;
         for (size_t p = 0; p < parts.size(); ++p)
             addNode(node, parts[p].name, NodeKind::PartB, static_cast<int32_t>(p));
+    }
+    // A sharded tensor shows its pieces (DTensor/ShardedTensor shards, DCP chunks, per-rank slices). Capped,
+    // so a DCP checkpoint of 100,000 tensors over many ranks does not multiply the tree; the details
+    // panel lists every chunk.
+    constexpr size_t kChunksPerEntry = 64;
+    constexpr size_t kChunkNodes = 200000;
+    for (bool sideA : { true, false }) {
+        const int32_t e = sideA ? row.a : row.b;
+        if (e < 0)
+            continue;
+        const auto& sharding = (sideA ? m_snap->a : m_snap->b)->entries[static_cast<size_t>(e)].sharding;
+        if (!sharding)
+            continue;
+        const size_t n = std::min(sharding->chunks.size(), kChunksPerEntry);
+        for (size_t c = 0; c < n && m_chunkNodes < kChunkNodes; ++c, ++m_chunkNodes) {
+            static constexpr std::string_view kUnlabelled = "chunk";
+            const std::string& label = sharding->chunks[c].label;
+            addNode(node, label.empty() ? kUnlabelled : std::string_view(label), sideA ? NodeKind::ChunkA : NodeKind::ChunkB,
+                static_cast<int32_t>(c));
+        }
     }
 }
 
@@ -567,6 +588,29 @@ QVariant AlignedTreeModel::display(const Node& n, int column) const
             return {};
         }
     }
+    if (n.kind == NodeKind::ChunkA || n.kind == NodeKind::ChunkB) {
+        const bool chunkA = n.kind == NodeKind::ChunkA;
+        if (sideA != chunkA || column == StatusColumn)
+            return {};
+        const Entry* owner = entryOf(m_nodes[static_cast<size_t>(n.parent)], chunkA);
+        const ShardChunk& c = owner->sharding->chunks[static_cast<size_t>(n.ref)];
+        switch (column) {
+        case NameA:
+        case NameB:
+            return qs(n.segment);
+        case ShapeA:
+        case ShapeB:
+            return tr("%1 at %2").arg(QString::fromStdString(shapeToString(c.sizes)), QString::fromStdString(shapeToString(c.offsets)));
+        case DTypeA:
+        case DTypeB:
+            return dtypeText(*owner);
+        case SizeA:
+        case SizeB:
+            return c.byteLength ? QVariant(QString::fromStdString(humanBytes(c.byteLength))) : QVariant();
+        default:
+            return {};
+        }
+    }
     if (n.kind == NodeKind::Inner) {
         const uint32_t entries = sideA ? n.entriesA : n.entriesB;
         switch (column) {
@@ -679,7 +723,7 @@ QVariant AlignedTreeModel::data(const QModelIndex& index, int role) const
     case Qt::DisplayRole:
         return display(n, column);
     case Qt::DecorationRole: {
-        if (!nameColumn || n.kind == NodeKind::PartA || n.kind == NodeKind::PartB)
+        if (!nameColumn || (n.kind != NodeKind::Inner && n.kind != NodeKind::Leaf && n.kind != NodeKind::FoldedMember))
             return {};
         const bool present = n.kind == NodeKind::Inner ? (sideA ? n.entriesA : n.entriesB) > 0 : entryOf(n, sideA) != nullptr;
         if (!present || !m_snap->complete())

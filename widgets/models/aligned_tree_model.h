@@ -32,7 +32,7 @@ public:
         DifferenceRole, // bool: the node is or holds a row that is neither a match nor renamed
         CopyTextRole, // what "Copy name" puts on the clipboard: the full name(s) of a row
     };
-    enum class NodeKind { Inner, Leaf, FoldedMember, PartA, PartB };
+    enum class NodeKind { Inner, Leaf, FoldedMember, PartA, PartB, ChunkA, ChunkB };
     static constexpr uint32_t kAllStatuses = (1u << kRowStatusCount) - 1;
     struct Filter {
         QString text; // substring (case-insensitive) or a regular expression over the names of both sides
@@ -118,6 +118,7 @@ private:
     std::string m_needle; // lower-cased substring filter
     std::vector<Leaf> m_leaves;
     std::vector<bool> m_pass; // per leaf: passes the filter
+    size_t m_chunkNodes = 0; // shard chunk nodes made so far in this build (capped)
     std::vector<Node> m_nodes; // m_nodes[0] is the invisible root
     size_t m_leafCount = 0;
 };

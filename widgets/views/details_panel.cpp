@@ -130,6 +130,11 @@ void DetailsPanel::showIndex(const AlignedTreeModel* model, const QModelIndex& i
         setHtml(entryHtml(*part, a ? *snap->a : *snap->b, a ? tr("A part") : tr("B part")));
         return;
     }
+    const auto kind = model->kind(index);
+    if (kind == AlignedTreeModel::NodeKind::ChunkA || kind == AlignedTreeModel::NodeKind::ChunkB) {
+        showIndex(model, index.parent()); // the sharded entry, whose chunks the panel lists
+        return;
+    }
     const auto rows = model->diffRows(index);
     if (rows.empty()) {
         html = QStringLiteral("<h4><code>%1</code></h4><p>%2</p>")
