@@ -374,7 +374,7 @@ void reportGlobals(const DcpSemantics& sem, MetadataFile& out)
 
 std::string dimsText(const Shape& s) { return shapeToString(s); }
 
-MetadataFile parseMetadata(const std::string& name, Bytes pickle)
+MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadControl* control)
 {
     MetadataFile out;
     Arena arena;
@@ -386,6 +386,7 @@ MetadataFile parseMetadata(const std::string& name, Bytes pickle)
         throw LoadError(name, "is not a torch.distributed.checkpoint .metadata file (not a pickle of protocol 2 or later)");
     try {
         Unpickler u(pickle, arena, sem);
+        u.setControl(control);
         root = u.load();
         out.protocol = u.protocol();
     } catch (const FormatError& e) {

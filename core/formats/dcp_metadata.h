@@ -30,6 +30,10 @@
 #include <utility>
 #include <vector>
 
+namespace sl {
+class LoadControl;
+}
+
 namespace sl::dcp {
 
 struct ChunkMeta {
@@ -82,8 +86,8 @@ struct MetadataFile {
 };
 
 // Parses .metadata bytes. `name` names the file in errors. Throws LoadError when the bytes are not a
-// pickle or the pickle holds no DCP Metadata object.
-MetadataFile parseMetadata(const std::string& name, Bytes pickle);
+// pickle or the pickle holds no DCP Metadata object; LoadCancelled when `control` is cancelled meanwhile.
+MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadControl* control = nullptr);
 
 // "[2, 3]": how chunk offsets are shown in messages.
 std::string dimsText(const Shape& s);

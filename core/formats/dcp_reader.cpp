@@ -233,7 +233,7 @@ Source readDcp(const std::string& dirGiven, const OpenOptions& options)
     auto metadata = MappedFile::open((folder / ".metadata").string());
     mapTimer.stop();
     PhaseTimer parseTimer(options.timings, "unpickle .metadata");
-    dcp::MetadataFile md = dcp::parseMetadata(dir, metadata->bytes());
+    dcp::MetadataFile md = dcp::parseMetadata(dir, metadata->bytes(), options.control);
     parseTimer.stop();
     PhaseTimer buildTimer(options.timings, "locate chunks");
     return dcp::buildSource(dir, std::move(md), files, options, std::move(extra));

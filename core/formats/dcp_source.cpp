@@ -1061,7 +1061,7 @@ Source buildSource(const std::string& name, MetadataFile md, const FileProvider&
 Source readCheckpoint(const std::string& name, Bytes metadata, const FileProvider& files, const OpenOptions& options,
     std::vector<Finding> extraFindings)
 {
-    return buildSource(name, parseMetadata(name, metadata), files, options, std::move(extraFindings));
+    return buildSource(name, parseMetadata(name, metadata, options.control), files, options, std::move(extraFindings));
 }
 
 } // namespace sl::dcp

@@ -372,6 +372,16 @@ private slots:
         QVERIFY(w.isIdle());
     }
 
+    void foldersOpenLikeFiles()
+    {
+        MainWindow w;
+        w.openA(QStringLiteral(STATELENS_SOURCE_DIR "/tests/fixtures/index/st_sharded")); // an index's folder
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+        QVERIFY2(w.pane(Side::A)->source(), qPrintable(w.pane(Side::A)->error()));
+        QCOMPARE(w.pane(Side::A)->source()->format, std::string("safetensors-index"));
+        QVERIFY(!w.comparison()->snapshot()->a->entries.empty());
+    }
+
     void pastedLoadErrorBecomesTheModelSide()
     {
         MainWindow w;

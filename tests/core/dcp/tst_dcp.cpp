@@ -21,6 +21,7 @@
 #include "model/dtype.h"
 #include "model/source.h"
 #include "report/source_report.h"
+#include "util/load_control.h"
 #include "util/error.h"
 
 #include <QDir>
@@ -314,6 +315,7 @@ class TestDcp : public QObject {
     Q_OBJECT
 
 private slots:
+    void cancelledOpenStops();
     void fixture_data();
     void fixture();
     void fromMemoryMatchesDisk();
@@ -909,3 +911,16 @@ void TestDcp::absurdChunkCounts()
 
 QTEST_GUILESS_MAIN(TestDcp)
 #include "tst_dcp.moc"
+
+// A cancelled open stops inside the .metadata pickle (the loader's own first check is bypassed by calling
+// the reader directly) and says so with LoadCancelled, not as a corrupt file.
+void TestDcp::cancelledOpenStops()
+{
+    const std::string dir = (dcpDir() + QStringLiteral("/both")).toStdString();
+    sl::LoadControl c;
+    c.cancel();
+    sl::OpenOptions o;
+    o.control = &c;
+    QVERIFY_THROWS_EXCEPTION(sl::LoadCancelled, sl::readDcp(dir, o));
+    QVERIFY(!sl::readDcp(dir, {}).entries.empty());
+}
