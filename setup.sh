@@ -11,7 +11,7 @@ PACKAGES=(
   cmake ninja-build g++ pkg-config
   qt6-base-dev libgl-dev libtorch-dev
   libsimdjson-dev rapidjson-dev libspdlog-dev libcli11-dev zlib1g-dev
-  libpcre2-dev libyaml-cpp-dev
+  libpcre2-dev libyaml-cpp-dev libxxhash-dev
   python3-torch python3-numpy
   clang libfuzzer-14-dev libclang-rt-14-dev
   xvfb xauth

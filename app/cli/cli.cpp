@@ -13,7 +13,7 @@
 namespace sl::cli {
 
 namespace {
-constexpr std::string_view kSubcommands[] = { "ls", "diff", "suggest", "rules", "demo", "__torchscript-worker" };
+constexpr std::string_view kSubcommands[] = { "ls", "diff", "suggest", "rules", "stats", "demo", "__torchscript-worker" };
 }
 
 bool wantsCommandLine(std::string_view arg)
@@ -62,6 +62,8 @@ int run(int argc, char** argv)
     commands.emplace_back(app.get_subcommand("suggest"), suggest);
     Runner rules = addRulesCommand(app);
     commands.emplace_back(app.get_subcommand("rules"), rules);
+    Runner stats = addStatsCommand(app);
+    commands.emplace_back(app.get_subcommand("stats"), stats);
     Runner demo = addDemoCommand(app);
     commands.emplace_back(app.get_subcommand("demo"), demo);
     Runner torchScriptWorker = addTorchScriptWorkerCommand(app);

@@ -21,6 +21,7 @@ Runner addTorchScriptWorkerCommand(CLI::App& app); // hidden: the child that loa
 Runner addDiffCommand(CLI::App& app);
 Runner addSuggestCommand(CLI::App& app);
 Runner addRulesCommand(CLI::App& app); // rules export | rules import
+Runner addStatsCommand(CLI::App& app); // tensor values
 
 // One side of a comparison: a path and, optionally, the container to select ("" keeps the picked one).
 struct SideOption {

@@ -42,6 +42,41 @@ private slots:
         }
     }
 
+    // `stats` reads values: its JSON agrees with what torch computed for the fixture (tests/fixtures/values).
+    void statsJsonAgreesWithTorch()
+    {
+        const QString dir = sl::test::fixturesDir() + QStringLiteral("/values");
+        auto r = runStatelens({ QStringLiteral("stats"), dir + QStringLiteral("/dtypes.pt"), QStringLiteral("--format"), QStringLiteral("json"),
+            QStringLiteral("--filter"), QStringLiteral("^(f32|i8|bool)$") });
+        QCOMPARE(r.exitCode, 0);
+        const QJsonObject doc = QJsonDocument::fromJson(r.out).object();
+        QFile f(dir + QStringLiteral("/dtypes.pt.expected.json"));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QJsonObject truth = QJsonDocument::fromJson(f.readAll()).object().value(QStringLiteral("tensors")).toObject();
+        const QJsonArray tensors = doc.value(QStringLiteral("tensors")).toArray();
+        QCOMPARE(tensors.size(), 3); // the filter kept three
+        for (const QJsonValue& v : tensors) {
+            const QJsonObject t = v.toObject();
+            const QJsonObject want = truth.value(t.value(QStringLiteral("name")).toString()).toObject();
+            QVERIFY(!want.isEmpty());
+            QCOMPARE(t.value(QStringLiteral("min")).toDouble(), want.value(QStringLiteral("min")).toDouble());
+            QCOMPARE(t.value(QStringLiteral("max")).toDouble(), want.value(QStringLiteral("max")).toDouble());
+            QCOMPARE(t.value(QStringLiteral("nan")).toInteger(), want.value(QStringLiteral("nan")).toInteger());
+            QCOMPARE(t.value(QStringLiteral("zeros")).toInteger(), want.value(QStringLiteral("zeros")).toInteger());
+            QCOMPARE(t.value(QStringLiteral("histogram")).toObject().value(QStringLiteral("counts")).toArray(),
+                want.value(QStringLiteral("histogram")).toObject().value(QStringLiteral("counts")).toArray());
+            QCOMPARE(t.value(QStringLiteral("xxh3")).toString().size(), 16);
+        }
+        // The table names what it could not summarise and why.
+        r = runStatelens({ QStringLiteral("stats"), m_checkpoint });
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY(r.out.startsWith("NAME"));
+        QVERIFY(r.out.contains("_orig_mod.embed.weight"));
+        r = runStatelens({ QStringLiteral("stats"), m_checkpoint, QStringLiteral("--filter"), QStringLiteral("(") });
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY(r.err.contains("--filter"));
+    }
+
     void lsTable()
     {
         auto r = runStatelens({ QStringLiteral("ls"), m_checkpoint });

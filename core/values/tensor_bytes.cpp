@@ -1,0 +1,177 @@
+#include "tensor_bytes.h"
+
+#include "util/error.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace sl::values {
+
+namespace {
+
+// A deflated storage is inflated whole; beyond this it is refused rather than allocated.
+constexpr uint64_t kMaxInflated = uint64_t(4) << 30;
+
+std::shared_ptr<const std::vector<uint8_t>> inflateRaw(Bytes in, uint64_t expected, const std::string& what)
+{
+    if (expected > kMaxInflated)
+        throw std::runtime_error(what + ": deflated storage of " + std::to_string(expected) + " bytes is over the 4 GiB limit");
+    auto out = std::make_shared<std::vector<uint8_t>>(expected);
+    z_stream z {};
+    if (inflateInit2(&z, -MAX_WBITS) != Z_OK)
+        throw std::runtime_error(what + ": zlib failed to start");
+    z.next_in = const_cast<Bytef*>(in.data());
+    z.avail_in = static_cast<uInt>(std::min<uint64_t>(in.size(), std::numeric_limits<uInt>::max()));
+    z.next_out = out->data();
+    z.avail_out = static_cast<uInt>(std::min<uint64_t>(expected, std::numeric_limits<uInt>::max()));
+    int rc = Z_OK;
+    while (rc == Z_OK && z.avail_out > 0) {
+        rc = inflate(&z, Z_NO_FLUSH);
+        if (z.avail_out == 0 && z.total_out < expected)
+            z.avail_out = static_cast<uInt>(std::min<uint64_t>(expected - z.total_out, std::numeric_limits<uInt>::max()));
+        if (z.avail_in == 0 && rc == Z_OK && z.total_in < in.size())
+            z.avail_in = static_cast<uInt>(std::min<uint64_t>(in.size() - z.total_in, std::numeric_limits<uInt>::max()));
+    }
+    const uint64_t got = z.total_out;
+    inflateEnd(&z);
+    if (got < expected)
+        throw std::runtime_error(what + ": the deflated record holds " + std::to_string(got) + " of the storage's "
+            + std::to_string(expected) + " bytes");
+    return out;
+}
+
+} // namespace
+
+std::shared_ptr<const MappedFile> FileCache::get(const std::string& path)
+{
+    std::lock_guard lock(m_mutex);
+    auto& f = m_files[path];
+    if (!f)
+        f = MappedFile::open(path);
+    return f;
+}
+
+TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& files)
+{
+    auto fail = [&](const std::string& why) -> TensorBytes { throw LoadError(source.path, "'" + e.name + "': " + why); };
+    TensorBytes t;
+    t.m_dtype = e.dtype;
+    t.m_item = dtypeItemSize(e.dtype);
+    if (e.kind != EntryKind::Tensor)
+        return fail(e.kind == EntryKind::Group ? "a group of tensors; its parts have the values" : "not a tensor");
+    if (t.m_item == 0)
+        return fail(std::string(dtypeName(e.dtype)) + " elements are not whole bytes");
+    if (!e.shapeKnown)
+        return fail("its shape is not known");
+    t.m_numel = e.numel();
+    t.m_sizes.assign(e.shape.begin(), e.shape.end());
+    const TensorLocation& loc = e.location;
+    switch (loc.kind) {
+    case TensorLocation::Kind::Mapped:
+    case TensorLocation::Kind::Compressed:
+        break;
+    case TensorLocation::Kind::Inline:
+        return fail("its bytes sit inside the pickle; not read yet");
+    case TensorLocation::Kind::Unavailable:
+        return fail("the file that holds its bytes is missing or unreadable");
+    default:
+        return fail(e.sharding ? "a sharded tensor; its chunks are not assembled yet" : "no bytes in this source (meta or storage-less)");
+    }
+    if (loc.file < 0 || static_cast<size_t>(loc.file) >= source.files.size())
+        return fail("its location names no file");
+    std::shared_ptr<const MappedFile> file;
+    try {
+        file = files.get(source.files[static_cast<size_t>(loc.file)]);
+    } catch (const LoadError& err) {
+        return fail(err.problem());
+    }
+    const Bytes bytes = file->bytes();
+
+    // Strides: given by torch.save files (in elements), absent for contiguous formats.
+    const bool strided = !loc.strides.empty();
+    if (strided && loc.strides.size() != t.m_sizes.size())
+        return fail("strides and shape disagree in length");
+    if (strided)
+        t.m_strides.assign(loc.strides.begin(), loc.strides.end());
+    else {
+        t.m_strides.assign(t.m_sizes.size(), 1);
+        for (size_t d = t.m_sizes.size(); d-- > 1;)
+            t.m_strides[d - 1] = t.m_strides[d] * std::max<int64_t>(t.m_sizes[d], 1);
+    }
+    // The furthest element a view reaches, in elements from element [0, ..., 0].
+    uint64_t reach = 0;
+    int64_t expect = 1;
+    t.m_contiguous = true;
+    for (size_t d = t.m_sizes.size(); d-- > 0;) {
+        if (t.m_sizes[d] < 0 || t.m_strides[d] < 0)
+            return fail("negative size or stride");
+        if (t.m_sizes[d] > 1) {
+            reach += static_cast<uint64_t>(t.m_sizes[d] - 1) * static_cast<uint64_t>(t.m_strides[d]);
+            if (t.m_strides[d] != expect)
+                t.m_contiguous = false;
+            expect *= t.m_sizes[d];
+        }
+    }
+    const uint64_t spanBytes = t.m_numel == 0 ? 0 : (reach + 1) * t.m_item;
+
+    if (loc.kind == TensorLocation::Kind::Compressed) {
+        // The record is the whole storage; the view starts storageOffset elements in.
+        if (loc.offset > bytes.size())
+            return fail("its record starts past the end of the file");
+        try {
+            t.m_inflated = inflateRaw(bytes.subspan(loc.offset), loc.storageNbytes, e.name);
+        } catch (const std::exception& err) {
+            return fail(err.what());
+        }
+        const uint64_t start = static_cast<uint64_t>(std::max<int64_t>(loc.storageOffset, 0)) * t.m_item;
+        if (start > t.m_inflated->size() || spanBytes > t.m_inflated->size() - start)
+            return fail("its view reaches past the end of its storage");
+        t.m_base = t.m_inflated->data() + start;
+        return t;
+    }
+    // Mapped: element [0, ..., 0] is the first byte of the span (strides are non-negative).
+    const uint64_t start = loc.offset;
+    if (start > bytes.size() || spanBytes > bytes.size() - start)
+        return fail("its bytes reach past the end of " + file->path());
+    if (!loc.storageId.empty() && loc.storageNbytes && (start < loc.storageByteOffset || start - loc.storageByteOffset + spanBytes > loc.storageNbytes))
+        return fail("its view reaches outside its storage");
+    t.m_file = std::move(file);
+    t.m_base = bytes.data() + start;
+    return t;
+}
+
+const uint8_t* TensorBytes::elements(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const
+{
+    if (m_contiguous)
+        return m_base + first * m_item;
+    // Gather: unravel `first` into an index, then step an odometer, keeping the byte offset in step.
+    scratch.resize(count * m_item);
+    const size_t nd = m_sizes.size();
+    std::vector<int64_t> index(nd, 0);
+    uint64_t rest = first;
+    uint64_t offset = 0;
+    for (size_t d = nd; d-- > 0;) {
+        const auto size = static_cast<uint64_t>(m_sizes[d]);
+        index[d] = static_cast<int64_t>(rest % size);
+        rest /= size;
+        offset += static_cast<uint64_t>(index[d]) * static_cast<uint64_t>(m_strides[d]);
+    }
+    uint8_t* out = scratch.data();
+    for (uint64_t i = 0; i < count; ++i) {
+        std::memcpy(out + i * m_item, m_base + offset * m_item, m_item);
+        for (size_t d = nd; d-- > 0;) {
+            if (++index[d] < m_sizes[d]) {
+                offset += static_cast<uint64_t>(m_strides[d]);
+                break;
+            }
+            offset -= static_cast<uint64_t>(m_strides[d]) * static_cast<uint64_t>(m_sizes[d] - 1);
+            index[d] = 0;
+        }
+    }
+    return scratch.data();
+}
+
+} // namespace sl::values

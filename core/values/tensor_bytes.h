@@ -1,0 +1,56 @@
+#pragma once
+// A tensor's elements, read straight from its source when asked: the mapped file for safetensors and
+// uncompressed torch.save records (no copy), the inflated record for deflated archives (one storage at a
+// time), and the storage offset and strides a view has, walked in logical (row-major) order. Every offset
+// is checked against the storage and the file before anything is read, so a hostile header cannot make
+// StateLens read outside the file.
+
+#include "io/mapped_file.h"
+#include "model/source.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace sl::values {
+
+// The files of a source, mapped once and shared by the threads that read them.
+class FileCache {
+public:
+    std::shared_ptr<const MappedFile> get(const std::string& path);
+
+private:
+    std::mutex m_mutex;
+    std::map<std::string, std::shared_ptr<const MappedFile>> m_files;
+};
+
+class TensorBytes {
+public:
+    // Throws LoadError naming the source's path and the entry when its bytes cannot be reached (no
+    // location, a missing file, bytes inline in the pickle, offsets or strides past the storage).
+    static TensorBytes open(const Source& source, const Entry& entry, FileCache& files);
+
+    DType dtype() const { return m_dtype; }
+    unsigned itemSize() const { return m_item; }
+    uint64_t numel() const { return m_numel; }
+    bool contiguous() const { return m_contiguous; }
+    // Elements [first, first + count) in logical order, `count * itemSize()` bytes: a pointer into the file
+    // when they lie there in order, else gathered into `scratch`.
+    const uint8_t* elements(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const;
+
+private:
+    std::shared_ptr<const MappedFile> m_file; // keeps m_base valid
+    std::shared_ptr<const std::vector<uint8_t>> m_inflated; // or this, for a deflated record
+    const uint8_t* m_base = nullptr; // element [0, ..., 0]
+    DType m_dtype = DType::Unknown;
+    unsigned m_item = 0;
+    uint64_t m_numel = 0;
+    bool m_contiguous = true;
+    std::vector<int64_t> m_sizes;
+    std::vector<int64_t> m_strides; // in elements
+};
+
+} // namespace sl::values

@@ -1,0 +1,284 @@
+#include "tensor_stats.h"
+
+#include "util/load_control.h"
+#include "values/element_decode.h"
+#include "values/tensor_bytes.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+namespace sl::values {
+
+namespace {
+
+constexpr size_t kBlock = 4096; // decoded values per block: 32 KB of doubles, in L1/L2
+
+struct Partial {
+    uint64_t finite = 0, nan = 0, posInf = 0, negInf = 0, zeros = 0;
+    double min = std::numeric_limits<double>::infinity();
+    double max = -std::numeric_limits<double>::infinity();
+    double mean = 0;
+    double m2 = 0;
+};
+
+// Chan et al.'s pairwise update: merges two (count, mean, M2) summaries without losing precision.
+void merge(Partial& a, const Partial& b)
+{
+    a.nan += b.nan;
+    a.posInf += b.posInf;
+    a.negInf += b.negInf;
+    a.zeros += b.zeros;
+    if (b.finite == 0)
+        return;
+    if (a.finite == 0) {
+        a.finite = b.finite;
+        a.min = b.min;
+        a.max = b.max;
+        a.mean = b.mean;
+        a.m2 = b.m2;
+        return;
+    }
+    const double na = static_cast<double>(a.finite), nb = static_cast<double>(b.finite), n = na + nb;
+    const double delta = b.mean - a.mean;
+    a.mean += delta * nb / n;
+    a.m2 += b.m2 + delta * delta * na * nb / n;
+    a.finite += b.finite;
+    a.min = std::min(a.min, b.min);
+    a.max = std::max(a.max, b.max);
+}
+
+void scanBlock(const double* v, size_t n, Partial& into)
+{
+    Partial p;
+    double sum = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const double x = v[i];
+        p.zeros += x == 0;
+        if (std::isfinite(x)) {
+            ++p.finite;
+            sum += x;
+            p.min = std::min(p.min, x);
+            p.max = std::max(p.max, x);
+        } else if (std::isnan(x)) {
+            ++p.nan;
+        } else if (x > 0) {
+            ++p.posInf;
+        } else {
+            ++p.negInf;
+        }
+    }
+    if (p.finite) {
+        p.mean = sum / static_cast<double>(p.finite);
+        double m2 = 0;
+        for (size_t i = 0; i < n; ++i)
+            if (std::isfinite(v[i])) {
+                const double d = v[i] - p.mean;
+                m2 += d * d;
+            }
+        p.m2 = m2;
+    }
+    merge(into, p);
+}
+
+struct Piece {
+    size_t tensor = 0;
+    uint64_t first = 0;
+    uint64_t count = 0;
+    Partial partial;
+    uint64_t hash = 0;
+    std::vector<uint64_t> histogram;
+};
+
+struct Work {
+    size_t entry = 0;
+    std::optional<TensorBytes> bytes;
+    std::string skipped;
+    size_t firstPiece = 0;
+    size_t pieces = 0;
+    Partial total;
+};
+
+// Runs `job(i)` for i in [0, n) on `threads` threads; the first exception (a cancel) is rethrown.
+template <typename F> void parallelFor(size_t n, unsigned threads, F&& job)
+{
+    std::atomic<size_t> next { 0 };
+    std::exception_ptr error;
+    std::mutex errorMutex;
+    auto worker = [&] {
+        for (size_t i = next++; i < n; i = next++) {
+            try {
+                job(i);
+            } catch (...) {
+                std::lock_guard lock(errorMutex);
+                if (!error)
+                    error = std::current_exception();
+                next = n; // stop the others at their next piece
+            }
+        }
+    };
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < threads && t < n; ++t)
+        pool.emplace_back(worker);
+    worker();
+    for (auto& t : pool)
+        t.join();
+    if (error)
+        std::rethrow_exception(error);
+}
+
+} // namespace
+
+std::optional<double> TensorStats::std() const
+{
+    if (finite < 2)
+        return std::nullopt;
+    return std::sqrt(m2 / static_cast<double>(finite - 1));
+}
+
+std::vector<TensorStatsResult> computeStats(const Source& source, const std::vector<size_t>& entries, const StatsOptions& options)
+{
+    FileCache files;
+    std::vector<Work> work(entries.size());
+    std::vector<Piece> pieces;
+    for (size_t i = 0; i < entries.size(); ++i) {
+        Work& w = work[i];
+        w.entry = entries[i];
+        const Entry& e = source.entries.at(entries[i]);
+        std::string why;
+        if (!decodable(e.dtype, &why)) {
+            w.skipped = e.kind == EntryKind::Tensor ? why : (e.kind == EntryKind::Group ? "a group of tensors; its parts have the values" : "not a tensor");
+            continue;
+        }
+        try {
+            w.bytes = TensorBytes::open(source, e, files);
+        } catch (const LoadError& err) {
+            w.skipped = err.problem();
+            continue;
+        }
+        const uint64_t perPiece = std::max<uint64_t>(options.pieceBytes / w.bytes->itemSize(), 1);
+        w.firstPiece = pieces.size();
+        for (uint64_t first = 0; first < w.bytes->numel(); first += perPiece) {
+            Piece p;
+            p.tensor = i;
+            p.first = first;
+            p.count = std::min(perPiece, w.bytes->numel() - first);
+            pieces.push_back(std::move(p));
+        }
+        w.pieces = pieces.size() - w.firstPiece;
+    }
+    const unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+    LoadControl* progress = const_cast<LoadControl*>(options.control);
+    if (progress)
+        progress->addTotal(pieces.size() * (options.bins ? 2 : 1));
+
+    // Sweep 1: counts, range, mean and M2, and the hash of each piece.
+    parallelFor(pieces.size(), threads, [&](size_t i) {
+        if (options.control)
+            options.control->checkpoint(source.path);
+        Piece& p = pieces[i];
+        const TensorBytes& tb = *work[p.tensor].bytes;
+        std::vector<uint8_t> scratch;
+        std::vector<double> values(kBlock);
+        XXH3_state_t* state = XXH3_createState();
+        XXH3_64bits_reset(state);
+        for (uint64_t off = 0; off < p.count; off += kBlock) {
+            const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, p.count - off));
+            const uint8_t* bytes = tb.elements(p.first + off, n, scratch);
+            XXH3_64bits_update(state, bytes, n * tb.itemSize());
+            decode(tb.dtype(), bytes, n, values.data());
+            scanBlock(values.data(), n, p.partial);
+        }
+        p.hash = XXH3_64bits_digest(state);
+        XXH3_freeState(state);
+        if (progress)
+            progress->advance();
+    });
+    for (Work& w : work)
+        for (size_t k = 0; k < w.pieces; ++k)
+            merge(w.total, pieces[w.firstPiece + k].partial);
+
+    // Sweep 2: the histogram over each tensor's finite range.
+    if (options.bins) {
+        parallelFor(pieces.size(), threads, [&](size_t i) {
+            if (options.control)
+                options.control->checkpoint(source.path);
+            Piece& p = pieces[i];
+            const Work& w = work[p.tensor];
+            p.histogram.assign(options.bins, 0);
+            if (w.total.finite) {
+                const TensorBytes& tb = *w.bytes;
+                const double lo = w.total.min, hi = w.total.max;
+                const double bins = static_cast<double>(options.bins);
+                std::vector<uint8_t> scratch;
+                std::vector<double> values(kBlock);
+                for (uint64_t off = 0; off < p.count; off += kBlock) {
+                    const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, p.count - off));
+                    decode(tb.dtype(), tb.elements(p.first + off, n, scratch), n, values.data());
+                    for (size_t k = 0; k < n; ++k) {
+                        const double x = values[k];
+                        if (!std::isfinite(x))
+                            continue;
+                        // torch.histc's arithmetic: (x - min) * bins / (max - min), the top edge in the last bin.
+                        size_t bin = 0;
+                        if (hi > lo)
+                            bin = std::min(static_cast<size_t>((x - lo) * bins / (hi - lo)), static_cast<size_t>(options.bins - 1));
+                        ++p.histogram[bin];
+                    }
+                }
+            }
+            if (progress)
+                progress->advance();
+        });
+    }
+
+    std::vector<TensorStatsResult> out(work.size());
+    for (size_t i = 0; i < work.size(); ++i) {
+        const Work& w = work[i];
+        TensorStatsResult& r = out[i];
+        r.entry = w.entry;
+        if (!w.bytes) {
+            r.skipped = w.skipped;
+            continue;
+        }
+        TensorStats s;
+        s.numel = w.bytes->numel();
+        s.finite = w.total.finite;
+        s.nan = w.total.nan;
+        s.posInf = w.total.posInf;
+        s.negInf = w.total.negInf;
+        s.zeros = w.total.zeros;
+        if (s.finite) {
+            s.min = w.total.min;
+            s.max = w.total.max;
+            s.mean = w.total.mean;
+            s.m2 = w.total.m2;
+        }
+        if (options.bins && s.finite) {
+            s.histogram.assign(options.bins, 0);
+            for (size_t k = 0; k < w.pieces; ++k)
+                for (size_t b = 0; b < options.bins; ++b)
+                    s.histogram[b] += pieces[w.firstPiece + k].histogram[b];
+        }
+        if (w.pieces == 1) {
+            s.hash = pieces[w.firstPiece].hash;
+        } else {
+            std::vector<uint64_t> hashes(w.pieces);
+            for (size_t k = 0; k < w.pieces; ++k)
+                hashes[k] = pieces[w.firstPiece + k].hash;
+            s.hash = XXH3_64bits(hashes.data(), hashes.size() * sizeof(uint64_t));
+        }
+        if (w.pieces == 0)
+            s.hash = XXH3_64bits(nullptr, 0);
+        r.stats = std::move(s);
+    }
+    return out;
+}
+
+} // namespace sl::values

@@ -1,0 +1,279 @@
+// Tensor values against torch: every fixture in tests/fixtures/values (made by make_values_fixtures.py
+// with Debian's torch 1.13) carries, per tensor, what torch computes from the loaded tensor: the sha256 of
+// its elements in logical order, the first values, min/max/mean/std over the finite values, NaN/Inf/zero
+// counts and torch.histc. StateLens reads the same files without torch and must agree: the bytes exactly,
+// the statistics to rounding. Float8 tables are checked value by value against an independent decoder.
+
+#include "common/test_paths.h"
+#include "formats/loader.h"
+#include "util/load_control.h"
+#include "values/element_decode.h"
+#include "values/tensor_bytes.h"
+#include "values/tensor_stats.h"
+
+#include <QCryptographicHash>
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTest>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+using namespace sl;
+
+namespace {
+
+QString valuesDir() { return test::fixturesDir() + QStringLiteral("/values"); }
+
+QJsonObject readJson(const QString& path)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly))
+        return {};
+    return QJsonDocument::fromJson(f.readAll()).object();
+}
+
+// "nan", "inf", "-inf" or a number.
+double number(const QJsonValue& v)
+{
+    if (v.isString()) {
+        const QString s = v.toString();
+        if (s == QStringLiteral("nan"))
+            return std::numeric_limits<double>::quiet_NaN();
+        return s.startsWith(QLatin1Char('-')) ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    }
+    return v.toDouble();
+}
+
+bool sameValue(double a, double b)
+{
+    if (std::isnan(a) || std::isnan(b))
+        return std::isnan(a) && std::isnan(b);
+    return a == b;
+}
+
+bool close(double got, double want, double rel = 1e-9)
+{
+    return std::fabs(got - want) <= rel * std::max({ 1.0, std::fabs(want), std::fabs(got) });
+}
+
+const Entry* findEntry(const Source& s, const QString& name)
+{
+    for (const Entry& e : s.entries)
+        if (QString::fromStdString(e.name) == name)
+            return &e;
+    return nullptr;
+}
+
+// The statistics fields of one expected object against ours.
+void compareStats(const QString& what, const values::TensorStats& got, const QJsonObject& want)
+{
+    const QByteArray label = what.toUtf8();
+    QVERIFY2(static_cast<qint64>(got.nan) == want.value(QStringLiteral("nan")).toInteger(), label);
+    QVERIFY2(static_cast<qint64>(got.posInf) == want.value(QStringLiteral("posinf")).toInteger(), label);
+    QVERIFY2(static_cast<qint64>(got.negInf) == want.value(QStringLiteral("neginf")).toInteger(), label);
+    QVERIFY2(static_cast<qint64>(got.zeros) == want.value(QStringLiteral("zeros")).toInteger(), label + " zeros");
+    if (want.value(QStringLiteral("min")).isNull()) {
+        QVERIFY2(got.finite == 0, label);
+    } else {
+        QVERIFY2(got.finite > 0, label);
+        QVERIFY2(got.min == want.value(QStringLiteral("min")).toDouble(), label + " min " + QByteArray::number(got.min, 'g', 17));
+        QVERIFY2(got.max == want.value(QStringLiteral("max")).toDouble(), label + " max " + QByteArray::number(got.max, 'g', 17));
+        QVERIFY2(close(got.mean, want.value(QStringLiteral("mean")).toDouble()),
+            label + " mean " + QByteArray::number(got.mean, 'g', 17) + " vs " + QByteArray::number(want.value(QStringLiteral("mean")).toDouble(), 'g', 17));
+    }
+    const auto sd = got.std();
+    if (want.value(QStringLiteral("std")).isNull())
+        QVERIFY2(!sd, label + " std");
+    else
+        QVERIFY2(sd && close(*sd, want.value(QStringLiteral("std")).toDouble(), 1e-8),
+            label + " std " + QByteArray::number(sd.value_or(-1), 'g', 17) + " vs " + QByteArray::number(want.value(QStringLiteral("std")).toDouble(), 'g', 17));
+    const QJsonValue h = want.value(QStringLiteral("histogram"));
+    if (h.isNull() || h.isUndefined()) {
+        QVERIFY2(got.histogram.empty(), label + " histogram");
+        return;
+    }
+    const QJsonArray counts = h.toObject().value(QStringLiteral("counts")).toArray();
+    QVERIFY2(got.histogram.size() == static_cast<size_t>(counts.size()), label + " bins");
+    // Same arithmetic as torch.histc in double, so the counts should agree exactly; a value sitting on a bin
+    // edge may round into its neighbour, so allow one value to move per edge.
+    qint64 moved = 0, total = 0, wantTotal = 0;
+    for (qsizetype b = 0; b < counts.size(); ++b) {
+        moved += std::llabs(static_cast<qint64>(got.histogram[static_cast<size_t>(b)]) - counts[b].toInteger());
+        total += static_cast<qint64>(got.histogram[static_cast<size_t>(b)]);
+        wantTotal += counts[b].toInteger();
+    }
+    QVERIFY2(total == wantTotal, label + " histogram total");
+    QVERIFY2(moved <= 2 * (counts.size() - 1), label + " histogram counts");
+}
+
+} // namespace
+
+class TestValues : public QObject {
+    Q_OBJECT
+private slots:
+    void fixture_data()
+    {
+        QTest::addColumn<QString>("file");
+        const QStringList expected = QDir(valuesDir()).entryList({ QStringLiteral("*.expected.json") }, QDir::Files, QDir::Name);
+        QVERIFY2(expected.size() >= 5, "tests/fixtures/values is missing: run make_values_fixtures.py");
+        for (const QString& e : expected)
+            QTest::newRow(qPrintable(e)) << e.chopped(int(sizeof(".expected.json")) - 1);
+    }
+
+    // Every tensor of every fixture: the logical bytes (sha256), the first values, the statistics.
+    void fixture()
+    {
+        QFETCH(QString, file);
+        const QJsonObject expected = readJson(valuesDir() + QLatin1Char('/') + file + QStringLiteral(".expected.json"));
+        const QJsonObject tensors = expected.value(QStringLiteral("tensors")).toObject();
+        QVERIFY(!tensors.isEmpty());
+        const Source s = openSource((valuesDir() + QLatin1Char('/') + file).toStdString());
+        std::vector<size_t> indices;
+        for (auto it = tensors.begin(); it != tensors.end(); ++it) {
+            const Entry* e = findEntry(s, it.key());
+            QVERIFY2(e, qPrintable(it.key()));
+            indices.push_back(static_cast<size_t>(e - s.entries.data()));
+        }
+        const auto results = values::computeStats(s, indices, {});
+        values::FileCache files;
+        size_t k = 0;
+        for (auto it = tensors.begin(); it != tensors.end(); ++it, ++k) {
+            const QString name = file + QStringLiteral(":") + it.key();
+            const QJsonObject want = it.value().toObject();
+            const Entry& e = s.entries[indices[k]];
+            const auto& r = results[k];
+            if (want.contains(QStringLiteral("dequantized"))) {
+                // Quantized: the stored integers now; dequantizing with the scales comes later.
+                QVERIFY2(r.stats, qPrintable(name + QStringLiteral(": ") + QString::fromStdString(r.skipped)));
+                compareStats(name + QStringLiteral(" (int_repr)"), *r.stats, want.value(QStringLiteral("int_repr")).toObject());
+                continue;
+            }
+            QVERIFY2(r.stats, qPrintable(name + QStringLiteral(": ") + QString::fromStdString(r.skipped)));
+            QCOMPARE(static_cast<qint64>(r.stats->numel), want.value(QStringLiteral("numel")).toInteger());
+            // The bytes, in logical order, exactly as torch lays them out contiguously.
+            const values::TensorBytes tb = values::TensorBytes::open(s, e, files);
+            std::vector<uint8_t> scratch;
+            const uint8_t* bytes = tb.elements(0, tb.numel(), scratch);
+            const QByteArray sha = QCryptographicHash::hash(QByteArrayView(bytes, static_cast<qsizetype>(tb.numel() * tb.itemSize())), QCryptographicHash::Sha256).toHex();
+            QVERIFY2(sha == want.value(QStringLiteral("sha256_logical")).toString().toLatin1(), qPrintable(name + QStringLiteral(" sha256")));
+            const QJsonArray first = want.value(QStringLiteral("first")).toArray();
+            std::vector<double> decoded(static_cast<size_t>(first.size()));
+            values::decode(tb.dtype(), bytes, decoded.size(), decoded.data());
+            for (qsizetype i = 0; i < first.size(); ++i)
+                QVERIFY2(sameValue(decoded[static_cast<size_t>(i)], number(first[i])), qPrintable(name + QStringLiteral(" first[%1]").arg(i)));
+            compareStats(name, *r.stats, want);
+            if (want.contains(QStringLiteral("decoded_table"))) {
+                const QJsonArray table = want.value(QStringLiteral("decoded_table")).toArray();
+                QCOMPARE(table.size(), 256);
+                for (int b = 0; b < 256; ++b)
+                    QVERIFY2(sameValue(values::decodeFloat8(e.dtype, static_cast<uint8_t>(b)), number(table[b])),
+                        qPrintable(name + QStringLiteral(" byte 0x%1").arg(b, 2, 16, QLatin1Char('0'))));
+            }
+        }
+    }
+
+    // The same tensor stored three ways (zip, legacy, safetensors) hashes the same; a different one does not.
+    void contentHashFollowsTheValuesNotTheLayout()
+    {
+        auto hashes = [](const QString& file) {
+            const Source s = openSource((valuesDir() + QLatin1Char('/') + file).toStdString());
+            std::vector<size_t> all;
+            for (size_t i = 0; i < s.entries.size(); ++i)
+                all.push_back(i);
+            std::map<std::string, uint64_t> out;
+            for (const auto& r : values::computeStats(s, all, {}))
+                if (r.stats)
+                    out[s.entries[r.entry].name] = r.stats->hash;
+            return out;
+        };
+        const auto zip = hashes(QStringLiteral("dtypes.pt"));
+        const auto legacy = hashes(QStringLiteral("dtypes.legacy.pt"));
+        const auto st = hashes(QStringLiteral("dtypes.safetensors"));
+        QVERIFY(zip.size() >= 8);
+        QCOMPARE(legacy, zip);
+        QCOMPARE(st, zip);
+        std::set<uint64_t> distinct;
+        for (const auto& [name, h] : zip)
+            distinct.insert(h);
+        QCOMPARE(distinct.size(), zip.size());
+    }
+
+    // Pieces and threads do not change the answer: one thread and many, one piece per tensor and dozens,
+    // give the same statistics (the hash depends on the piece size by design, so it is compared per size).
+    void threadsAndPiecesAgree()
+    {
+        const Source s = openSource((valuesDir() + QStringLiteral("/large.pt")).toStdString());
+        std::vector<size_t> all;
+        for (size_t i = 0; i < s.entries.size(); ++i)
+            all.push_back(i);
+        values::StatsOptions one;
+        one.threads = 1;
+        one.pieceBytes = uint64_t(1) << 30; // every tensor one piece
+        values::StatsOptions many;
+        many.threads = 4;
+        many.pieceBytes = 64 << 10; // dozens of pieces per tensor
+        values::StatsOptions manyAgain = many;
+        manyAgain.threads = 1;
+        const auto a = values::computeStats(s, all, one);
+        const auto b = values::computeStats(s, all, many);
+        const auto c = values::computeStats(s, all, manyAgain);
+        QCOMPARE(a.size(), b.size());
+        for (size_t i = 0; i < a.size(); ++i) {
+            QVERIFY(a[i].stats && b[i].stats && c[i].stats);
+            QCOMPARE(b[i].stats->hash, c[i].stats->hash);
+            QCOMPARE(a[i].stats->histogram, b[i].stats->histogram);
+            QVERIFY(close(a[i].stats->mean, b[i].stats->mean, 1e-12));
+            QVERIFY(close(*a[i].stats->std(), *b[i].stats->std(), 1e-12));
+            QCOMPARE(a[i].stats->min, b[i].stats->min);
+            QCOMPARE(a[i].stats->max, b[i].stats->max);
+            QCOMPARE(a[i].stats->zeros, b[i].stats->zeros);
+        }
+    }
+
+    void cancelledStatsStop()
+    {
+        const Source s = openSource((valuesDir() + QStringLiteral("/large.pt")).toStdString());
+        LoadControl c;
+        c.cancel();
+        values::StatsOptions o;
+        o.control = &c;
+        QVERIFY_THROWS_EXCEPTION(LoadCancelled, values::computeStats(s, { 0 }, o));
+        LoadControl progress;
+        o.control = &progress;
+        (void)values::computeStats(s, { 0 }, o);
+        QCOMPARE(progress.fraction(), 1.0);
+    }
+
+    // Hostile locations are refused with the entry named, never read.
+    void bytesOutsideTheFileAreRefused()
+    {
+        Source s = openSource((valuesDir() + QStringLiteral("/dtypes.safetensors")).toStdString());
+        Entry& e = s.entries.front();
+        e.location.offset = 1ull << 40;
+        values::FileCache files;
+        try {
+            (void)values::TensorBytes::open(s, e, files);
+            QFAIL("an offset past the end was accepted");
+        } catch (const LoadError& err) {
+            QVERIFY2(QString::fromStdString(err.what()).contains(QString::fromStdString(e.name)), err.what());
+        }
+        Entry strided = s.entries.front();
+        strided.location = s.entries[1].location;
+        strided.shape = { 1000000, 1000000 };
+        strided.location.strides = { 1000000, 1 };
+        try {
+            (void)values::TensorBytes::open(s, strided, files);
+            QFAIL("strides past the end were accepted");
+        } catch (const LoadError&) {
+        }
+    }
+};
+
+QTEST_MAIN(TestValues)
+#include "tst_values.moc"
