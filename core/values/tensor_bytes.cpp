@@ -2,6 +2,8 @@
 
 #include "util/error.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -44,6 +46,22 @@ std::shared_ptr<const std::vector<uint8_t>> inflateRaw(Bytes in, uint64_t expect
 }
 
 } // namespace
+
+FileCache::~FileCache()
+{
+    for (auto& [path, fd] : m_fds)
+        if (fd >= 0)
+            ::close(fd);
+}
+
+int FileCache::descriptor(const std::string& path)
+{
+    std::lock_guard lock(m_mutex);
+    auto [it, inserted] = m_fds.try_emplace(path, -1);
+    if (inserted)
+        it->second = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    return it->second;
+}
 
 std::shared_ptr<const MappedFile> FileCache::get(const std::string& path)
 {
@@ -138,9 +156,28 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
         return fail("its bytes reach past the end of " + file->path());
     if (!loc.storageId.empty() && loc.storageNbytes && (start < loc.storageByteOffset || start - loc.storageByteOffset + spanBytes > loc.storageNbytes))
         return fail("its view reaches outside its storage");
+    if (file->isMapped())
+        t.m_fd = files.descriptor(file->path());
+    t.m_fileOffset = start;
     t.m_file = std::move(file);
     t.m_base = bytes.data() + start;
     return t;
+}
+
+const uint8_t* TensorBytes::read(uint64_t first, uint64_t count, std::vector<uint8_t>& buffer) const
+{
+    if (m_fd < 0 || !m_contiguous)
+        return elements(first, count, buffer);
+    const uint64_t want = count * m_item;
+    buffer.resize(want);
+    uint64_t done = 0;
+    while (done < want) {
+        const ssize_t n = ::pread(m_fd, buffer.data() + done, want - done, static_cast<off_t>(m_fileOffset + first * m_item + done));
+        if (n <= 0) // the file shrank or failed under us: fall back to the mapping's view of it
+            return elements(first, count, buffer);
+        done += static_cast<uint64_t>(n);
+    }
+    return buffer.data();
 }
 
 const uint8_t* TensorBytes::elements(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const

@@ -17,14 +17,19 @@
 
 namespace sl::values {
 
-// The files of a source, mapped once and shared by the threads that read them.
+// The files of a source, mapped once and shared by the threads that read them, with a descriptor for
+// reading contiguous runs with pread: copying a run into a reused buffer keeps the resident set at a few
+// buffers, where touching the mapping would make every page read part of it.
 class FileCache {
 public:
+    ~FileCache();
     std::shared_ptr<const MappedFile> get(const std::string& path);
+    int descriptor(const std::string& path); // -1 when the file cannot be opened again
 
 private:
     std::mutex m_mutex;
     std::map<std::string, std::shared_ptr<const MappedFile>> m_files;
+    std::map<std::string, int> m_fds;
 };
 
 class TensorBytes {
@@ -40,11 +45,16 @@ public:
     // Elements [first, first + count) in logical order, `count * itemSize()` bytes: a pointer into the file
     // when they lie there in order, else gathered into `scratch`.
     const uint8_t* elements(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const;
+    // The same bytes, read without touching the mapping where possible (pread into `buffer`); for large
+    // sequential sweeps.
+    const uint8_t* read(uint64_t first, uint64_t count, std::vector<uint8_t>& buffer) const;
 
 private:
     std::shared_ptr<const MappedFile> m_file; // keeps m_base valid
     std::shared_ptr<const std::vector<uint8_t>> m_inflated; // or this, for a deflated record
     const uint8_t* m_base = nullptr; // element [0, ..., 0]
+    int m_fd = -1; // the file, for read(); -1 reads from the mapping
+    uint64_t m_fileOffset = 0; // element [0, ..., 0] in the file
     DType m_dtype = DType::Unknown;
     unsigned m_item = 0;
     uint64_t m_numel = 0;

@@ -103,7 +103,92 @@ struct Work {
     size_t firstPiece = 0;
     size_t pieces = 0;
     Partial total;
+    // 8- and 16-bit dtypes are counted by bit pattern in one sweep: every statistic and the histogram
+    // follow exactly from the 256 or 65,536 counts. The table lives only while the tensor's pieces run.
+    bool counted = false;
+    std::mutex mutex;
+    std::vector<uint64_t> counts;
+    std::atomic<size_t> piecesLeft { 0 };
+    std::vector<uint64_t> histogram;
 };
+
+// Count tables are reused: at most one per tensor in flight exists, instead of a fresh 512 KB allocation
+// per tensor that the allocator may keep around.
+class TablePool {
+public:
+    std::vector<uint64_t> take(size_t size)
+    {
+        std::vector<uint64_t> t;
+        {
+            std::lock_guard lock(m_mutex);
+            if (!m_free.empty()) {
+                t = std::move(m_free.back());
+                m_free.pop_back();
+            }
+        }
+        t.assign(size, 0);
+        return t;
+    }
+    void give(std::vector<uint64_t>&& t)
+    {
+        std::lock_guard lock(m_mutex);
+        m_free.push_back(std::move(t));
+    }
+
+private:
+    std::mutex m_mutex;
+    std::vector<std::vector<uint64_t>> m_free;
+};
+
+// Statistics and histogram from a tensor's bit-pattern counts.
+void summariseCounts(Work& w, unsigned bins)
+{
+    const DType dtype = w.bytes->dtype();
+    const unsigned item = w.bytes->itemSize();
+    Partial total;
+    double sum = 0;
+    std::vector<std::pair<double, uint64_t>> finite;
+    for (size_t bits = 0; bits < w.counts.size(); ++bits) {
+        const uint64_t c = w.counts[bits];
+        if (!c)
+            continue;
+        uint8_t raw[2] = { static_cast<uint8_t>(bits & 0xff), static_cast<uint8_t>(bits >> 8) };
+        double v;
+        decode(dtype, raw, 1, &v);
+        (void)item;
+        if (v == 0)
+            total.zeros += c;
+        if (std::isnan(v)) {
+            total.nan += c;
+        } else if (std::isinf(v)) {
+            (v > 0 ? total.posInf : total.negInf) += c;
+        } else {
+            finite.emplace_back(v, c);
+            total.finite += c;
+            sum += v * static_cast<double>(c);
+            total.min = std::min(total.min, v);
+            total.max = std::max(total.max, v);
+        }
+    }
+    if (total.finite) {
+        total.mean = sum / static_cast<double>(total.finite);
+        for (const auto& [v, c] : finite) {
+            const double d = v - total.mean;
+            total.m2 += d * d * static_cast<double>(c);
+        }
+        if (bins) {
+            w.histogram.assign(bins, 0);
+            const double lo = total.min, hi = total.max;
+            for (const auto& [v, c] : finite) {
+                size_t bin = 0;
+                if (hi > lo)
+                    bin = std::min(static_cast<size_t>((v - lo) * static_cast<double>(bins) / (hi - lo)), static_cast<size_t>(bins - 1));
+                w.histogram[bin] += c;
+            }
+        }
+    }
+    w.total = total;
+}
 
 // Runs `job(i)` for i in [0, n) on `threads` threads; the first exception (a cancel) is rethrown.
 template <typename F> void parallelFor(size_t n, unsigned threads, F&& job)
@@ -163,6 +248,7 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
             continue;
         }
         const uint64_t perPiece = std::max<uint64_t>(options.pieceBytes / w.bytes->itemSize(), 1);
+        w.counted = w.bytes->itemSize() <= 2;
         w.firstPiece = pieces.size();
         for (uint64_t first = 0; first < w.bytes->numel(); first += perPiece) {
             Piece p;
@@ -172,9 +258,11 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
             pieces.push_back(std::move(p));
         }
         w.pieces = pieces.size() - w.firstPiece;
+        w.piecesLeft = w.pieces;
     }
     const unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
     LoadControl* progress = const_cast<LoadControl*>(options.control);
+    TablePool tables;
     if (progress)
         progress->addTotal(pieces.size() * (options.bins ? 2 : 1));
 
@@ -183,26 +271,51 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
         if (options.control)
             options.control->checkpoint(source.path);
         Piece& p = pieces[i];
-        const TensorBytes& tb = *work[p.tensor].bytes;
-        std::vector<uint8_t> scratch;
+        Work& w = work[p.tensor];
+        const TensorBytes& tb = *w.bytes;
+        thread_local std::vector<uint8_t> buffer;
+        const uint8_t* piece = tb.read(p.first, p.count, buffer);
+        p.hash = XXH3_64bits(piece, p.count * tb.itemSize());
+        if (w.counted) {
+            thread_local std::vector<uint32_t> local;
+            const size_t patterns = size_t(1) << (8 * tb.itemSize());
+            local.assign(patterns, 0);
+            if (tb.itemSize() == 1) {
+                for (uint64_t k = 0; k < p.count; ++k)
+                    ++local[piece[k]];
+            } else {
+                for (uint64_t k = 0; k < p.count; ++k)
+                    ++local[static_cast<size_t>(piece[2 * k]) | (static_cast<size_t>(piece[2 * k + 1]) << 8)];
+            }
+            {
+                std::lock_guard lock(w.mutex);
+                if (w.counts.empty())
+                    w.counts = tables.take(patterns);
+                for (size_t b = 0; b < patterns; ++b)
+                    w.counts[b] += local[b];
+            }
+            if (--w.piecesLeft == 0) { // the last piece of this tensor summarises it and frees the table
+                summariseCounts(w, options.bins);
+                tables.give(std::move(w.counts));
+                w.counts = {};
+            }
+            if (progress)
+                progress->advance(options.bins ? 2 : 1);
+            return;
+        }
         std::vector<double> values(kBlock);
-        XXH3_state_t* state = XXH3_createState();
-        XXH3_64bits_reset(state);
         for (uint64_t off = 0; off < p.count; off += kBlock) {
             const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, p.count - off));
-            const uint8_t* bytes = tb.elements(p.first + off, n, scratch);
-            XXH3_64bits_update(state, bytes, n * tb.itemSize());
-            decode(tb.dtype(), bytes, n, values.data());
+            decode(tb.dtype(), piece + off * tb.itemSize(), n, values.data());
             scanBlock(values.data(), n, p.partial);
         }
-        p.hash = XXH3_64bits_digest(state);
-        XXH3_freeState(state);
         if (progress)
             progress->advance();
     });
     for (Work& w : work)
-        for (size_t k = 0; k < w.pieces; ++k)
-            merge(w.total, pieces[w.firstPiece + k].partial);
+        if (!w.counted)
+            for (size_t k = 0; k < w.pieces; ++k)
+                merge(w.total, pieces[w.firstPiece + k].partial);
 
     // Sweep 2: the histogram over each tensor's finite range.
     if (options.bins) {
@@ -211,16 +324,19 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
                 options.control->checkpoint(source.path);
             Piece& p = pieces[i];
             const Work& w = work[p.tensor];
+            if (w.counted)
+                return; // summarised from its counts already
             p.histogram.assign(options.bins, 0);
             if (w.total.finite) {
                 const TensorBytes& tb = *w.bytes;
                 const double lo = w.total.min, hi = w.total.max;
                 const double bins = static_cast<double>(options.bins);
-                std::vector<uint8_t> scratch;
+                thread_local std::vector<uint8_t> buffer;
                 std::vector<double> values(kBlock);
+                const uint8_t* piece = tb.read(p.first, p.count, buffer);
                 for (uint64_t off = 0; off < p.count; off += kBlock) {
                     const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, p.count - off));
-                    decode(tb.dtype(), tb.elements(p.first + off, n, scratch), n, values.data());
+                    decode(tb.dtype(), piece + off * tb.itemSize(), n, values.data());
                     for (size_t k = 0; k < n; ++k) {
                         const double x = values[k];
                         if (!std::isfinite(x))
@@ -260,7 +376,9 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
             s.mean = w.total.mean;
             s.m2 = w.total.m2;
         }
-        if (options.bins && s.finite) {
+        if (options.bins && s.finite && w.counted) {
+            s.histogram = w.histogram;
+        } else if (options.bins && s.finite) {
             s.histogram.assign(options.bins, 0);
             for (size_t k = 0; k < w.pieces; ++k)
                 for (size_t b = 0; b < options.bins; ++b)

@@ -174,6 +174,26 @@ def diff_pair(paths):
 '''
 
 
+STATS_SRC = r'''
+import torch
+def stats(path):
+    sd = torch.load(path, map_location="cpu")
+    out = {}
+    for k, t in sd.items():
+        if not torch.is_tensor(t) or t.is_complex():
+            continue
+        f = t.float()
+        finite = f[torch.isfinite(f)]
+        r = {"nan": int(torch.isnan(f).sum()), "inf": int(torch.isinf(f).sum()), "zeros": int((f == 0).sum())}
+        if finite.numel():
+            lo, hi = finite.min().item(), finite.max().item()
+            r.update(min=lo, max=hi, mean=finite.mean().item(), std=finite.std().item(),
+                     hist=torch.histc(finite, 16, lo, hi).tolist())
+        out[k] = r
+    return len(out)
+'''
+
+
 def peer_namespace(src):
     ns = {}
     exec(compile(src, "<peer>", "exec"), ns)
@@ -759,6 +779,54 @@ def case_suggest(args, workdir, sizes):
             "rows": [absolute_row(label, m, 1.0)], "baseline_rows": []}
 
 
+def rss_timer(cmd, ok_codes=(0,)):
+    """Wall time, CPU time and the peak resident set of the child (os.wait4), per run."""
+    peaks = []
+
+    def run():
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(p.pid, 0)
+        t = time.perf_counter() - t0
+        code = os.waitstatus_to_exitcode(status)
+        if code not in ok_codes:
+            sys.exit(f"bench: {' '.join(cmd[:2])}... exited with {code}")
+        peaks.append(usage.ru_maxrss * 1024)
+        return t, usage.ru_utime + usage.ru_stime
+    return run, peaks
+
+
+def case_values(args, workdir, sizes):
+    """g. Values of case b's checkpoint (warm page cache): statelens stats (every statistic, the histogram
+    and the content hash of every tensor) against torch.load followed by the same reductions in Python."""
+    layers = sizes["large_zip_layers"]
+    path = os.path.join(workdir, f"llm-{layers}layers.bin")
+    generate("large-zip", path, layers)
+    size = os.path.getsize(path)
+    warm(path)
+    ours, our_peaks = rss_timer([args.statelens, "stats", path, "--format", "json", "-o", os.devnull])
+    peer, peer_peaks = rss_timer(whole_process_cmd(STATS_SRC, "stats") + [path])
+    measures = [Measure("statelens-stats", "statelens stats", "statelens", ours),
+                Measure("torch-stats", "python3 torch.load + reductions", "peer", peer)]
+    run_interleaved(measures, max(1, min(args.reps, 3)))
+    label = f"g. values of a {human(size)} torch zip (fp16), warm"
+    rows = compare(label, measures, "torch-stats", 3, formats=("stats",))
+    gbps = size / measures[0].median / 1e9
+    peak = max(our_peaks)
+    # As a time: the peer column is what 1 GB/s would take, so the ratio is the throughput in GB/s.
+    rows.append({"case": label, "peer": "target 1 GB/s", "comparison": "absolute", "peer_s": size / 1e9,
+                 "statelens": f"statelens stats throughput ({gbps:.2f} GB/s)", "statelens_s": measures[0].median,
+                 "ratio": gbps, "target": 1, "pass": gbps >= 1, "note": "GB/s", "peer_cpu_s": None,
+                 "statelens_cpu_s": measures[0].cpu_median, "cpu_ratio": None})
+    rows.append({"case": label, "peer": "target 10% of the file", "comparison": "absolute", "peer_s": 0.1 * size,
+                 "statelens": f"peak resident set {human(peak)} ({100 * peak / size:.1f}% of the file; torch "
+                              f"{human(max(peer_peaks))})", "statelens_s": peak, "ratio": 0.1 * size / peak,
+                 "target": 1, "pass": peak <= 0.1 * size, "note": "memory", "peer_cpu_s": None,
+                 "statelens_cpu_s": None, "cpu_ratio": None})
+    return {"case": "g", "label": label, "file_bytes": size, "cache": "warm", "measurements": dump(measures),
+            "rows": rows, "baseline_rows": [], "peak_rss": {"statelens": our_peaks, "torch": peer_peaks}}
+
+
 def case_gui(args, workdir, sizes):
     """f. The window on the 100,000-row pair under Xvfb: time from launch to the first paint of the compared
     trees, and per-keystroke filter time (typing "layers.1.mlp", layers folded and unfolded)."""
@@ -818,12 +886,15 @@ def markdown(rows):
     out = ["| case | peer | comparison | peer time | statelens | statelens time | ratio | target | result "
            "| CPU ratio |",
            "|---|---|---|---:|---|---:|---:|---:|---|---:|"]
+
+    def value(v, note):
+        return human(v) if note == "memory" else fmt_time(v)
     for r in rows:
         target = "—" if r["target"] is None else f"≥ {r['target']}x"
         result = r["note"] or "—" if r["pass"] is None else ("PASS" if r["pass"] else "FAIL")
         cpu = "—" if r.get("cpu_ratio") is None else f"{r['cpu_ratio']:.1f}x"
-        out.append(f"| {r['case']} | {r['peer']} | {r['comparison']} | {fmt_time(r['peer_s'])} | {r['statelens']} "
-                   f"| {fmt_time(r['statelens_s'])} | {r['ratio']:.1f}x | {target} | {result} | {cpu} |")
+        out.append(f"| {r['case']} | {r['peer']} | {r['comparison']} | {value(r['peer_s'], r['note'])} | {r['statelens']} "
+                   f"| {value(r['statelens_s'], r['note'])} | {r['ratio']:.1f}x | {target} | {result} | {cpu} |")
     return "\n".join(out)
 
 
@@ -876,7 +947,7 @@ def main():
                     "$XDG_CACHE_HOME/statelens-bench)")
     ap.add_argument("--reps", type=int, help="timed repetitions per measurement (default 7, quick 3)")
     ap.add_argument("--cold-reps", type=int, help="cold-cache repetitions for case b (default 3; 0 skips)")
-    ap.add_argument("--cases", default="abcdef", help="which cases to run (default abcdef; f needs xvfb-run)")
+    ap.add_argument("--cases", default="abcdefg", help="which cases to run (default abcdefg; f needs xvfb-run)")
     ap.add_argument("--json-out", help="also write the results here as JSON")
     ap.add_argument("--compare-statelens", metavar="BINARY",
                     help="also time this other statelens build in the same runs and report the speed-up")
@@ -909,7 +980,7 @@ def main():
         info = machine_info(args.statelens)
         cases = []
         for key, fn in (("a", case_small_zip), ("b", case_large_zip), ("c", case_safetensors), ("d", case_diff),
-                        ("e", case_suggest), ("f", case_gui)):
+                        ("e", case_suggest), ("f", case_gui), ("g", case_values)):
             if key in args.cases:
                 load_before = os.getloadavg()
                 cases.append(fn(args, workdir, sizes))
