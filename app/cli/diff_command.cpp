@@ -1,5 +1,8 @@
 // statelens diff A B [--rules FILE] [--format text|json|md|csv|html|junit] [-o FILE] [--fail-on-dtype]
-//                    [--container-a C] [--container-b C] [--suggest]
+//                    [--container-a C] [--container-b C] [--suggest] [--values] [--match-content]
+//
+// --values reads the tensor bytes of every pair that has both sides and adds how far apart they are;
+// --match-content pairs unexpected and missing keys whose bytes are equal and offers rules for them.
 //
 // Exit codes: 0 when a strict load_state_dict of A into B would succeed after the rules (no missing,
 // unexpected or shape_mismatch rows; with --fail-on-dtype no dtype_mismatch either), 1 when it would not,
@@ -15,7 +18,9 @@
 #include "suggest/suggestions.h"
 #include "util/error.h"
 #include "util/timings.h"
+#include "values/tensor_compare.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <future>
 
@@ -30,6 +35,8 @@ struct DiffOptionsCli {
     std::string output;
     bool failOnDtype = false;
     bool suggest = false;
+    bool values = false;
+    bool matchContent = false;
     bool timings = false;
 };
 
@@ -65,12 +72,60 @@ int runDiff(const DiffOptionsCli& o)
                 + std::to_string(e.offset) + (e.inReplacement ? " of the replacement" : " of the pattern"));
     }
     PhaseTimer suggestTimer(t, "suggestions");
-    const auto& suggestions = keepUntilExit(o.suggest ? suggestRules(a, b, rules) : std::vector<Suggestion> {});
+    auto& suggestions = keepUntilExit(o.suggest ? suggestRules(a, b, rules) : std::vector<Suggestion> {});
     suggestTimer.stop();
+
+    PhaseTimer valuesTimer(t, "values");
+    auto& comparisons = keepUntilExit(std::vector<values::ValueComparison>());
+    if (o.values) {
+        std::vector<std::pair<size_t, size_t>> pairs;
+        std::vector<size_t> rowOf;
+        for (size_t i = 0; i < diff.rows.size(); ++i)
+            if (diff.rows[i].a >= 0 && diff.rows[i].b >= 0) {
+                pairs.emplace_back(static_cast<size_t>(diff.rows[i].a), static_cast<size_t>(diff.rows[i].b));
+                rowOf.push_back(i);
+            }
+        auto cmp = values::compareValues(a, b, pairs);
+        comparisons.resize(diff.rows.size());
+        for (size_t k = 0; k < cmp.size(); ++k)
+            comparisons[rowOf[k]] = std::move(cmp[k]);
+    }
+    auto& matches = keepUntilExit(std::vector<values::ContentMatch>());
+    if (o.matchContent) {
+        std::vector<size_t> unexpected, missing;
+        std::vector<const DiffRow*> rowOfA(a.entries.size(), nullptr);
+        for (const DiffRow& row : diff.rows) {
+            if (row.status == RowStatus::Unexpected) {
+                unexpected.push_back(static_cast<size_t>(row.a));
+                rowOfA[static_cast<size_t>(row.a)] = &row;
+            } else if (row.status == RowStatus::Missing) {
+                missing.push_back(static_cast<size_t>(row.b));
+            }
+        }
+        matches = values::matchByContent(a, unexpected, b, missing);
+        // A rule for each unambiguous match, each rule once.
+        std::vector<std::string> seen;
+        for (const values::ContentMatch& m : matches) {
+            if (m.b.size() != 1)
+                continue;
+            auto s = inferRule(rowOfA[m.a]->mapped, b.entries[m.b[0]].name, a, b, rules);
+            if (!s || s->rules.empty())
+                continue;
+            const std::string key = s->rules.front().pattern + "\n" + s->rules.front().replacement;
+            if (std::find(seen.begin(), seen.end(), key) != seen.end())
+                continue;
+            seen.push_back(key);
+            s->title = "same bytes: " + a.entries[m.a].name + " holds what the model calls " + b.entries[m.b[0]].name + "; " + s->title;
+            suggestions.push_back(std::move(*s));
+        }
+    }
+    valuesTimer.stop();
 
     DiffReportInput in { a, b, rules, diff };
     in.ruleIssues = &issues;
-    in.suggestions = o.suggest ? &suggestions : nullptr;
+    in.suggestions = o.suggest || o.matchContent ? &suggestions : nullptr;
+    in.values = o.values ? &comparisons : nullptr;
+    in.contentMatches = o.matchContent ? &matches : nullptr;
     in.failOnDtype = o.failOnDtype;
     PhaseTimer formatTimer(t, "format");
     const auto format = parseDiffReportFormat(o.format);
@@ -99,6 +154,8 @@ Runner addDiffCommand(CLI::App& app)
     cmd->add_option("-o,--output", o->output, "Write the report here (atomically) instead of stdout");
     cmd->add_flag("--fail-on-dtype", o->failOnDtype, "Also exit 1 on dtype mismatches (a strict load casts them)");
     cmd->add_flag("--suggest", o->suggest, "Add the suggested rules to the report");
+    cmd->add_flag("--values", o->values, "Read both sides' tensor bytes and compare the values of every pair (equal bytes, max abs/rel diff, cosine)");
+    cmd->add_flag("--match-content", o->matchContent, "Pair unexpected and missing keys whose bytes are equal, and suggest rules for them");
     cmd->add_flag("--timings", o->timings, "Print how long each phase took (to stderr)");
     return [o] { return runDiff(*o); };
 }

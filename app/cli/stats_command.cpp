@@ -10,6 +10,7 @@
 #include "report/source_report.h"
 #include "rules/rule_engine.h"
 #include "util/error.h"
+#include "values/init_hints.h"
 #include "values/tensor_stats.h"
 
 #include <cinttypes>
@@ -42,12 +43,13 @@ std::string hex(uint64_t h)
     return buf;
 }
 
-std::string table(const Source& s, const std::vector<values::TensorStatsResult>& results)
+std::string table(const Source& s, const std::vector<values::TensorStatsResult>& results, const std::vector<std::string>& hints)
 {
     std::vector<std::vector<std::string>> rows;
-    rows.push_back({ "NAME", "DTYPE", "SHAPE", "MIN", "MAX", "MEAN", "STD", "NAN", "INF", "ZEROS", "XXH3" });
+    rows.push_back({ "NAME", "DTYPE", "SHAPE", "MIN", "MAX", "MEAN", "STD", "NAN", "INF", "ZEROS", "XXH3", "HINT" });
     std::vector<std::string> skipped;
-    for (const auto& r : results) {
+    for (size_t i = 0; i < results.size(); ++i) {
+        const auto& r = results[i];
         const Entry& e = s.entries[r.entry];
         if (!r.stats) {
             skipped.push_back(e.name + ": " + r.skipped);
@@ -58,7 +60,7 @@ std::string table(const Source& s, const std::vector<values::TensorStatsResult>&
         const auto sd = t.std();
         rows.push_back({ e.name, std::string(dtypeName(e.dtype)), shapeToString(e.shape), any ? num(t.min) : "-", any ? num(t.max) : "-",
             any ? num(t.mean) : "-", sd ? num(*sd) : "-", std::to_string(t.nan), std::to_string(t.posInf + t.negInf),
-            std::to_string(t.zeros), hex(t.hash) });
+            std::to_string(t.zeros), hex(t.hash), hints[i] });
     }
     std::vector<size_t> width(rows[0].size(), 0);
     for (const auto& row : rows)
@@ -81,7 +83,7 @@ std::string table(const Source& s, const std::vector<values::TensorStatsResult>&
     return out;
 }
 
-std::string json(const Source& s, const std::vector<values::TensorStatsResult>& results, unsigned bins)
+std::string json(const Source& s, const std::vector<values::TensorStatsResult>& results, const std::vector<std::string>& hints, unsigned bins)
 {
     JsonWriter w;
     w.beginObject();
@@ -91,7 +93,8 @@ std::string json(const Source& s, const std::vector<values::TensorStatsResult>& 
     w.unsignedInteger(bins);
     w.key("tensors");
     w.beginArray();
-    for (const auto& r : results) {
+    for (size_t i = 0; i < results.size(); ++i) {
+        const auto& r = results[i];
         if (!r.stats)
             continue;
         const Entry& e = s.entries[r.entry];
@@ -140,6 +143,8 @@ std::string json(const Source& s, const std::vector<values::TensorStatsResult>& 
             w.endObject();
         }
         w.field("xxh3", hex(t.hash));
+        w.key("hint"); // "untouched since init" (values/init_hints.h), or null
+        hints[i].empty() ? w.null() : w.string(hints[i]);
         w.endObject();
     }
     w.endArray();
@@ -180,7 +185,8 @@ int runStats(const StatsOptionsCli& o)
     values::StatsOptions options;
     options.bins = o.bins;
     const auto results = values::computeStats(s, entries, options);
-    emit(o.format == "json" ? json(s, results, o.bins) : table(s, results), o.output);
+    const auto hints = values::initHints(s, results);
+    emit(o.format == "json" ? json(s, results, hints, o.bins) : table(s, results, hints), o.output);
     return 0;
 }
 

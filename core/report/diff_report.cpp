@@ -4,6 +4,9 @@
 #include "report/source_report.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
 #include <array>
 #include <cctype>
 #include <charconv>
@@ -275,6 +278,72 @@ std::vector<RuleIssue> issuesFromRuleErrors(const std::vector<PatternError>& err
         issue.message = "rule " + std::to_string(e.rule + 1) + ": " + (e.inReplacement ? "replacement" : "pattern") + " at position "
             + std::to_string(e.offset) + ": " + e.message;
         out.push_back(std::move(issue));
+    }
+    return out;
+}
+
+
+// Value fields: "%.9g" keeps the numbers readable and stable; JSON gets them as numbers or null.
+void appendDouble(std::string& out, double v)
+{
+    char buf[40];
+    const int n = std::snprintf(buf, sizeof buf, "%.9g", v);
+    out.append(buf, static_cast<size_t>(std::max(n, 0)));
+}
+
+void appendOptionalJson(std::string& out, const std::optional<double>& v)
+{
+    if (v && std::isfinite(*v))
+        appendDouble(out, *v);
+    else
+        out += "null";
+}
+
+// The rows whose values were compared and differ, for the sections of the readable formats.
+struct ValueLine {
+    const DiffRow* row;
+    const values::ValueComparison* cmp;
+};
+
+struct ValueSummary {
+    size_t compared = 0, equal = 0, notCompared = 0;
+    std::vector<ValueLine> differ;
+};
+
+ValueSummary summariseValues(const DiffReportInput& in)
+{
+    ValueSummary v;
+    if (!in.values)
+        return v;
+    for (size_t i = 0; i < in.diff.rows.size() && i < in.values->size(); ++i) {
+        const DiffRow& row = in.diff.rows[i];
+        const values::ValueComparison& c = (*in.values)[i];
+        if (row.a < 0 || row.b < 0)
+            continue;
+        if (!c.compared) {
+            ++v.notCompared;
+            continue;
+        }
+        ++v.compared;
+        if (c.equalBytes)
+            ++v.equal;
+        else
+            v.differ.push_back({ &row, &c });
+    }
+    return v;
+}
+
+std::string valueNumbers(const values::ValueComparison& c)
+{
+    std::string out = "max |a-b| ";
+    c.maxAbsDiff ? appendDouble(out, *c.maxAbsDiff) : void(out += "-");
+    out += ", max rel ";
+    c.maxRelDiff ? appendDouble(out, *c.maxRelDiff) : void(out += "-");
+    out += ", cosine ";
+    c.cosine ? appendDouble(out, *c.cosine) : void(out += "-");
+    if (c.nanMismatch) {
+        out += ", NaN on one side only at ";
+        appendNumber(out, c.nanMismatch);
     }
     return out;
 }
@@ -681,6 +750,20 @@ std::string diffToJson(const DiffReportInput& in)
             raw.shape(eb, ",\"b_shape\":");
             raw.dtype(ea, ",\"a_dtype\":");
             raw.dtype(eb, ",\"b_dtype\":");
+            if (in.values) {
+                const size_t index = static_cast<size_t>(&row - in.diff.rows.data());
+                const values::ValueComparison* c = index < in.values->size() && (*in.values)[index].compared ? &(*in.values)[index] : nullptr;
+                raw.makeRoom(160);
+                std::string fields;
+                fields += c ? (c->equalBytes ? ",\"equal_bytes\":true" : ",\"equal_bytes\":false") : ",\"equal_bytes\":null";
+                fields += ",\"max_abs_diff\":";
+                appendOptionalJson(fields, c ? c->maxAbsDiff : std::nullopt);
+                fields += ",\"max_rel_diff\":";
+                appendOptionalJson(fields, c ? c->maxRelDiff : std::nullopt);
+                fields += ",\"cosine\":";
+                appendOptionalJson(fields, c ? c->cosine : std::nullopt);
+                raw.put(fields);
+            }
             raw.put('}');
         }
         raw.makeRoom(16);
@@ -714,6 +797,23 @@ std::string diffToJson(const DiffReportInput& in)
             w.field("message", issue.message);
             w.key("examples");
             writeStringsJson(w, issue.examples);
+            w.endObject();
+        }
+        w.endArray();
+        append(w);
+    }
+    if (in.contentMatches) {
+        out += ",\"content_matches\":";
+        JsonWriter w;
+        w.beginArray();
+        for (const values::ContentMatch& m : *in.contentMatches) {
+            w.beginObject();
+            w.field("a", in.a.entries[m.a].name);
+            w.key("b");
+            w.beginArray();
+            for (size_t b : m.b)
+                w.string(in.b.entries[b].name);
+            w.endArray();
             w.endObject();
         }
         w.endArray();
@@ -842,6 +942,46 @@ std::string diffToText(const DiffReportInput& in)
         }
     }
 
+    if (in.values) {
+        const ValueSummary v = summariseValues(in);
+        out += "\nvalues: ";
+        appendNumber(out, static_cast<uint64_t>(v.compared));
+        out += " pair(s) compared, ";
+        appendNumber(out, static_cast<uint64_t>(v.equal));
+        out += " with equal bytes, ";
+        appendNumber(out, static_cast<uint64_t>(v.differ.size()));
+        out += " differ";
+        if (v.notCompared) {
+            out += ", ";
+            appendNumber(out, static_cast<uint64_t>(v.notCompared));
+            out += " not compared";
+        }
+        out += '\n';
+        for (const ValueLine& l : v.differ) {
+            out += "  ";
+            appendVisible(out, ctx.name(*l.row));
+            out += "  ";
+            out += valueNumbers(*l.cmp);
+            out += '\n';
+        }
+    }
+    if (in.contentMatches && !in.contentMatches->empty()) {
+        out += "\nsame bytes under other names (";
+        appendNumber(out, static_cast<uint64_t>(in.contentMatches->size()));
+        out += ")\n";
+        for (const values::ContentMatch& m : *in.contentMatches) {
+            out += "  ";
+            appendVisible(out, in.a.entries[m.a].name);
+            out += "  =  ";
+            for (size_t k = 0; k < m.b.size(); ++k) {
+                if (k)
+                    out += ", ";
+                appendVisible(out, in.b.entries[m.b[k]].name);
+            }
+            out += m.b.size() > 1 ? "  (ambiguous: B holds duplicates)\n" : "\n";
+        }
+    }
+
     if (!ctx.suggestions().empty()) {
         out += "\nsuggestions (";
         appendNumber(out, static_cast<uint64_t>(ctx.suggestions().size()));
@@ -964,6 +1104,45 @@ std::string diffToMarkdown(const DiffReportInput& in)
         }
     }
 
+    if (in.values) {
+        const ValueSummary v = summariseValues(in);
+        out += "\n## Values\n\n";
+        appendNumber(out, static_cast<uint64_t>(v.compared));
+        out += " pair(s) compared, ";
+        appendNumber(out, static_cast<uint64_t>(v.equal));
+        out += " with equal bytes, ";
+        appendNumber(out, static_cast<uint64_t>(v.differ.size()));
+        out += " differ, ";
+        appendNumber(out, static_cast<uint64_t>(v.notCompared));
+        out += " not compared.\n";
+        if (!v.differ.empty()) {
+            out += "\n| name | max abs diff | max rel diff | cosine |\n|---|---:|---:|---:|\n";
+            for (const ValueLine& l : v.differ) {
+                out += "| ";
+                appendMarkdownCode(out, ctx.name(*l.row));
+                for (const auto& x : { l.cmp->maxAbsDiff, l.cmp->maxRelDiff, l.cmp->cosine }) {
+                    out += " | ";
+                    x ? appendDouble(out, *x) : void(out += "-");
+                }
+                out += " |\n";
+            }
+        }
+    }
+    if (in.contentMatches && !in.contentMatches->empty()) {
+        out += "\n## Same bytes under other names\n\n| checkpoint (A) | model (B) |\n|---|---|\n";
+        for (const values::ContentMatch& m : *in.contentMatches) {
+            out += "| ";
+            appendMarkdownCode(out, in.a.entries[m.a].name);
+            out += " | ";
+            for (size_t k = 0; k < m.b.size(); ++k) {
+                if (k)
+                    out += "<br>";
+                appendMarkdownCode(out, in.b.entries[m.b[k]].name);
+            }
+            out += " |\n";
+        }
+    }
+
     if (!ctx.suggestions().empty()) {
         out += "\n## Suggestions\n\n| resolves | suggestion | rules |\n|---:|---|---|\n";
         for (const Suggestion& sg : ctx.suggestions()) {
@@ -993,7 +1172,8 @@ std::string diffToCsv(const DiffReportInput& in)
     const ReportContext ctx(in, false);
     std::string out;
     out.reserve(ctx.estimate(90, 256));
-    out += "status,a,b,reason,rule,a_shape,b_shape,a_dtype,b_dtype,explanation\r\n";
+    out += in.values ? "status,a,b,reason,rule,a_shape,b_shape,a_dtype,b_dtype,explanation,equal_bytes,max_abs_diff,max_rel_diff,cosine\r\n"
+                     : "status,a,b,reason,rule,a_shape,b_shape,a_dtype,b_dtype,explanation\r\n";
     std::string shape;
     for (const DiffRow& row : in.diff.rows) {
         const Entry* ea = entryOf(in.a, row.a);
@@ -1025,6 +1205,18 @@ std::string diffToCsv(const DiffReportInput& in)
         }
         out += ',';
         appendCsvCell(out, row.explanation);
+        if (in.values) {
+            const size_t index = static_cast<size_t>(&row - in.diff.rows.data());
+            const values::ValueComparison* c = index < in.values->size() && (*in.values)[index].compared ? &(*in.values)[index] : nullptr;
+            out += ',';
+            if (c)
+                out += c->equalBytes ? "true" : "false";
+            for (const auto& x : { c ? c->maxAbsDiff : std::nullopt, c ? c->maxRelDiff : std::nullopt, c ? c->cosine : std::nullopt }) {
+                out += ',';
+                if (x)
+                    appendDouble(out, *x);
+            }
+        }
         out += "\r\n";
     }
     return out;
@@ -1293,6 +1485,49 @@ std::string diffToHtml(const DiffReportInput& in)
         out += "</tbody></table>\n";
     }
 
+    if (in.values) {
+        const ValueSummary v = summariseValues(in);
+        out += "<h2>Values</h2>\n<p>";
+        appendNumber(out, static_cast<uint64_t>(v.compared));
+        out += " pair(s) compared, ";
+        appendNumber(out, static_cast<uint64_t>(v.equal));
+        out += " with equal bytes, ";
+        appendNumber(out, static_cast<uint64_t>(v.differ.size()));
+        out += " differ, ";
+        appendNumber(out, static_cast<uint64_t>(v.notCompared));
+        out += " not compared.</p>\n";
+        if (!v.differ.empty()) {
+            out += "<table><thead><tr><th>name</th><th>max abs diff</th><th>max rel diff</th><th>cosine</th></tr></thead><tbody>\n";
+            for (const ValueLine& l : v.differ) {
+                out += "<tr><td><code>";
+                appendXmlText(out, ctx.name(*l.row));
+                out += "</code></td>";
+                for (const auto& x : { l.cmp->maxAbsDiff, l.cmp->maxRelDiff, l.cmp->cosine }) {
+                    out += "<td>";
+                    x ? appendDouble(out, *x) : void(out += "-");
+                    out += "</td>";
+                }
+                out += "</tr>\n";
+            }
+            out += "</tbody></table>\n";
+        }
+    }
+    if (in.contentMatches && !in.contentMatches->empty()) {
+        out += "<h2>Same bytes under other names</h2>\n<table><thead><tr><th>checkpoint (A)</th><th>model (B)</th></tr></thead><tbody>\n";
+        for (const values::ContentMatch& m : *in.contentMatches) {
+            out += "<tr><td><code>";
+            appendXmlText(out, in.a.entries[m.a].name);
+            out += "</code></td><td>";
+            for (size_t k = 0; k < m.b.size(); ++k) {
+                out += k ? "<br/><code>" : "<code>";
+                appendXmlText(out, in.b.entries[m.b[k]].name);
+                out += "</code>";
+            }
+            out += "</td></tr>\n";
+        }
+        out += "</tbody></table>\n";
+    }
+
     if (!ctx.suggestions().empty()) {
         out += "<h2>Suggestions</h2>\n<table><thead><tr><th>resolves</th><th>suggestion</th><th>rules</th></tr></thead><tbody>\n";
         for (const Suggestion& sg : ctx.suggestions()) {
@@ -1347,6 +1582,9 @@ std::string diffToJunit(const DiffReportInput& in)
     for (const RuleIssue& issue : *ctx.issues)
         ruleFailures += issue.severity == Severity::Danger ? 1 : 0;
     const size_t ruleTests = ctx.issues->size();
+    // With --values, a suite of passing cases (one per pair whose values differ) carries the numbers.
+    const ValueSummary values = summariseValues(in);
+    const size_t valueTests = values.differ.size();
 
     std::string out;
     out.reserve(ctx.estimate(360));
@@ -1358,7 +1596,7 @@ std::string diffToJunit(const DiffReportInput& in)
         out += "\" errors=\"0\" skipped=\"0\"";
     };
     out += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"statelens diff\"";
-    counts(rowTests + ruleTests, rowFailures + ruleFailures);
+    counts(rowTests + ruleTests + valueTests, rowFailures + ruleFailures);
     out += ">\n<testsuite name=\"load_state_dict\"";
     counts(rowTests, rowFailures);
     out += ">\n<properties>\n<property name=\"checkpoint\" value=\"";
@@ -1466,6 +1704,18 @@ std::string diffToJunit(const DiffReportInput& in)
         }
         out += fails ? "</failure>" : "</system-out>";
         out += "</testcase>\n";
+    }
+    if (in.values) {
+        out += "</testsuite>\n<testsuite name=\"values\"";
+        counts(valueTests, 0);
+        out += ">\n";
+        for (const ValueLine& l : values.differ) {
+            out += "<testcase classname=\"values_differ\" name=\"";
+            appendXmlAttr(out, ctx.name(*l.row));
+            out += "\"><system-out>";
+            appendXmlText(out, valueNumbers(*l.cmp));
+            out += "</system-out></testcase>\n";
+        }
     }
     out += "</testsuite>\n</testsuites>\n";
     return out;

@@ -59,6 +59,7 @@
 #include "model/source.h"
 #include "rules/rule.h"
 #include "suggest/suggestions.h"
+#include "values/tensor_compare.h"
 
 #include <cstdint>
 #include <optional>
@@ -76,6 +77,13 @@ struct DiffReportInput {
     const std::vector<RuleIssue>* ruleIssues = nullptr; // checkRules' output, when it was run
     const std::vector<Suggestion>* suggestions = nullptr;
     bool failOnDtype = false;
+    // `diff --values`: one comparison per diff row (not compared where a side is missing). JSON rows gain
+    // "equal_bytes", "max_abs_diff", "max_rel_diff" and "cosine" (null where not compared), CSV the same
+    // columns, and the other formats a section listing the pairs whose values differ.
+    const std::vector<values::ValueComparison>* values = nullptr;
+    // `diff --match-content`: A-only keys whose bytes equal B-only keys; JSON gains "content_matches":
+    // [{"a": name, "b": [names]}], the other formats a section.
+    const std::vector<values::ContentMatch>* contentMatches = nullptr;
 };
 
 enum class DiffReportFormat : uint8_t { Text, Json, Markdown, Csv, Html, Junit };

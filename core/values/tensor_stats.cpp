@@ -2,6 +2,7 @@
 
 #include "util/load_control.h"
 #include "values/element_decode.h"
+#include "values/parallel.h"
 #include "values/tensor_bytes.h"
 
 #include <xxhash.h>
@@ -190,34 +191,6 @@ void summariseCounts(Work& w, unsigned bins)
     w.total = total;
 }
 
-// Runs `job(i)` for i in [0, n) on `threads` threads; the first exception (a cancel) is rethrown.
-template <typename F> void parallelFor(size_t n, unsigned threads, F&& job)
-{
-    std::atomic<size_t> next { 0 };
-    std::exception_ptr error;
-    std::mutex errorMutex;
-    auto worker = [&] {
-        for (size_t i = next++; i < n; i = next++) {
-            try {
-                job(i);
-            } catch (...) {
-                std::lock_guard lock(errorMutex);
-                if (!error)
-                    error = std::current_exception();
-                next = n; // stop the others at their next piece
-            }
-        }
-    };
-    std::vector<std::thread> pool;
-    for (unsigned t = 1; t < threads && t < n; ++t)
-        pool.emplace_back(worker);
-    worker();
-    for (auto& t : pool)
-        t.join();
-    if (error)
-        std::rethrow_exception(error);
-}
-
 } // namespace
 
 std::optional<double> TensorStats::std() const
@@ -260,7 +233,7 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
         w.pieces = pieces.size() - w.firstPiece;
         w.piecesLeft = w.pieces;
     }
-    const unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+    const unsigned threads = threadsFor(options.threads);
     LoadControl* progress = const_cast<LoadControl*>(options.control);
     TablePool tables;
     if (progress)

@@ -3,9 +3,12 @@
 
 #include "common/test_paths.h"
 
+#include <QHash>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+
+#include <cmath>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -75,6 +78,45 @@ private slots:
         r = runStatelens({ QStringLiteral("stats"), m_checkpoint, QStringLiteral("--filter"), QStringLiteral("(") });
         QCOMPARE(r.exitCode, 2);
         QVERIFY(r.err.contains("--filter"));
+    }
+
+    // diff --values and --match-content: value fields on every JSON row, CSV columns, content matches
+    // and the rules they suggest (tests/fixtures/values/compare_*.pt; core/values is checked against torch
+    // in tst_values).
+    void diffValuesAndContentMatches()
+    {
+        const QString dir = sl::test::fixturesDir() + QStringLiteral("/values");
+        const QString a = dir + QStringLiteral("/compare_a.pt"), b = dir + QStringLiteral("/compare_b.pt");
+        auto r = runStatelens({ QStringLiteral("diff"), a, b, QStringLiteral("--values"), QStringLiteral("--match-content"),
+            QStringLiteral("--format"), QStringLiteral("json") });
+        QCOMPARE(r.exitCode, 1); // 5 missing, 5 unexpected
+        const QJsonObject doc = QJsonDocument::fromJson(r.out).object();
+        QHash<QString, QJsonObject> rows;
+        for (const QJsonValue& v : doc.value(QStringLiteral("rows")).toArray())
+            rows.insert(v.toObject().value(QStringLiteral("a")).toString() + QLatin1Char('|') + v.toObject().value(QStringLiteral("b")).toString(), v.toObject());
+        const QJsonObject same = rows.value(QStringLiteral("same.weight|same.weight"));
+        QCOMPARE(same.value(QStringLiteral("equal_bytes")).toBool(), true);
+        QCOMPARE(same.value(QStringLiteral("max_abs_diff")).toDouble(), 0.0);
+        const QJsonObject negated = rows.value(QStringLiteral("negated.bias|negated.bias"));
+        QCOMPARE(negated.value(QStringLiteral("equal_bytes")).toBool(), false);
+        QVERIFY(std::fabs(negated.value(QStringLiteral("cosine")).toDouble() + 1.0) < 1e-9);
+        // A row with one side has nulls.
+        const QJsonObject onlyA = rows.value(QStringLiteral("view_base|"));
+        QVERIFY(onlyA.contains(QStringLiteral("equal_bytes")) && onlyA.value(QStringLiteral("equal_bytes")).isNull());
+        const QJsonArray matches = doc.value(QStringLiteral("content_matches")).toArray();
+        QCOMPARE(matches.size(), 4);
+        bool suggested = false;
+        for (const QJsonValue& s : doc.value(QStringLiteral("suggestions")).toArray())
+            for (const QJsonValue& rule : s.toObject().value(QStringLiteral("rules")).toArray())
+                suggested = suggested || rule.toObject().value(QStringLiteral("pattern")).toString().contains(QStringLiteral("attn\\.q"));
+        QVERIFY(suggested);
+        // Every other format carries the values too.
+        r = runStatelens({ QStringLiteral("diff"), a, b, QStringLiteral("--values"), QStringLiteral("--format"), QStringLiteral("csv") });
+        QVERIFY(r.out.startsWith("status,a,b,reason,rule,a_shape,b_shape,a_dtype,b_dtype,explanation,equal_bytes,max_abs_diff,max_rel_diff,cosine\r\n"));
+        for (const char* format : { "text", "md", "html", "junit" }) {
+            r = runStatelens({ QStringLiteral("diff"), a, b, QStringLiteral("--values"), QStringLiteral("--format"), QString::fromLatin1(format) });
+            QVERIFY2(r.out.contains("negated.bias") && r.out.contains("0.5"), format); // scaled.weight's max rel diff
+        }
     }
 
     void lsTable()

@@ -1,0 +1,239 @@
+#include "tensor_compare.h"
+
+#include "util/error.h"
+#include "util/load_control.h"
+#include "values/element_decode.h"
+#include "values/parallel.h"
+#include "values/tensor_bytes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+namespace sl::values {
+
+namespace {
+
+constexpr size_t kBlock = 4096;
+
+struct PairPartial {
+    bool equalBytes = true;
+    uint64_t finite = 0;
+    uint64_t nanMismatch = 0;
+    double maxAbs = -1; // negative: none yet
+    double maxRel = -1;
+    double dot = 0, normA = 0, normB = 0;
+};
+
+void mergePair(PairPartial& into, const PairPartial& p)
+{
+    into.equalBytes = into.equalBytes && p.equalBytes;
+    into.finite += p.finite;
+    into.nanMismatch += p.nanMismatch;
+    into.maxAbs = std::max(into.maxAbs, p.maxAbs);
+    into.maxRel = std::max(into.maxRel, p.maxRel);
+    into.dot += p.dot;
+    into.normA += p.normA;
+    into.normB += p.normB;
+}
+
+struct PairWork {
+    std::optional<TensorBytes> a, b;
+    bool sameDtype = false;
+    size_t firstPiece = 0, pieces = 0;
+};
+
+struct PairPiece {
+    size_t pair = 0;
+    uint64_t first = 0, count = 0;
+    PairPartial partial;
+};
+
+} // namespace
+
+std::vector<ValueComparison> compareValues(const Source& a, const Source& b, const std::vector<std::pair<size_t, size_t>>& pairs, const StatsOptions& options)
+{
+    FileCache filesA, filesB;
+    std::vector<ValueComparison> out(pairs.size());
+    std::vector<PairWork> work(pairs.size());
+    std::vector<PairPiece> pieces;
+    for (size_t i = 0; i < pairs.size(); ++i) {
+        const Entry& ea = a.entries.at(pairs[i].first);
+        const Entry& eb = b.entries.at(pairs[i].second);
+        ValueComparison& r = out[i];
+        std::string why;
+        if (!decodable(ea.dtype, &why) || !decodable(eb.dtype, &why)) {
+            r.why = why;
+            continue;
+        }
+        if (!ea.shapeKnown || !eb.shapeKnown || !(ea.shape == eb.shape)) {
+            r.why = "shapes differ (" + shapeToString(ea.shape) + " vs " + shapeToString(eb.shape) + ")";
+            continue;
+        }
+        PairWork& w = work[i];
+        try {
+            w.a = TensorBytes::open(a, ea, filesA);
+            w.b = TensorBytes::open(b, eb, filesB);
+        } catch (const LoadError& err) {
+            r.why = err.problem();
+            w.a.reset();
+            w.b.reset();
+            continue;
+        }
+        w.sameDtype = ea.dtype == eb.dtype;
+        const uint64_t perPiece = std::max<uint64_t>(options.pieceBytes / std::max(w.a->itemSize(), w.b->itemSize()), 1);
+        w.firstPiece = pieces.size();
+        for (uint64_t first = 0; first < w.a->numel(); first += perPiece)
+            pieces.push_back({ i, first, std::min(perPiece, w.a->numel() - first), {} });
+        w.pieces = pieces.size() - w.firstPiece;
+        r.compared = true;
+    }
+    LoadControl* progress = const_cast<LoadControl*>(options.control);
+    if (progress)
+        progress->addTotal(pieces.size());
+    parallelFor(pieces.size(), threadsFor(options.threads), [&](size_t i) {
+        if (options.control)
+            options.control->checkpoint(a.path);
+        PairPiece& p = pieces[i];
+        const PairWork& w = work[p.pair];
+        thread_local std::vector<uint8_t> bufA, bufB;
+        const uint8_t* pa = w.a->read(p.first, p.count, bufA);
+        const uint8_t* pb = w.b->read(p.first, p.count, bufB);
+        PairPartial& s = p.partial;
+        s.equalBytes = w.sameDtype && std::memcmp(pa, pb, p.count * w.a->itemSize()) == 0;
+        double va[kBlock], vb[kBlock];
+        for (uint64_t off = 0; off < p.count; off += kBlock) {
+            const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, p.count - off));
+            decode(w.a->dtype(), pa + off * w.a->itemSize(), n, va);
+            decode(w.b->dtype(), pb + off * w.b->itemSize(), n, vb);
+            for (size_t k = 0; k < n; ++k) {
+                const double x = va[k], y = vb[k];
+                s.nanMismatch += std::isnan(x) != std::isnan(y);
+                if (!std::isfinite(x) || !std::isfinite(y))
+                    continue;
+                ++s.finite;
+                const double d = std::fabs(x - y);
+                s.maxAbs = std::max(s.maxAbs, d);
+                const double m = std::max(std::fabs(x), std::fabs(y));
+                if (m > 0)
+                    s.maxRel = std::max(s.maxRel, d / m);
+                s.dot += x * y;
+                s.normA += x * x;
+                s.normB += y * y;
+            }
+        }
+        if (progress)
+            progress->advance();
+    });
+    for (size_t i = 0; i < pairs.size(); ++i) {
+        ValueComparison& r = out[i];
+        if (!r.compared)
+            continue;
+        const PairWork& w = work[i];
+        PairPartial total;
+        total.equalBytes = w.sameDtype;
+        for (size_t k = 0; k < w.pieces; ++k)
+            mergePair(total, pieces[w.firstPiece + k].partial);
+        r.equalBytes = total.equalBytes;
+        r.finiteCompared = total.finite;
+        r.nanMismatch = total.nanMismatch;
+        if (total.maxAbs >= 0)
+            r.maxAbsDiff = total.maxAbs;
+        if (total.maxRel >= 0)
+            r.maxRelDiff = total.maxRel;
+        if (total.normA > 0 && total.normB > 0)
+            r.cosine = total.dot / (std::sqrt(total.normA) * std::sqrt(total.normB));
+    }
+    return out;
+}
+
+namespace {
+
+// Content hashes of the entries (no histograms), keyed so only same-dtype, same-shape tensors can meet.
+using ContentKey = std::tuple<DType, std::string, uint64_t>;
+
+std::vector<std::optional<ContentKey>> contentKeys(const Source& s, const std::vector<size_t>& entries, const StatsOptions& options)
+{
+    StatsOptions o = options;
+    o.bins = 0;
+    std::vector<std::optional<ContentKey>> keys(entries.size());
+    const auto stats = computeStats(s, entries, o);
+    for (size_t i = 0; i < entries.size(); ++i)
+        if (stats[i].stats) {
+            const Entry& e = s.entries[entries[i]];
+            keys[i] = ContentKey { e.dtype, shapeToString(e.shape), stats[i].stats->hash };
+        }
+    return keys;
+}
+
+} // namespace
+
+std::vector<ContentMatch> matchByContent(const Source& a, const std::vector<size_t>& aEntries, const Source& b,
+    const std::vector<size_t>& bEntries, const StatsOptions& options)
+{
+    const auto keysA = contentKeys(a, aEntries, options);
+    const auto keysB = contentKeys(b, bEntries, options);
+    std::map<ContentKey, std::vector<size_t>> byKey;
+    for (size_t j = 0; j < bEntries.size(); ++j)
+        if (keysB[j])
+            byKey[*keysB[j]].push_back(bEntries[j]);
+    // Candidates by hash; every candidate pair is then confirmed byte by byte.
+    std::vector<std::pair<size_t, size_t>> candidates;
+    std::vector<size_t> owner;
+    for (size_t i = 0; i < aEntries.size(); ++i) {
+        if (!keysA[i])
+            continue;
+        auto it = byKey.find(*keysA[i]);
+        if (it == byKey.end())
+            continue;
+        for (size_t bj : it->second) {
+            candidates.emplace_back(aEntries[i], bj);
+            owner.push_back(i);
+        }
+    }
+    const auto confirmed = compareValues(a, b, candidates, options);
+    std::vector<ContentMatch> out;
+    for (size_t k = 0; k < candidates.size(); ++k) {
+        if (!confirmed[k].compared || !confirmed[k].equalBytes)
+            continue;
+        if (out.empty() || out.back().a != candidates[k].first)
+            out.push_back({ candidates[k].first, {} });
+        out.back().b.push_back(candidates[k].second);
+    }
+    return out;
+}
+
+std::vector<DuplicateGroup> findDuplicates(const Source& s, const std::vector<size_t>& entries, const StatsOptions& options)
+{
+    const auto keys = contentKeys(s, entries, options);
+    std::map<ContentKey, std::vector<size_t>> byKey;
+    for (size_t i = 0; i < entries.size(); ++i)
+        if (keys[i])
+            byKey[*keys[i]].push_back(entries[i]);
+    std::vector<DuplicateGroup> out;
+    for (auto& [key, members] : byKey) {
+        if (members.size() < 2)
+            continue;
+        // Confirm against the first member; members that differ despite the hash (never seen) drop out.
+        std::vector<std::pair<size_t, size_t>> pairs;
+        for (size_t k = 1; k < members.size(); ++k)
+            pairs.emplace_back(members[0], members[k]);
+        const auto same = compareValues(s, s, pairs, options);
+        DuplicateGroup g;
+        g.entries.push_back(members[0]);
+        for (size_t k = 0; k < pairs.size(); ++k)
+            if (same[k].equalBytes)
+                g.entries.push_back(pairs[k].second);
+        if (g.entries.size() < 2)
+            continue;
+        const std::string& storage = s.entries[g.entries[0]].location.storageId;
+        g.tied = !storage.empty() && std::all_of(g.entries.begin(), g.entries.end(), [&](size_t e) { return s.entries[e].location.storageId == storage; });
+        out.push_back(std::move(g));
+    }
+    std::sort(out.begin(), out.end(), [](const DuplicateGroup& x, const DuplicateGroup& y) { return x.entries.front() < y.entries.front(); });
+    return out;
+}
+
+} // namespace sl::values
