@@ -14,6 +14,9 @@
 #include "views/source_pane.h"
 #include "views/suggestions_panel.h"
 #include "views/summary_bar.h"
+#include "views/values_panel.h"
+#include "util/load_control.h"
+#include "values/tensor_compare.h"
 
 #include <QAction>
 #include <QCheckBox>
@@ -36,9 +39,15 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QSplitter>
+#include <QTimer>
+#include <QToolButton>
+#include <QtConcurrent/QtConcurrentRun>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QStatusBar>
+#include <QTemporaryDir>
 #include <QTreeView>
 #include <QUndoStack>
 #include <QVBoxLayout>
@@ -114,6 +123,7 @@ MainWindow::MainWindow(QWidget* parent)
     , m_details(new DetailsPanel)
     , m_suggestions(new SuggestionsPanel)
     , m_editor(new RuleEditor(m_rules))
+    , m_valuesPanel(new ValuesPanel)
 {
     setWindowIcon(QIcon(QStringLiteral(":/statelens/statelens.png")));
     setObjectName(QStringLiteral("MainWindow"));
@@ -132,7 +142,13 @@ MainWindow::MainWindow(QWidget* parent)
         addDockWidget(area, d);
         return d;
     };
-    QDockWidget* detailsDock = dock(m_details, tr("Details"), QStringLiteral("details"), Qt::BottomDockWidgetArea);
+    // Details: what the core knows about the row, and beside it the values (read when a row is selected).
+    auto* detailsSplit = new QSplitter(Qt::Horizontal);
+    detailsSplit->addWidget(m_details);
+    detailsSplit->addWidget(m_valuesPanel);
+    detailsSplit->setStretchFactor(0, 3);
+    detailsSplit->setStretchFactor(1, 2);
+    QDockWidget* detailsDock = dock(detailsSplit, tr("Details"), QStringLiteral("details"), Qt::BottomDockWidgetArea);
     QDockWidget* rulesDock = dock(m_editor, tr("Rules"), QStringLiteral("rules"), Qt::BottomDockWidgetArea);
     QDockWidget* suggestionsDock = dock(m_suggestions, tr("Suggestions"), QStringLiteral("suggestions"), Qt::RightDockWidgetArea);
     tabifyDockWidget(detailsDock, rulesDock);
@@ -281,6 +297,10 @@ void MainWindow::buildMenus()
     for (QDockWidget* d : findChildren<QDockWidget*>())
         view->addAction(d->toggleViewAction());
 
+    QMenu* valuesMenu = menuBar()->addMenu(tr("Val&ues"));
+    valuesMenu->addAction(tr("&Compare Values of All Pairs"), QKeySequence(tr("Ctrl+Shift+K")), this, &MainWindow::compareValues);
+    valuesMenu->addAction(tr("C&ancel Comparing"), this, &MainWindow::cancelCompareValues);
+
     QMenu* rules = menuBar()->addMenu(tr("&Rules"));
     rules->addAction(tr("&Apply First Suggestion"), QKeySequence(tr("Ctrl+Return")), this, [this] { applySuggestion(0); });
     rules->addAction(tr("&Make Rule from Selected Pair…"), QKeySequence(tr("Ctrl+R")), this, [this] {
@@ -323,11 +343,23 @@ void MainWindow::openB(const QString& path) { open(Side::B, path); }
 
 void MainWindow::openDemo()
 {
+    // Written to a folder of this window first, so the demo's values can be read like any file's.
+    if (!m_demoDir)
+        m_demoDir = std::make_unique<QTemporaryDir>();
     const auto& files = sl::demo::files();
     for (size_t i = 0; i < files.size() && i < 2; ++i) {
         const auto& f = files[i];
         const std::string name = "demo/" + std::string(f.name);
-        pane(i == 0 ? Side::A : Side::B)->load(QString::fromStdString(name) + tr(" (bundled demo)"), [name, bytes = f.bytes](const OpenOptions& o) {
+        const std::string path = m_demoDir->isValid() ? m_demoDir->filePath(QString::fromUtf8(f.name.data(), static_cast<qsizetype>(f.name.size()))).toStdString() : std::string();
+        pane(i == 0 ? Side::A : Side::B)->load(QString::fromStdString(name) + tr(" (bundled demo)"), [name, path, bytes = f.bytes](const OpenOptions& o) {
+            try {
+                if (!path.empty()) {
+                    writeFileAtomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+                    return openSource(path, o);
+                }
+            } catch (const std::exception&) {
+                // an unwritable temp folder: the demo still opens, from memory
+            }
             return openSourceFromMemory(name, std::vector<uint8_t>(bytes.begin(), bytes.end()), o);
         });
     }
@@ -438,7 +470,103 @@ void MainWindow::applyFilter()
     }
 }
 
-void MainWindow::updateDetails() { m_details->showIndex(m_model, m_view->currentIndex()); }
+void MainWindow::updateDetails()
+{
+    const QModelIndex index = m_view->currentIndex();
+    m_details->showIndex(m_model, index);
+    // The values of what is selected: a part, or the (first) row's two entries.
+    auto snap = m_model->snapshot();
+    const Entry* a = nullptr;
+    const Entry* b = nullptr;
+    if (const Entry* part = m_model->partEntry(index)) {
+        (m_model->kind(index) == AlignedTreeModel::NodeKind::PartA ? a : b) = part;
+    } else if (const auto rows = m_model->diffRows(index); !rows.empty() && snap) {
+        const DiffRow& row = snap->diff.rows[rows.front()];
+        a = row.a >= 0 ? &snap->a->entries[static_cast<size_t>(row.a)] : nullptr;
+        b = row.b >= 0 ? &snap->b->entries[static_cast<size_t>(row.b)] : nullptr;
+    }
+    m_valuesPanel->showEntries(snap, a, b);
+}
+
+void MainWindow::compareValues()
+{
+    auto snap = m_comparison->snapshot();
+    if (!snap->complete() || m_comparing)
+        return;
+    if (!m_valuesProgress) {
+        m_valuesProgress = new QProgressBar(this);
+        m_valuesProgress->setMaximumWidth(160);
+        m_valuesProgress->setRange(0, 1000);
+        m_valuesCancel = new QToolButton(this);
+        m_valuesCancel->setText(tr("Cancel"));
+        connect(m_valuesCancel, &QToolButton::clicked, this, &MainWindow::cancelCompareValues);
+        statusBar()->addPermanentWidget(m_valuesProgress);
+        statusBar()->addPermanentWidget(m_valuesCancel);
+    }
+    m_valuesProgress->setValue(0);
+    m_valuesProgress->show();
+    m_valuesCancel->show();
+    m_comparing = true;
+    m_valuesControl = std::make_shared<LoadControl>();
+    auto control = m_valuesControl;
+    auto* poll = new QTimer(this);
+    connect(poll, &QTimer::timeout, this, [this, control] {
+        const double f = control->fraction();
+        m_valuesProgress->setValue(f < 0 ? 0 : static_cast<int>(f * 1000));
+    });
+    poll->start(100);
+    using Result = std::shared_ptr<const std::vector<values::ValueComparison>>;
+    auto* watcher = new QFutureWatcher<Result>(this);
+    connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, poll, snap] {
+        poll->deleteLater();
+        watcher->deleteLater();
+        m_comparing = false;
+        m_valuesProgress->hide();
+        m_valuesCancel->hide();
+        const Result perRow = watcher->result();
+        if (!perRow) {
+            statusBar()->showMessage(tr("Comparing values cancelled."), 5000);
+        } else if (snap == m_model->snapshot()) { // a newer diff has other rows: then this result is dropped
+            m_model->setValueComparisons(perRow);
+            m_view->viewA()->viewport()->update();
+            m_view->viewB()->viewport()->update();
+            size_t same = 0, compared = 0;
+            for (const auto& c : *perRow)
+                if (c.compared) {
+                    ++compared;
+                    same += c.equalBytes ? 1 : 0;
+                }
+            statusBar()->showMessage(tr("Values compared: %1 pair(s), %2 with the same bytes, %3 differ.").arg(compared).arg(same).arg(compared - same));
+        }
+        checkIdle();
+    });
+    watcher->setFuture(QtConcurrent::run([snap, control]() -> Result {
+        std::vector<std::pair<size_t, size_t>> pairs;
+        std::vector<size_t> rowOf;
+        for (size_t i = 0; i < snap->diff.rows.size(); ++i)
+            if (snap->diff.rows[i].a >= 0 && snap->diff.rows[i].b >= 0) {
+                pairs.emplace_back(static_cast<size_t>(snap->diff.rows[i].a), static_cast<size_t>(snap->diff.rows[i].b));
+                rowOf.push_back(i);
+            }
+        try {
+            values::StatsOptions o;
+            o.control = control.get();
+            auto cmp = values::compareValues(*snap->a, *snap->b, pairs, o);
+            auto perRow = std::make_shared<std::vector<values::ValueComparison>>(snap->diff.rows.size());
+            for (size_t k = 0; k < cmp.size(); ++k)
+                (*perRow)[rowOf[k]] = std::move(cmp[k]);
+            return perRow;
+        } catch (const std::exception&) {
+            return nullptr; // cancelled
+        }
+    }));
+}
+
+void MainWindow::cancelCompareValues()
+{
+    if (m_valuesControl)
+        m_valuesControl->cancel();
+}
 
 void MainWindow::updateTitle()
 {
@@ -775,7 +903,10 @@ void MainWindow::chooseExportReport(DiffReportFormat format)
 
 // --- state -----------------------------------------------------------------------------------------------
 
-bool MainWindow::isIdle() const { return !m_paneA->isLoading() && !m_paneB->isLoading() && !m_comparison->isBusy(); }
+bool MainWindow::isIdle() const
+{
+    return !m_paneA->isLoading() && !m_paneB->isLoading() && !m_comparison->isBusy() && !m_comparing;
+}
 
 void MainWindow::checkIdle()
 {

@@ -10,10 +10,18 @@
 
 #include <QMainWindow>
 
+#include <memory>
 #include <optional>
 
 class QMenu;
+class QProgressBar;
+class QTemporaryDir;
+class QToolButton;
 class QModelIndex;
+
+namespace sl {
+class LoadControl;
+}
 
 namespace sl::gui {
 
@@ -25,6 +33,7 @@ class RuleEditor;
 class SourcePane;
 class SuggestionsPanel;
 class SummaryBar;
+class ValuesPanel;
 
 enum class RuleExportFormat { Yaml, Json, Python, HfKeyMapping, Torchtitan, Csv };
 
@@ -56,6 +65,12 @@ public:
     bool exportRules(RuleExportFormat format, const QString& path, QString* error = nullptr, QStringList* problems = nullptr);
     bool exportReport(DiffReportFormat format, const QString& path, QString* error = nullptr);
 
+    // Values: compares every aligned pair in the background (progress and Cancel in the status bar) and
+    // fills the Values column; `comparingValues()` while it runs.
+    void compareValues();
+    void cancelCompareValues();
+    bool comparingValues() const { return m_comparing; }
+
     // Navigation and clipboard.
     void gotoDifference(bool forward);
     void copySelection(bool wholeRow);
@@ -75,6 +90,7 @@ public:
     SummaryBar* summaryBar() const { return m_summary; }
     SuggestionsPanel* suggestionsPanel() const { return m_suggestions; }
     DetailsPanel* detailsPanel() const { return m_details; }
+    ValuesPanel* valuesPanel() const { return m_valuesPanel; }
     RuleEditor* ruleEditor() const { return m_editor; }
     SourcePane* pane(Side side) const { return side == Side::A ? m_paneA : m_paneB; }
 
@@ -112,6 +128,12 @@ private:
     DetailsPanel* m_details;
     SuggestionsPanel* m_suggestions;
     RuleEditor* m_editor;
+    ValuesPanel* m_valuesPanel;
+    QProgressBar* m_valuesProgress = nullptr;
+    QToolButton* m_valuesCancel = nullptr;
+    std::shared_ptr<LoadControl> m_valuesControl;
+    bool m_comparing = false;
+    std::unique_ptr<QTemporaryDir> m_demoDir; // the demo pair, written out so its values can be read
     QMenu* m_recentMenu = nullptr;
     bool m_expandedOnce = false;
     bool m_wasIdle = true;

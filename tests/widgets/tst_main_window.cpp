@@ -18,6 +18,8 @@
 #include "views/source_pane.h"
 #include "views/suggestions_panel.h"
 #include "views/summary_bar.h"
+#include "views/values_panel.h"
+#include "values/tensor_stats.h"
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
@@ -380,6 +382,52 @@ private slots:
         QVERIFY2(w.pane(Side::A)->source(), qPrintable(w.pane(Side::A)->error()));
         QCOMPARE(w.pane(Side::A)->source()->format, std::string("safetensors-index"));
         QVERIFY(!w.comparison()->snapshot()->a->entries.empty());
+    }
+
+    void selectingARowShowsItsValues()
+    {
+        MainWindow w;
+        openPair(w);
+        const QModelIndex embed = w.model()->findPath(QStringLiteral("_orig_mod.embed.weight"));
+        QVERIFY(embed.isValid());
+        QSignalSpy computed(w.valuesPanel(), &ValuesPanel::computed);
+        w.diffView()->select(embed);
+        QTRY_VERIFY_WITH_TIMEOUT(computed.count() >= 1 && !w.valuesPanel()->isBusy(), 60000);
+        // The numbers are the core's (tst_values holds the core to torch).
+        const Source a = openSource(kCheckpoint.toStdString());
+        size_t index = 0;
+        while (a.entries[index].name != "_orig_mod.embed.weight")
+            ++index;
+        const auto truth = values::computeStats(a, { index }, {});
+        const QString text = w.valuesPanel()->summaryText();
+        QVERIFY2(text.contains(QString::number(truth[0].stats->min, 'g', 6)), qPrintable(text));
+        QVERIFY2(text.contains(QString::number(truth[0].stats->max, 'g', 6)), qPrintable(text));
+        QCOMPARE(w.valuesPanel()->histogram()->series().size(), size_t(1)); // A only: B has no such key
+        QCOMPARE(w.valuesPanel()->histogram()->series()[0].label, QStringLiteral("A"));
+    }
+
+    void compareValuesFillsTheValuesColumn()
+    {
+        const QString dir = QStringLiteral(STATELENS_SOURCE_DIR "/tests/fixtures/values");
+        MainWindow w;
+        w.openA(dir + QStringLiteral("/compare_a.pt"));
+        w.openB(dir + QStringLiteral("/compare_b.pt"));
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
+        QVERIFY(!w.model()->hasValueComparisons());
+        w.compareValues();
+        QVERIFY(w.comparingValues());
+        QTRY_VERIFY_WITH_TIMEOUT(!w.comparingValues(), 60000);
+        QVERIFY(w.model()->hasValueComparisons());
+        auto cell = [&](const char* path) {
+            return w.model()->findPath(QString::fromLatin1(path)).siblingAtColumn(AlignedTreeModel::ValuesColumn).data().toString();
+        };
+        QCOMPARE(cell("same.weight"), QStringLiteral("= same bytes"));
+        QVERIFY2(cell("negated.bias").contains(QStringLiteral("cos -1.000000")), qPrintable(cell("negated.bias")));
+        QVERIFY2(cell("noisy.weight").startsWith(QStringLiteral("max|Δ|")), qPrintable(cell("noisy.weight")));
+        // A new diff drops them: its rows are other rows.
+        w.ruleDocument()->appendRules({ Rule { "^lm_head\\.", "output.", false, true, {}, {} } }, QStringLiteral("test"));
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+        QVERIFY(!w.model()->hasValueComparisons());
     }
 
     void pastedLoadErrorBecomesTheModelSide()

@@ -139,8 +139,67 @@ void AlignedTreeModel::setSnapshot(std::shared_ptr<const DiffSnapshot> snapshot)
 {
     beginResetModel();
     m_snap = std::move(snapshot);
+    m_values.reset();
     rebuild();
     endResetModel();
+}
+
+void AlignedTreeModel::setValueComparisons(std::shared_ptr<const std::vector<values::ValueComparison>> perRow)
+{
+    m_values = std::move(perRow);
+    if (rowCount() > 0)
+        emit dataChanged(index(0, ValuesColumn), index(rowCount() - 1, ValuesColumn));
+    emit headerDataChanged(Qt::Horizontal, ValuesColumn, ValuesColumn);
+}
+
+const values::ValueComparison* AlignedTreeModel::comparisonOf(const DiffRow& row) const
+{
+    if (!m_values || !m_snap)
+        return nullptr;
+    const size_t i = static_cast<size_t>(&row - m_snap->diff.rows.data());
+    return i < m_values->size() && (*m_values)[i].compared ? &(*m_values)[i] : nullptr;
+}
+
+QVariant AlignedTreeModel::valuesCell(const Node& n, int role) const
+{
+    if (!m_values || (role != Qt::DisplayRole && role != Qt::ToolTipRole))
+        return {};
+    auto describe = [](const values::ValueComparison& c) {
+        if (c.equalBytes)
+            return tr("= same bytes");
+        QString s = tr("max|Δ| %1").arg(c.maxAbsDiff ? QString::number(*c.maxAbsDiff, 'g', 3) : QStringLiteral("—"));
+        if (c.cosine)
+            s += tr(" · cos %1").arg(QString::number(*c.cosine, 'f', 6));
+        if (c.nanMismatch)
+            s += tr(" · NaN ≠ %1").arg(c.nanMismatch);
+        return s;
+    };
+    if (n.kind == NodeKind::Leaf && m_leaves[static_cast<size_t>(n.ref)].folded >= 0) {
+        size_t same = 0, differ = 0;
+        for (size_t r : m_snap->folded[static_cast<size_t>(m_leaves[static_cast<size_t>(n.ref)].folded)].rows)
+            if (const auto* c = comparisonOf(m_snap->diff.rows[r]))
+                (c->equalBytes ? same : differ) += 1;
+        if (!same && !differ)
+            return {};
+        return tr("%1 same · %2 differ").arg(same).arg(differ);
+    }
+    const DiffRow* row = rowOf(n);
+    if (!row)
+        return {};
+    if (const auto* c = comparisonOf(*row)) {
+        if (role == Qt::ToolTipRole)
+            return tr("equal bytes: %1\nmax |a-b|: %2\nmax relative: %3\ncosine: %4\nNaN on one side only: %5")
+                .arg(c->equalBytes ? tr("yes") : tr("no"))
+                .arg(c->maxAbsDiff ? QString::number(*c->maxAbsDiff, 'g', 9) : QStringLiteral("—"))
+                .arg(c->maxRelDiff ? QString::number(*c->maxRelDiff, 'g', 9) : QStringLiteral("—"))
+                .arg(c->cosine ? QString::number(*c->cosine, 'g', 12) : QStringLiteral("—"))
+                .arg(c->nanMismatch);
+        return describe(*c);
+    }
+    const size_t i = static_cast<size_t>(row - m_snap->diff.rows.data());
+    if (row->a >= 0 && row->b >= 0 && i < m_values->size())
+        return role == Qt::ToolTipRole ? QString::fromStdString((*m_values)[i].why) : tr("not compared");
+    return {};
 }
 
 void AlignedTreeModel::setFolding(bool fold)
@@ -719,6 +778,8 @@ QVariant AlignedTreeModel::data(const QModelIndex& index, int role) const
     const int column = index.column();
     const bool nameColumn = column == NameA || column == NameB;
     const bool sideA = column <= SizeA;
+    if (column == ValuesColumn)
+        return valuesCell(n, role);
     switch (role) {
     case Qt::DisplayRole:
         return display(n, column);
@@ -805,6 +866,8 @@ QVariant AlignedTreeModel::headerData(int section, Qt::Orientation orientation, 
         return tr("Params · Bytes");
     case StatusColumn:
         return tr("Status");
+    case ValuesColumn:
+        return tr("Values");
     default:
         return {};
     }

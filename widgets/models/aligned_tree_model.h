@@ -10,6 +10,7 @@
 // names are views into the snapshot's strings, and QStrings are made only for the cells Qt paints.
 
 #include "session/diff_snapshot.h"
+#include "values/tensor_compare.h"
 
 #include <QAbstractItemModel>
 #include <QRegularExpression>
@@ -23,7 +24,7 @@ namespace sl::gui {
 class AlignedTreeModel : public QAbstractItemModel {
     Q_OBJECT
 public:
-    enum Column { NameA, ShapeA, DTypeA, SizeA, NameB, ShapeB, DTypeB, SizeB, StatusColumn, ColumnCount };
+    enum Column { NameA, ShapeA, DTypeA, SizeA, NameB, ShapeB, DTypeB, SizeB, StatusColumn, ValuesColumn, ColumnCount };
     enum Role {
         StatusRole = Qt::UserRole + 1, // int(RowStatus): the leaf's, or the worst below an inner node
         ReasonRole, // int(Reason) of a leaf
@@ -45,6 +46,10 @@ public:
 
     void setSnapshot(std::shared_ptr<const DiffSnapshot> snapshot);
     std::shared_ptr<const DiffSnapshot> snapshot() const { return m_snap; }
+    // "Compare values": one comparison per diff row of the current snapshot, shown in ValuesColumn.
+    // A new snapshot drops them (its rows are other rows).
+    void setValueComparisons(std::shared_ptr<const std::vector<values::ValueComparison>> perRow);
+    bool hasValueComparisons() const { return m_values != nullptr; }
     void setFolding(bool fold);
     bool folding() const { return m_fold; }
     // False (and the previous filter kept) when the regular expression does not compile; see filterError().
@@ -109,6 +114,8 @@ private:
     const Entry* entryOf(const Node& n, bool sideA) const;
     QVariant display(const Node& n, int column) const;
     QString tooltip(const Node& n) const;
+    const values::ValueComparison* comparisonOf(const DiffRow& row) const;
+    QVariant valuesCell(const Node& n, int role) const;
 
     std::shared_ptr<const DiffSnapshot> m_snap;
     bool m_fold = true;
@@ -118,6 +125,7 @@ private:
     std::string m_needle; // lower-cased substring filter
     std::vector<Leaf> m_leaves;
     std::vector<bool> m_pass; // per leaf: passes the filter
+    std::shared_ptr<const std::vector<values::ValueComparison>> m_values;
     size_t m_chunkNodes = 0; // shard chunk nodes made so far in this build (capped)
     std::vector<Node> m_nodes; // m_nodes[0] is the invisible root
     size_t m_leafCount = 0;

@@ -49,7 +49,7 @@ DiffView::DiffView(AlignedTreeModel* model, SourcePane* paneA, SourcePane* paneB
     : QWidget(parent)
     , m_model(model)
     , m_a(makeTree(model, { AlignedTreeModel::NameA, AlignedTreeModel::ShapeA, AlignedTreeModel::DTypeA, AlignedTreeModel::SizeA }, AlignedTreeModel::NameA))
-    , m_b(makeTree(model, { AlignedTreeModel::NameB, AlignedTreeModel::ShapeB, AlignedTreeModel::DTypeB, AlignedTreeModel::SizeB, AlignedTreeModel::StatusColumn }, AlignedTreeModel::NameB))
+    , m_b(makeTree(model, { AlignedTreeModel::NameB, AlignedTreeModel::ShapeB, AlignedTreeModel::DTypeB, AlignedTreeModel::SizeB, AlignedTreeModel::StatusColumn, AlignedTreeModel::ValuesColumn }, AlignedTreeModel::NameB))
 {
     m_a->setObjectName(QStringLiteral("treeA"));
     m_b->setObjectName(QStringLiteral("treeB"));
