@@ -47,7 +47,7 @@ std::string table(const Source& s, const std::vector<values::TensorStatsResult>&
 {
     std::vector<std::vector<std::string>> rows;
     rows.push_back({ "NAME", "DTYPE", "SHAPE", "MIN", "MAX", "MEAN", "STD", "NAN", "INF", "ZEROS", "XXH3", "HINT" });
-    std::vector<std::string> skipped;
+    std::vector<std::string> skipped, notes;
     for (size_t i = 0; i < results.size(); ++i) {
         const auto& r = results[i];
         const Entry& e = s.entries[r.entry];
@@ -56,6 +56,8 @@ std::string table(const Source& s, const std::vector<values::TensorStatsResult>&
             continue;
         }
         const auto& t = *r.stats;
+        if (!t.note.empty())
+            notes.push_back(e.name + ": " + t.note);
         const bool any = t.finite > 0;
         const auto sd = t.std();
         rows.push_back({ e.name, std::string(dtypeName(e.dtype)), shapeToString(e.shape), any ? num(t.min) : "-", any ? num(t.max) : "-",
@@ -74,6 +76,11 @@ std::string table(const Source& s, const std::vector<values::TensorStatsResult>&
                 out += std::string(width[c] - row[c].size() + 2, ' ');
         }
         out += '\n';
+    }
+    if (!notes.empty()) {
+        out += "\nhow values were read (" + std::to_string(notes.size()) + "):\n";
+        for (const auto& line : notes)
+            out += "  " + line + '\n';
     }
     if (!skipped.empty()) {
         out += "\nnot summarised (" + std::to_string(skipped.size()) + "):\n";
@@ -145,6 +152,8 @@ std::string json(const Source& s, const std::vector<values::TensorStatsResult>& 
         w.field("xxh3", hex(t.hash));
         w.key("hint"); // "untouched since init" (values/init_hints.h), or null
         hints[i].empty() ? w.null() : w.string(hints[i]);
+        w.key("note"); // how quantized values were read, or null
+        t.note.empty() ? w.null() : w.string(t.note);
         w.endObject();
     }
     w.endArray();

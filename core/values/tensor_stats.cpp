@@ -97,8 +97,107 @@ struct Piece {
     std::vector<uint64_t> histogram;
 };
 
+// torch.ao affine quantization, applied the way ATen's dequantize does: float(q - zero_point) * float(scale).
+struct Dequant {
+    bool active = false;
+    bool perChannel = false;
+    float scale = 1;
+    int64_t zeroPoint = 0;
+    std::vector<float> scales; // per channel
+    std::vector<int64_t> zeroPoints;
+    uint64_t inner = 1; // elements per step along the axis (product of the dimensions after it)
+    uint64_t channels = 1;
+    void apply(uint64_t first, double* v, size_t n) const
+    {
+        if (!perChannel) {
+            for (size_t k = 0; k < n; ++k)
+                v[k] = static_cast<double>(static_cast<float>(static_cast<int64_t>(v[k]) - zeroPoint) * scale);
+            return;
+        }
+        for (size_t k = 0; k < n; ++k) {
+            const size_t c = static_cast<size_t>(((first + k) / inner) % channels);
+            v[k] = static_cast<double>(static_cast<float>(static_cast<int64_t>(v[k]) - zeroPoints[c]) * scales[c]);
+        }
+    }
+};
+
+// The dequantization of a torch.ao quantized entry, or why its integers are shown as they are.
+Dequant dequantFor(const Source& s, const Entry& e, FileCache& files, std::string& note)
+{
+    Dequant d;
+    if (!e.quantization || e.quantization->scheme.rfind("torch.ao.", 0) != 0) {
+        if (dtypeIsQuantized(e.dtype))
+            note = "stored integers: the quantization scheme is not known";
+        return d;
+    }
+    const std::string& scheme = e.quantization->scheme;
+    auto param = [&](const char* k) -> const std::string* {
+        for (const auto& [key, value] : e.quantization->params)
+            if (key == k)
+                return &value;
+        return nullptr;
+    };
+    try {
+        if (scheme == "torch.ao.per_tensor_affine") {
+            const std::string* scale = param("scale");
+            const std::string* zp = param("zero_point");
+            if (!scale || !zp)
+                throw std::runtime_error("no scale or zero point");
+            d.scale = static_cast<float>(std::stod(*scale));
+            d.zeroPoint = std::stoll(*zp);
+            d.active = true;
+            note = "dequantized (torch.ao per-tensor affine)";
+            return d;
+        }
+        if (scheme == "torch.ao.per_channel_affine") {
+            const std::string* axis = param("axis");
+            const Entry* scales = nullptr;
+            const Entry* zps = nullptr;
+            for (const Entry& p : e.parts) {
+                if (p.name == "scales")
+                    scales = &p;
+                else if (p.name == "zero_points")
+                    zps = &p;
+            }
+            if (!axis || !scales || !zps)
+                throw std::runtime_error("no axis, scales or zero points");
+            const size_t ax = static_cast<size_t>(std::stoul(*axis));
+            if (ax >= e.shape.size())
+                throw std::runtime_error("axis out of range");
+            d.channels = static_cast<uint64_t>(e.shape[ax]);
+            for (size_t k = ax + 1; k < e.shape.size(); ++k)
+                d.inner *= static_cast<uint64_t>(e.shape[k]);
+            auto readAll = [&](const Entry& part, std::vector<double>& out) {
+                TensorBytes tb = TensorBytes::open(s, part, files);
+                std::vector<uint8_t> scratch;
+                out.resize(tb.numel());
+                decode(tb.dtype(), tb.elements(0, tb.numel(), scratch), out.size(), out.data());
+            };
+            std::vector<double> sc, zp;
+            readAll(*scales, sc);
+            readAll(*zps, zp);
+            if (sc.size() != d.channels || zp.size() != d.channels)
+                throw std::runtime_error("scales or zero points do not match the axis");
+            for (size_t c = 0; c < d.channels; ++c) {
+                d.scales.push_back(static_cast<float>(sc[c]));
+                d.zeroPoints.push_back(static_cast<int64_t>(zp[c]));
+            }
+            d.active = d.perChannel = true;
+            note = "dequantized (torch.ao per-channel affine, axis " + *axis + ")";
+            return d;
+        }
+        note = "stored integers: " + scheme + " is not dequantized yet";
+    } catch (const std::exception& err) {
+        note = std::string("stored integers: cannot dequantize (") + err.what() + ")";
+        d = {};
+    }
+    return d;
+}
+
 struct Work {
     size_t entry = 0;
+    Dequant dequant;
+    std::string note;
     std::optional<TensorBytes> bytes;
     std::string skipped;
     size_t firstPiece = 0;
@@ -156,6 +255,8 @@ void summariseCounts(Work& w, unsigned bins)
         uint8_t raw[2] = { static_cast<uint8_t>(bits & 0xff), static_cast<uint8_t>(bits >> 8) };
         double v;
         decode(dtype, raw, 1, &v);
+        if (w.dequant.active)
+            w.dequant.apply(0, &v, 1); // per-tensor only: per-channel tensors are not counted
         (void)item;
         if (v == 0)
             total.zeros += c;
@@ -221,7 +322,11 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
             continue;
         }
         const uint64_t perPiece = std::max<uint64_t>(options.pieceBytes / w.bytes->itemSize(), 1);
-        w.counted = w.bytes->itemSize() <= 2;
+        if (options.dequantize)
+            w.dequant = dequantFor(source, e, files, w.note);
+        else if (dtypeIsQuantized(e.dtype))
+            w.note = "stored integers";
+        w.counted = w.bytes->itemSize() <= 2 && !w.dequant.perChannel;
         w.firstPiece = pieces.size();
         for (uint64_t first = 0; first < w.bytes->numel(); first += perPiece) {
             Piece p;
@@ -280,6 +385,8 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
         for (uint64_t off = 0; off < p.count; off += kBlock) {
             const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, p.count - off));
             decode(tb.dtype(), piece + off * tb.itemSize(), n, values.data());
+            if (w.dequant.active)
+                w.dequant.apply(p.first + off, values.data(), n);
             scanBlock(values.data(), n, p.partial);
         }
         if (progress)
@@ -310,6 +417,8 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
                 for (uint64_t off = 0; off < p.count; off += kBlock) {
                     const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, p.count - off));
                     decode(tb.dtype(), piece + off * tb.itemSize(), n, values.data());
+                    if (w.dequant.active)
+                        w.dequant.apply(p.first + off, values.data(), n);
                     for (size_t k = 0; k < n; ++k) {
                         const double x = values[k];
                         if (!std::isfinite(x))
@@ -337,6 +446,7 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
             continue;
         }
         TensorStats s;
+        s.note = w.note;
         s.numel = w.bytes->numel();
         s.finite = w.total.finite;
         s.nan = w.total.nan;

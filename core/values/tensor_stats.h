@@ -50,7 +50,10 @@ struct TensorStats {
     // Unbiased (torch's default); nullopt with fewer than two finite values.
     std::optional<double> std() const;
     std::vector<uint64_t> histogram; // empty when there are no finite values or no bins were asked for
-    uint64_t hash = 0;
+    uint64_t hash = 0; // of the stored bytes, even when the statistics are of dequantized values
+    // How the values were read: "" for plain tensors, "dequantized (torch.ao per-tensor affine)", or why a
+    // quantized tensor's statistics are of its stored integers.
+    std::string note;
 };
 
 struct StatsOptions {
@@ -59,6 +62,9 @@ struct StatsOptions {
     // Logical bytes per piece (the unit of parallel work). The hash of a tensor longer than one piece is
     // built from its pieces' hashes, so hashes compare only between runs with the same piece size.
     uint64_t pieceBytes = uint64_t(4) << 20;
+    // Quantized tensors whose scheme is known (torch.ao per-tensor and per-channel affine) are summarised
+    // dequantized, as torch's dequantize() computes them (in float32); off: their stored integers.
+    bool dequantize = true;
     const LoadControl* control = nullptr; // progress (in pieces) and cancellation
 };
 
