@@ -96,7 +96,59 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
     case TensorLocation::Kind::Unavailable:
         return fail("the file that holds its bytes is missing or unreadable");
     default:
-        return fail(e.sharding ? "a sharded tensor; its chunks are not assembled yet" : "no bytes in this source (meta or storage-less)");
+        if (e.sharding && e.sharding->kind == Sharding::Kind::DcpChunks && !e.sharding->chunks.empty())
+            break; // assembled from its chunks below
+        return fail(e.sharding ? "a sharded tensor whose pieces are not in this source" : "no bytes in this source (meta or storage-less)");
+    }
+    if (loc.kind != TensorLocation::Kind::Mapped && loc.kind != TensorLocation::Kind::Compressed) {
+        // DCP: every chunk must sit inside its file, lie inside the tensor, and the chunks must tile it.
+        const size_t nd = t.m_sizes.size();
+        uint64_t covered = 0;
+        for (const ShardChunk& c : e.sharding->chunks) {
+            if (c.offsets.size() != nd || c.sizes.size() != nd)
+                return fail("a chunk's rank differs from the tensor's");
+            if (c.file < 0 || static_cast<size_t>(c.file) >= source.files.size())
+                return fail("a chunk's bytes are not located");
+            Chunk ch;
+            uint64_t elems = 1;
+            for (size_t d = 0; d < nd; ++d) {
+                if (c.offsets[d] < 0 || c.sizes[d] < 0 || c.offsets[d] + c.sizes[d] > t.m_sizes[d])
+                    return fail("a chunk lies outside the tensor");
+                elems *= static_cast<uint64_t>(c.sizes[d]);
+            }
+            if (c.byteLength != elems * t.m_item)
+                return fail("a chunk's byte length does not match its shape");
+            std::shared_ptr<const MappedFile> f;
+            try {
+                f = files.get(source.files[static_cast<size_t>(c.file)]);
+            } catch (const LoadError& err) {
+                return fail(err.problem());
+            }
+            if (c.byteOffset > f->size() || c.byteLength > f->size() - c.byteOffset)
+                return fail("a chunk's bytes reach past the end of " + f->path());
+            ch.base = f->bytes().data() + c.byteOffset;
+            ch.offsets.assign(c.offsets.begin(), c.offsets.end());
+            ch.sizes.assign(c.sizes.begin(), c.sizes.end());
+            ch.strides.assign(nd, 1);
+            for (size_t d = nd; d-- > 1;)
+                ch.strides[d - 1] = ch.strides[d] * std::max<int64_t>(ch.sizes[d], 1);
+            covered += elems;
+            t.m_chunks.push_back(std::move(ch));
+            t.m_chunkFiles.push_back(std::move(f));
+        }
+        for (size_t i = 0; i < t.m_chunks.size(); ++i)
+            for (size_t j = i + 1; j < t.m_chunks.size(); ++j) {
+                bool overlap = true;
+                for (size_t d = 0; d < nd && overlap; ++d)
+                    overlap = t.m_chunks[i].offsets[d] < t.m_chunks[j].offsets[d] + t.m_chunks[j].sizes[d]
+                        && t.m_chunks[j].offsets[d] < t.m_chunks[i].offsets[d] + t.m_chunks[i].sizes[d];
+                if (overlap && t.m_numel > 0)
+                    return fail("its chunks overlap");
+            }
+        if (covered != t.m_numel)
+            return fail("its chunks do not cover the tensor");
+        t.m_contiguous = false;
+        return t;
     }
     if (loc.file < 0 || static_cast<size_t>(loc.file) >= source.files.size())
         return fail("its location names no file");
@@ -164,8 +216,50 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
     return t;
 }
 
+const uint8_t* TensorBytes::chunked(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const
+{
+    // Runs along the last dimension: each run lies in one chunk and is contiguous there.
+    scratch.resize(count * m_item);
+    const size_t nd = m_sizes.size();
+    std::vector<int64_t> index(nd, 0);
+    uint64_t done = 0;
+    while (done < count) {
+        uint64_t rest = first + done;
+        for (size_t d = nd; d-- > 0;) {
+            index[d] = static_cast<int64_t>(rest % static_cast<uint64_t>(m_sizes[d]));
+            rest /= static_cast<uint64_t>(m_sizes[d]);
+        }
+        const Chunk* hit = nullptr;
+        for (const Chunk& c : m_chunks) {
+            bool inside = true;
+            for (size_t d = 0; d < nd && inside; ++d)
+                inside = index[d] >= c.offsets[d] && index[d] < c.offsets[d] + c.sizes[d];
+            if (inside) {
+                hit = &c;
+                break;
+            }
+        }
+        uint64_t run = 1;
+        uint64_t local = 0;
+        if (hit) { // always, after open()'s tiling check
+            for (size_t d = 0; d < nd; ++d)
+                local += static_cast<uint64_t>(index[d] - hit->offsets[d]) * static_cast<uint64_t>(hit->strides[d]);
+            if (nd > 0)
+                run = static_cast<uint64_t>(hit->offsets[nd - 1] + hit->sizes[nd - 1] - index[nd - 1]);
+            run = std::min(run, count - done);
+            std::memcpy(scratch.data() + done * m_item, hit->base + local * m_item, run * m_item);
+        } else {
+            std::memset(scratch.data() + done * m_item, 0, m_item);
+        }
+        done += run;
+    }
+    return scratch.data();
+}
+
 const uint8_t* TensorBytes::read(uint64_t first, uint64_t count, std::vector<uint8_t>& buffer) const
 {
+    if (!m_chunks.empty())
+        return chunked(first, count, buffer);
     if (m_fd < 0 || !m_contiguous)
         return elements(first, count, buffer);
     const uint64_t want = count * m_item;
@@ -182,6 +276,8 @@ const uint8_t* TensorBytes::read(uint64_t first, uint64_t count, std::vector<uin
 
 const uint8_t* TensorBytes::elements(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const
 {
+    if (!m_chunks.empty())
+        return chunked(first, count, scratch);
     if (m_contiguous)
         return m_base + first * m_item;
     // Gather: unravel `first` into an index, then step an odometer, keeping the byte offset in step.

@@ -61,6 +61,15 @@ private:
     bool m_contiguous = true;
     std::vector<int64_t> m_sizes;
     std::vector<int64_t> m_strides; // in elements
+    // A DCP tensor: its chunks (each a contiguous row-major block of the global tensor in some file),
+    // assembled in logical order as elements are asked for.
+    struct Chunk {
+        const uint8_t* base = nullptr;
+        std::vector<int64_t> offsets, sizes, strides;
+    };
+    std::vector<Chunk> m_chunks;
+    std::vector<std::shared_ptr<const MappedFile>> m_chunkFiles;
+    const uint8_t* chunked(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const;
 };
 
 } // namespace sl::values

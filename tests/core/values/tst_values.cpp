@@ -360,6 +360,52 @@ private slots:
         }
     }
 
+    // DCP tensors assembled from their chunks (split along both dimensions, across two rank files) give the
+    // same elements as torch assembling them: FileSystemReader's metadata, torch.load of each item.
+    void dcpChunksAssembleAsTorchDoes()
+    {
+        if (!test::haveTorchPython())
+            QSKIP("no /usr/bin/python3 with torch");
+        int checked = 0;
+        for (const char* name : { "t113_two_ranks", "t113_flat", "t113_per_item" }) {
+            const QString dir = test::fixturesDir() + QStringLiteral("/dcp/") + QLatin1String(name);
+            const auto r = test::run(test::torchPython(), { test::sourceDir() + QStringLiteral("/tests/tools/dcp_values_truth.py"), dir });
+            QVERIFY2(r.exitCode == 0, r.err.constData());
+            const QJsonObject truth = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("tensors")).toObject();
+            const Source s = openSource(dir.toStdString());
+            values::FileCache files;
+            for (auto it = truth.begin(); it != truth.end(); ++it) {
+                const Entry* e = findEntry(s, it.key());
+                if (!e)
+                    continue; // a tensor of another container (the optimizer)
+                const values::TensorBytes tb = values::TensorBytes::open(s, *e, files);
+                std::vector<uint8_t> scratch;
+                const uint8_t* bytes = tb.elements(0, tb.numel(), scratch);
+                const QByteArray sha = QCryptographicHash::hash(QByteArrayView(bytes, static_cast<qsizetype>(tb.numel() * tb.itemSize())), QCryptographicHash::Sha256).toHex();
+                QVERIFY2(sha == it.value().toObject().value(QStringLiteral("sha256")).toString().toLatin1(), qPrintable(QLatin1String(name) + QLatin1Char(':') + it.key()));
+                const auto stats = values::computeStats(s, { static_cast<size_t>(e - s.entries.data()) });
+                QCOMPARE(stats[0].stats->min, it.value().toObject().value(QStringLiteral("min")).toDouble());
+                QCOMPARE(stats[0].stats->max, it.value().toObject().value(QStringLiteral("max")).toDouble());
+                ++checked;
+            }
+        }
+        QVERIFY2(checked >= 5, "too few DCP tensors compared");
+        // Chunks that leave a gap or overlap are refused, not read.
+        const Source bad = openSource((test::fixturesDir() + QStringLiteral("/dcp/t113_bad_tiling")).toStdString());
+        values::FileCache files;
+        int refused = 0;
+        for (const Entry& e : bad.entries) {
+            if (!e.sharding || e.sharding->chunks.size() < 2)
+                continue;
+            try {
+                (void)values::TensorBytes::open(bad, e, files);
+            } catch (const LoadError&) {
+                ++refused;
+            }
+        }
+        QVERIFY(refused >= 1);
+    }
+
     void cancelledStatsStop()
     {
         const Source s = openSource((valuesDir() + QStringLiteral("/large.pt")).toStdString());
