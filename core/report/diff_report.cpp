@@ -333,6 +333,21 @@ ValueSummary summariseValues(const DiffReportInput& in)
     return v;
 }
 
+// "27 pair(s) compared, 16 with equal bytes, 11 differ, 0 not compared"
+std::string valueCounts(const ValueSummary& v)
+{
+    std::string out;
+    appendNumber(out, static_cast<uint64_t>(v.compared));
+    out += " pair(s) compared, ";
+    appendNumber(out, static_cast<uint64_t>(v.equal));
+    out += " with equal bytes, ";
+    appendNumber(out, static_cast<uint64_t>(v.differ.size()));
+    out += " differ, ";
+    appendNumber(out, static_cast<uint64_t>(v.notCompared));
+    out += " not compared";
+    return out;
+}
+
 std::string valueNumbers(const values::ValueComparison& c)
 {
     std::string out = "max |a-b| ";
@@ -945,17 +960,7 @@ std::string diffToText(const DiffReportInput& in)
     if (in.values) {
         const ValueSummary v = summariseValues(in);
         out += "\nvalues: ";
-        appendNumber(out, static_cast<uint64_t>(v.compared));
-        out += " pair(s) compared, ";
-        appendNumber(out, static_cast<uint64_t>(v.equal));
-        out += " with equal bytes, ";
-        appendNumber(out, static_cast<uint64_t>(v.differ.size()));
-        out += " differ";
-        if (v.notCompared) {
-            out += ", ";
-            appendNumber(out, static_cast<uint64_t>(v.notCompared));
-            out += " not compared";
-        }
+        out += valueCounts(v);
         out += '\n';
         for (const ValueLine& l : v.differ) {
             out += "  ";
@@ -1107,14 +1112,8 @@ std::string diffToMarkdown(const DiffReportInput& in)
     if (in.values) {
         const ValueSummary v = summariseValues(in);
         out += "\n## Values\n\n";
-        appendNumber(out, static_cast<uint64_t>(v.compared));
-        out += " pair(s) compared, ";
-        appendNumber(out, static_cast<uint64_t>(v.equal));
-        out += " with equal bytes, ";
-        appendNumber(out, static_cast<uint64_t>(v.differ.size()));
-        out += " differ, ";
-        appendNumber(out, static_cast<uint64_t>(v.notCompared));
-        out += " not compared.\n";
+        out += valueCounts(v);
+        out += ".\n";
         if (!v.differ.empty()) {
             out += "\n| name | max abs diff | max rel diff | cosine |\n|---|---:|---:|---:|\n";
             for (const ValueLine& l : v.differ) {
@@ -1488,14 +1487,8 @@ std::string diffToHtml(const DiffReportInput& in)
     if (in.values) {
         const ValueSummary v = summariseValues(in);
         out += "<h2>Values</h2>\n<p>";
-        appendNumber(out, static_cast<uint64_t>(v.compared));
-        out += " pair(s) compared, ";
-        appendNumber(out, static_cast<uint64_t>(v.equal));
-        out += " with equal bytes, ";
-        appendNumber(out, static_cast<uint64_t>(v.differ.size()));
-        out += " differ, ";
-        appendNumber(out, static_cast<uint64_t>(v.notCompared));
-        out += " not compared.</p>\n";
+        out += valueCounts(v);
+        out += ".</p>\n";
         if (!v.differ.empty()) {
             out += "<table><thead><tr><th>name</th><th>max abs diff</th><th>max rel diff</th><th>cosine</th></tr></thead><tbody>\n";
             for (const ValueLine& l : v.differ) {
