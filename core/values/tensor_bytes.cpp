@@ -112,11 +112,13 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
             Chunk ch;
             uint64_t elems = 1;
             for (size_t d = 0; d < nd; ++d) {
-                if (c.offsets[d] < 0 || c.sizes[d] < 0 || c.offsets[d] + c.sizes[d] > t.m_sizes[d])
+                if (c.offsets[d] < 0 || c.sizes[d] < 0 || c.offsets[d] > t.m_sizes[d] || c.sizes[d] > t.m_sizes[d] - c.offsets[d])
                     return fail("a chunk lies outside the tensor");
-                elems *= static_cast<uint64_t>(c.sizes[d]);
+                if (__builtin_mul_overflow(elems, static_cast<uint64_t>(c.sizes[d]), &elems))
+                    return fail("a chunk is too large");
             }
-            if (c.byteLength != elems * t.m_item)
+            uint64_t chunkBytes = 0;
+            if (__builtin_mul_overflow(elems, static_cast<uint64_t>(t.m_item), &chunkBytes) || c.byteLength != chunkBytes)
                 return fail("a chunk's byte length does not match its shape");
             std::shared_ptr<const MappedFile> f;
             try {
@@ -132,7 +134,8 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
             ch.strides.assign(nd, 1);
             for (size_t d = nd; d-- > 1;)
                 ch.strides[d - 1] = ch.strides[d] * std::max<int64_t>(ch.sizes[d], 1);
-            covered += elems;
+            if (__builtin_add_overflow(covered, elems, &covered))
+                return fail("its chunks do not cover the tensor");
             t.m_chunks.push_back(std::move(ch));
             t.m_chunkFiles.push_back(std::move(f));
         }
@@ -160,32 +163,48 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
     }
     const Bytes bytes = file->bytes();
 
-    // Strides: given by torch.save files (in elements), absent for contiguous formats.
+    // Strides: given by torch.save files (in elements), absent for contiguous formats. Every product below
+    // is checked: sizes and strides come from the file, and an overflow must refuse, not wrap.
     const bool strided = !loc.strides.empty();
     if (strided && loc.strides.size() != t.m_sizes.size())
         return fail("strides and shape disagree in length");
-    if (strided)
+    for (int64_t d : t.m_sizes)
+        if (d < 0)
+            return fail("negative size");
+    if (strided) {
         t.m_strides.assign(loc.strides.begin(), loc.strides.end());
-    else {
+    } else {
         t.m_strides.assign(t.m_sizes.size(), 1);
         for (size_t d = t.m_sizes.size(); d-- > 1;)
-            t.m_strides[d - 1] = t.m_strides[d] * std::max<int64_t>(t.m_sizes[d], 1);
+            if (__builtin_mul_overflow(t.m_strides[d], std::max<int64_t>(t.m_sizes[d], 1), &t.m_strides[d - 1]))
+                return fail("its shape is too large");
     }
     // The furthest element a view reaches, in elements from element [0, ..., 0].
     uint64_t reach = 0;
     int64_t expect = 1;
+    bool expectValid = true;
     t.m_contiguous = true;
     for (size_t d = t.m_sizes.size(); d-- > 0;) {
-        if (t.m_sizes[d] < 0 || t.m_strides[d] < 0)
-            return fail("negative size or stride");
+        if (t.m_strides[d] < 0)
+            return fail("negative stride");
         if (t.m_sizes[d] > 1) {
-            reach += static_cast<uint64_t>(t.m_sizes[d] - 1) * static_cast<uint64_t>(t.m_strides[d]);
-            if (t.m_strides[d] != expect)
+            uint64_t step = 0;
+            if (__builtin_mul_overflow(static_cast<uint64_t>(t.m_sizes[d] - 1), static_cast<uint64_t>(t.m_strides[d]), &step)
+                || __builtin_add_overflow(reach, step, &reach))
+                return fail("its strides reach past any file");
+            if (!expectValid || t.m_strides[d] != expect)
                 t.m_contiguous = false;
-            expect *= t.m_sizes[d];
+            if (__builtin_mul_overflow(expect, t.m_sizes[d], &expect))
+                expectValid = false;
         }
     }
-    const uint64_t spanBytes = t.m_numel == 0 ? 0 : (reach + 1) * t.m_item;
+    uint64_t spanBytes = 0;
+    if (t.m_numel != 0 && __builtin_mul_overflow(reach + 1, static_cast<uint64_t>(t.m_item), &spanBytes))
+        return fail("its strides reach past any file");
+    // A stride-0 (expanded) view can name far more elements than its storage holds; reading them all is
+    // work without information, and a hostile header could make it endless.
+    if (t.m_numel > (uint64_t(1) << 32) && t.m_numel / 1024 > reach + 1)
+        return fail("an expanded view of " + std::to_string(t.m_numel) + " elements over " + std::to_string(reach + 1) + "; not read");
 
     if (loc.kind == TensorLocation::Kind::Compressed) {
         // The record is the whole storage; the view starts storageOffset elements in.
@@ -196,8 +215,9 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
         } catch (const std::exception& err) {
             return fail(err.what());
         }
-        const uint64_t start = static_cast<uint64_t>(std::max<int64_t>(loc.storageOffset, 0)) * t.m_item;
-        if (start > t.m_inflated->size() || spanBytes > t.m_inflated->size() - start)
+        uint64_t start = 0;
+        if (__builtin_mul_overflow(static_cast<uint64_t>(std::max<int64_t>(loc.storageOffset, 0)), static_cast<uint64_t>(t.m_item), &start)
+            || start > t.m_inflated->size() || spanBytes > t.m_inflated->size() - start)
             return fail("its view reaches past the end of its storage");
         t.m_base = t.m_inflated->data() + start;
         return t;

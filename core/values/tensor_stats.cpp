@@ -88,6 +88,21 @@ void scanBlock(const double* v, size_t n, Partial& into)
     merge(into, p);
 }
 
+// torch.histc's arithmetic: (x - min) * bins / (max - min), truncated, the top edge in the last bin. Where
+// that overflows (a range near the largest double) the position is computed on halves, dividing first;
+// all-equal values land in bin 0.
+size_t binOf(double x, double lo, double hi, size_t bins)
+{
+    if (!(hi > lo))
+        return 0;
+    double pos = (x - lo) * static_cast<double>(bins) / (hi - lo);
+    if (!std::isfinite(pos)) // torch's order overflows here (so would torch); divide first, on halves
+        pos = (x / 2 - lo / 2) / (hi / 2 - lo / 2) * static_cast<double>(bins);
+    if (!(pos > 0))
+        return 0;
+    return pos >= static_cast<double>(bins) ? bins - 1 : static_cast<size_t>(pos);
+}
+
 struct Piece {
     size_t tensor = 0;
     uint64_t first = 0;
@@ -282,10 +297,7 @@ void summariseCounts(Work& w, unsigned bins)
             w.histogram.assign(bins, 0);
             const double lo = total.min, hi = total.max;
             for (const auto& [v, c] : finite) {
-                size_t bin = 0;
-                if (hi > lo)
-                    bin = std::min(static_cast<size_t>((v - lo) * static_cast<double>(bins) / (hi - lo)), static_cast<size_t>(bins - 1));
-                w.histogram[bin] += c;
+                w.histogram[binOf(v, lo, hi, bins)] += c;
             }
         }
     }
@@ -410,7 +422,6 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
             if (w.total.finite) {
                 const TensorBytes& tb = *w.bytes;
                 const double lo = w.total.min, hi = w.total.max;
-                const double bins = static_cast<double>(options.bins);
                 thread_local std::vector<uint8_t> buffer;
                 std::vector<double> values(kBlock);
                 const uint8_t* piece = tb.read(p.first, p.count, buffer);
@@ -423,11 +434,7 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
                         const double x = values[k];
                         if (!std::isfinite(x))
                             continue;
-                        // torch.histc's arithmetic: (x - min) * bins / (max - min), the top edge in the last bin.
-                        size_t bin = 0;
-                        if (hi > lo)
-                            bin = std::min(static_cast<size_t>((x - lo) * bins / (hi - lo)), static_cast<size_t>(options.bins - 1));
-                        ++p.histogram[bin];
+                        ++p.histogram[binOf(x, lo, hi, options.bins)];
                     }
                 }
             }

@@ -37,6 +37,7 @@ MAX_LEN = {
     "fuzz_hf_index": 64 << 10,
     "fuzz_dcp": 128 << 10,
     "fuzz_rules": 64 << 10,
+    "fuzz_values": 128 << 10,
 }
 MAX_SEEDS_PER_FUZZER = 2000
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
@@ -368,6 +369,9 @@ def shrink_zip(data, limit):
 
 
 def add_file(c, data):
+    # Any small checkpoint is a seed for reading values (the loader picks the format).
+    if len(data) <= MAX_LEN["fuzz_values"]:
+        c.add("fuzz_values", data)
     if data[:4] == b"PK\x03\x04":
         c.add("fuzz_torch_zip", data if len(data) <= MAX_LEN["fuzz_torch_zip"] else shrink_zip(data, 64))
         try:

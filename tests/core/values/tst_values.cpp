@@ -20,6 +20,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QTemporaryDir>
 #include <QTest>
 
 #include <algorithm>
@@ -404,6 +405,45 @@ private slots:
             }
         }
         QVERIFY(refused >= 1);
+    }
+
+    // Found by fuzz_values: products of hostile sizes and strides overflowed (now refused), and a range
+    // wider than the largest double made the histogram's arithmetic NaN (now computed on halves).
+    void hostileSizesAndExtremeRanges()
+    {
+        Source s = openSource((valuesDir() + QStringLiteral("/dtypes.safetensors")).toStdString());
+        Entry huge = s.entries.front();
+        huge.shape = { int64_t(1) << 40, int64_t(1) << 40 };
+        huge.location.strides = { int64_t(1) << 40, int64_t(1) << 40 };
+        values::FileCache files;
+        QVERIFY_THROWS_EXCEPTION(LoadError, values::TensorBytes::open(s, huge, files));
+        Entry expanded = s.entries.front();
+        expanded.shape = { int64_t(1) << 40, 4 };
+        expanded.location.strides = { 0, 1 };
+        QVERIFY_THROWS_EXCEPTION(LoadError, values::TensorBytes::open(s, expanded, files));
+
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("extremes.safetensors"));
+        const double v[] = { -std::numeric_limits<double>::max(), 0.0, 1.0, std::numeric_limits<double>::max() };
+        QByteArray header = QByteArrayLiteral("{\"x\":{\"dtype\":\"F64\",\"shape\":[4],\"data_offsets\":[0,32]}}");
+        while (header.size() % 8)
+            header.append(' ');
+        QByteArray file;
+        const quint64 n = static_cast<quint64>(header.size());
+        file.append(reinterpret_cast<const char*>(&n), 8);
+        file.append(header);
+        file.append(reinterpret_cast<const char*>(v), sizeof v);
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly) && f.write(file) == file.size());
+        f.close();
+        const Source e = openSource(path.toStdString());
+        const auto r = values::computeStats(e, { 0 });
+        QVERIFY(r[0].stats);
+        const auto& h = r[0].stats->histogram;
+        QCOMPARE(h.size(), size_t(16));
+        QCOMPARE(h.front(), uint64_t(1)); // -max
+        QCOMPARE(h.back(), uint64_t(1)); // +max
+        QCOMPARE(h[8], uint64_t(2)); // 0 and 1, in the middle bin as torch.histc puts them
     }
 
     void cancelledStatsStop()
