@@ -1,5 +1,7 @@
 #include "distributed_tensors.h"
 
+#include "model/shape_volume.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -104,17 +106,6 @@ bool intList(const Value* v, Shape& out)
 
 std::string listText(const Shape& s) { return shapeToString(s); }
 
-uint64_t volume(const Shape& s)
-{
-    uint64_t n = 1;
-    for (int64_t d : s) {
-        if (d <= 0)
-            return 0;
-        if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n))
-            return UINT64_MAX;
-    }
-    return n;
-}
 
 std::string_view lastComponent(std::string_view name)
 {
@@ -581,7 +572,7 @@ bool describeDTensor(const TensorValue& t, Entry& e, const DescribeContext& ctx)
         setChunkBytes(c, *local);
         const int64_t at = ravel(mesh.coordinate, mesh.shape);
         int64_t rank = -1;
-        if (mesh.ranks && mesh.ranks->items.size() == volume(mesh.shape) && at >= 0
+        if (mesh.ranks && mesh.ranks->items.size() == shapeVolume(mesh.shape) && at >= 0
             && toInt(mesh.ranks->items[static_cast<size_t>(at)], rank) && rank >= 0) {
             c.label = "rank " + std::to_string(rank);
             e.attributes.emplace_back("rank", std::to_string(rank));
@@ -802,7 +793,7 @@ bool describeShardedTensor(const TensorValue& t, Entry& e, const DescribeContext
                     + ", sizes " + listText(s.sizes) + ") does not lie inside " + listText(global));
             continue;
         }
-        if (__builtin_add_overflow(covered, volume(s.sizes), &covered))
+        if (__builtin_add_overflow(covered, shapeVolume(s.sizes), &covered))
             covered = UINT64_MAX;
     }
     if (boxesValid && !shards.empty()) {
@@ -816,9 +807,9 @@ bool describeShardedTensor(const TensorValue& t, Entry& e, const DescribeContext
                         addProblem(problems, "metadata shards " + std::to_string(i) + " and " + std::to_string(j) + " overlap");
                     }
         }
-        if (!overlap && covered != volume(global))
+        if (!overlap && covered != shapeVolume(global))
             addProblem(problems,
-                "the metadata shards cover " + std::to_string(covered) + " of " + std::to_string(volume(global))
+                "the metadata shards cover " + std::to_string(covered) + " of " + std::to_string(shapeVolume(global))
                     + " elements");
     }
     sh->chunks.reserve(shards.size());

@@ -4,13 +4,12 @@
 #include "io/mapped_file.h"
 #include "util/error.h"
 #include "util/load_control.h"
+#include "util/parallel.h"
 
 #include <simdjson.h>
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
-#include <thread>
 #include <unordered_map>
 
 namespace sl {
@@ -128,61 +127,51 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
         shard = shardOfName[shard];
 
     // Open the shards in parallel; each reader is independent.
-    unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
-    threads = std::min<unsigned>(threads, static_cast<unsigned>(shards.size()));
-    std::atomic<size_t> next { 0 };
     LoadControl* control = options.control;
     if (control)
         control->addTotal(shards.size());
-    auto worker = [&] {
-        for (size_t i = next++; i < shards.size(); i = next++) {
-            Shard& s = shards[i];
-            // Counted whatever happens to the shard, so the bar reaches the end.
-            struct Advance {
-                LoadControl* c;
-                ~Advance()
-                {
-                    if (c)
-                        c->advance();
-                }
-            } advance { control };
-            if (s.path.empty() || (control && control->cancelled()))
-                continue;
-            try {
-                if (!fs::exists(s.path)) {
-                    s.error = "missing";
-                    continue;
-                }
-                // Checked before opening: a folder or an index (this one, or one naming it) would be read as
-                // an index again and recurse without end.
-                if (!fs::is_regular_file(s.path))
-                    throw LoadError(s.path, "is not a regular file");
-                std::string format;
-                try {
-                    format = detectFormat(s.path);
-                } catch (const LoadError&) {
-                    // openSource below says what is wrong with it.
-                }
-                if (format == "safetensors-index" || format == "torch-bin-index")
-                    throw LoadError(s.path, "a shard cannot itself be an index");
-                OpenOptions shardOptions;
-                shardOptions.threads = 1;
-                shardOptions.groupQuantized = false; // grouped once, over the merged state dict
-                shardOptions.control = control; // a big pickle shard stops on cancel too
-                s.source = openSource(s.path, shardOptions);
-            } catch (const LoadError& e) {
-                s.error = e.problem();
-            } catch (const std::exception& e) {
-                s.error = e.what();
+    // Each shard's problems are kept with it (a finding, not an exception), so no job throws.
+    parallelFor(shards.size(), threadsFor(options.threads), [&](size_t i) {
+        Shard& s = shards[i];
+        // Counted whatever happens to the shard, so the bar reaches the end.
+        struct Advance {
+            LoadControl* c;
+            ~Advance()
+            {
+                if (c)
+                    c->advance();
             }
+        } advance { control };
+        if (s.path.empty() || (control && control->cancelled()))
+            return;
+        try {
+            if (!fs::exists(s.path)) {
+                s.error = "missing";
+                return;
+            }
+            // Checked before opening: a folder or an index (this one, or one naming it) would be read as
+            // an index again and recurse without end.
+            if (!fs::is_regular_file(s.path))
+                throw LoadError(s.path, "is not a regular file");
+            std::string format;
+            try {
+                format = detectFormat(s.path);
+            } catch (const LoadError&) {
+                // openSource below says what is wrong with it.
+            }
+            if (format == "safetensors-index" || format == "torch-bin-index")
+                throw LoadError(s.path, "a shard cannot itself be an index");
+            OpenOptions shardOptions;
+            shardOptions.threads = 1;
+            shardOptions.groupQuantized = false; // grouped once, over the merged state dict
+            shardOptions.control = control; // a big pickle shard stops on cancel too
+            s.source = openSource(s.path, shardOptions);
+        } catch (const LoadError& e) {
+            s.error = e.problem();
+        } catch (const std::exception& e) {
+            s.error = e.what();
         }
-    };
-    std::vector<std::thread> pool;
-    for (unsigned t = 1; t < threads; ++t)
-        pool.emplace_back(worker);
-    worker();
-    for (auto& t : pool)
-        t.join();
+    });
     if (control)
         control->checkpoint(indexPath);
 

@@ -2,11 +2,12 @@
 
 #include "distributed/distributed_tensors.h"
 #include "formats/loader.h"
+#include "model/shape_volume.h"
 #include "util/error.h"
 #include "util/load_control.h"
+#include "util/parallel.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <charconv>
 #include <filesystem>
@@ -14,7 +15,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <thread>
 #include <unordered_map>
 
 namespace sl {
@@ -108,17 +108,6 @@ int64_t contentWorldSize(const Source& s)
     return -1;
 }
 
-uint64_t volume(const Shape& s)
-{
-    uint64_t n = 1;
-    for (int64_t d : s) {
-        if (d <= 0)
-            return 0;
-        if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n))
-            return UINT64_MAX;
-    }
-    return n;
-}
 
 std::string joinRanks(const std::vector<int64_t>& ranks)
 {
@@ -188,7 +177,7 @@ void checkCoverage(const Entry& m, KeyFindings& warn)
     for (const ShardChunk& c : m.sharding->chunks) {
         if (c.offsets.size() != m.shape.size() || c.sizes.size() != m.shape.size())
             return; // a piece whose place is unknown
-        if (volume(c.sizes) == 0)
+        if (shapeVolume(c.sizes) == 0)
             continue;
         std::pair<Shape, Shape> box { c.offsets, c.sizes };
         if (std::find(boxes.begin(), boxes.end(), box) == boxes.end())
@@ -208,7 +197,7 @@ void checkCoverage(const Entry& m, KeyFindings& warn)
                 return;
             }
         }
-        covered += volume(boxes[i].second);
+        covered += shapeVolume(boxes[i].second);
     }
     if (covered < m.numel())
         warn.add("are not fully covered",
@@ -374,7 +363,7 @@ void mergeEntries(const MergeInput& in, Source& out)
                     }
                     c.label = label;
                     const Shape& mesh = e->sharding->meshShape;
-                    const uint64_t meshSize = volume(mesh);
+                    const uint64_t meshSize = shapeVolume(mesh);
                     if (!mesh.empty() && meshSize > 0 && files[r].rank >= 0
                         && static_cast<uint64_t>(files[r].rank) < meshSize) {
                         Shape coord;
@@ -653,47 +642,37 @@ Source openRankFiles(const std::vector<std::string>& paths, const OpenOptions& o
         }
     }
 
-    // Open every file (in parallel: each reader is independent).
-    unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
-    threads = std::min<unsigned>(threads, static_cast<unsigned>(files.size()));
-    std::atomic<size_t> next { 0 };
+    // Open every file (in parallel: each reader is independent). Each file's problem is kept with it, so
+    // no job throws.
     LoadControl* control = options.control;
     if (control)
         control->addTotal(files.size());
-    auto worker = [&] {
-        for (size_t i = next++; i < files.size(); i = next++) {
-            RankFile& f = files[i];
-            if (control && control->cancelled())
-                continue;
-            try {
-                std::error_code ec;
-                if (fs::is_directory(f.path, ec))
-                    throw LoadError(f.path, "is a folder; per-rank files are torch.save files, listed one by one");
-                OpenOptions one;
-                one.threads = 1;
-                one.container = options.container;
-                one.control = control;
-                Source s = openSource(f.path, one);
-                if (s.format != "torch-zip" && s.format != "torch-legacy")
-                    throw LoadError(f.path,
-                        "is a " + s.format + " file, not a torch.save file; only torch.save files of one sharded "
-                                             "save (one per rank) can be listed together");
-                f.source = std::move(s);
-                if (control)
-                    control->advance();
-            } catch (const LoadError& e) {
-                f.error = e.what();
-            } catch (const std::exception& e) {
-                f.error = f.path + ": " + oneLineMessage(e.what());
-            }
+    parallelFor(files.size(), threadsFor(options.threads), [&](size_t i) {
+        RankFile& f = files[i];
+        if (control && control->cancelled())
+            return;
+        try {
+            std::error_code ec;
+            if (fs::is_directory(f.path, ec))
+                throw LoadError(f.path, "is a folder; per-rank files are torch.save files, listed one by one");
+            OpenOptions one;
+            one.threads = 1;
+            one.container = options.container;
+            one.control = control;
+            Source s = openSource(f.path, one);
+            if (s.format != "torch-zip" && s.format != "torch-legacy")
+                throw LoadError(f.path,
+                    "is a " + s.format + " file, not a torch.save file; only torch.save files of one sharded "
+                                         "save (one per rank) can be listed together");
+            f.source = std::move(s);
+            if (control)
+                control->advance();
+        } catch (const LoadError& e) {
+            f.error = e.what();
+        } catch (const std::exception& e) {
+            f.error = f.path + ": " + oneLineMessage(e.what());
         }
-    };
-    std::vector<std::thread> pool;
-    for (unsigned t = 1; t < threads; ++t)
-        pool.emplace_back(worker);
-    worker();
-    for (auto& t : pool)
-        t.join();
+    });
     if (control)
         control->checkpoint(files.front().path);
     for (const RankFile& f : files)

@@ -1,5 +1,7 @@
 #include "source.h"
 
+#include "model/shape_volume.h"
+
 #include "util/error.h"
 
 #include <algorithm>
@@ -54,18 +56,7 @@ std::string_view containerRoleName(ContainerInfo::Role r)
 
 uint64_t Entry::numel() const
 {
-    if (!shapeKnown)
-        return 0;
-    uint64_t n = 1;
-    for (int64_t d : shape) {
-        if (d <= 0)
-            return 0;
-        // Shapes were checked for overflow by the readers; saturate instead of wrapping just in case
-        // (with the overflow builtin: a division per dimension showed up when listing 100k entries).
-        if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n))
-            return UINT64_MAX;
-    }
-    return n;
+    return shapeKnown ? shapeVolume(shape) : 0;
 }
 
 uint64_t Entry::nbytes() const

@@ -2,8 +2,8 @@
 
 #include "util/error.h"
 #include "util/load_control.h"
+#include "util/parallel.h"
 #include "values/element_decode.h"
-#include "values/parallel.h"
 #include "values/tensor_bytes.h"
 
 #include <algorithm>

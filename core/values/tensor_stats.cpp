@@ -1,8 +1,8 @@
 #include "tensor_stats.h"
 
 #include "util/load_control.h"
+#include "util/parallel.h"
 #include "values/element_decode.h"
-#include "values/parallel.h"
 #include "values/tensor_bytes.h"
 
 #include <xxhash.h>
@@ -13,7 +13,6 @@
 #include <exception>
 #include <limits>
 #include <mutex>
-#include <thread>
 
 namespace sl::values {
 

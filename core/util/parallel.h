@@ -1,15 +1,16 @@
 #pragma once
-// The one way values work runs on every core: jobs taken from a shared counter by `threads` threads (the
-// calling thread included); the first exception (a cancel) stops the others at their next job and is
-// rethrown to the caller.
+// The one way work runs on every core (index shards, rank files, tensor values): jobs taken from a shared
+// counter by `threads` threads (the calling thread included, never more threads than jobs); the first
+// exception (a cancel) stops the others at their next job and is rethrown to the caller.
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
 
-namespace sl::values {
+namespace sl {
 
 template <typename F> void parallelFor(size_t n, unsigned threads, F&& job)
 {
@@ -40,4 +41,4 @@ template <typename F> void parallelFor(size_t n, unsigned threads, F&& job)
 
 inline unsigned threadsFor(unsigned asked) { return asked ? asked : std::max(1u, std::thread::hardware_concurrency()); }
 
-} // namespace sl::values
+} // namespace sl
