@@ -541,21 +541,10 @@ void MainWindow::compareValues()
         checkIdle();
     });
     watcher->setFuture(QtConcurrent::run([snap, control]() -> Result {
-        std::vector<std::pair<size_t, size_t>> pairs;
-        std::vector<size_t> rowOf;
-        for (size_t i = 0; i < snap->diff.rows.size(); ++i)
-            if (snap->diff.rows[i].a >= 0 && snap->diff.rows[i].b >= 0) {
-                pairs.emplace_back(static_cast<size_t>(snap->diff.rows[i].a), static_cast<size_t>(snap->diff.rows[i].b));
-                rowOf.push_back(i);
-            }
         try {
             values::StatsOptions o;
             o.control = control.get();
-            auto cmp = values::compareValues(*snap->a, *snap->b, pairs, o);
-            auto perRow = std::make_shared<std::vector<values::ValueComparison>>(snap->diff.rows.size());
-            for (size_t k = 0; k < cmp.size(); ++k)
-                (*perRow)[rowOf[k]] = std::move(cmp[k]);
-            return perRow;
+            return std::make_shared<const std::vector<values::ValueComparison>>(values::compareDiffRows(*snap->a, *snap->b, snap->diff, o));
         } catch (const std::exception&) {
             return nullptr; // cancelled
         }

@@ -77,19 +77,8 @@ int runDiff(const DiffOptionsCli& o)
 
     PhaseTimer valuesTimer(t, "values");
     auto& comparisons = keepUntilExit(std::vector<values::ValueComparison>());
-    if (o.values) {
-        std::vector<std::pair<size_t, size_t>> pairs;
-        std::vector<size_t> rowOf;
-        for (size_t i = 0; i < diff.rows.size(); ++i)
-            if (diff.rows[i].a >= 0 && diff.rows[i].b >= 0) {
-                pairs.emplace_back(static_cast<size_t>(diff.rows[i].a), static_cast<size_t>(diff.rows[i].b));
-                rowOf.push_back(i);
-            }
-        auto cmp = values::compareValues(a, b, pairs);
-        comparisons.resize(diff.rows.size());
-        for (size_t k = 0; k < cmp.size(); ++k)
-            comparisons[rowOf[k]] = std::move(cmp[k]);
-    }
+    if (o.values)
+        comparisons = values::compareDiffRows(a, b, diff);
     auto& matches = keepUntilExit(std::vector<values::ContentMatch>());
     if (o.matchContent) {
         std::vector<size_t> unexpected, missing;

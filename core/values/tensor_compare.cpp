@@ -149,6 +149,22 @@ std::vector<ValueComparison> compareValues(const Source& a, const Source& b, con
     return out;
 }
 
+std::vector<ValueComparison> compareDiffRows(const Source& a, const Source& b, const DiffResult& diff, const StatsOptions& options)
+{
+    std::vector<std::pair<size_t, size_t>> pairs;
+    std::vector<size_t> rowOf;
+    for (size_t i = 0; i < diff.rows.size(); ++i)
+        if (diff.rows[i].a >= 0 && diff.rows[i].b >= 0) {
+            pairs.emplace_back(static_cast<size_t>(diff.rows[i].a), static_cast<size_t>(diff.rows[i].b));
+            rowOf.push_back(i);
+        }
+    auto compared = compareValues(a, b, pairs, options);
+    std::vector<ValueComparison> perRow(diff.rows.size());
+    for (size_t k = 0; k < compared.size(); ++k)
+        perRow[rowOf[k]] = std::move(compared[k]);
+    return perRow;
+}
+
 namespace {
 
 // Content hashes of the entries (no histograms), keyed so only same-dtype, same-shape tensors can meet.

@@ -11,6 +11,7 @@
 //   cosine         cosine similarity over positions where both are finite (none when a norm is zero)
 //   nan_mismatch   positions where exactly one side is NaN
 
+#include "diff/diff.h"
 #include "model/source.h"
 #include "values/tensor_stats.h"
 
@@ -36,6 +37,10 @@ struct ValueComparison {
 // One comparison per (A entry, B entry) pair, in order. Throws LoadCancelled when cancelled.
 std::vector<ValueComparison> compareValues(const Source& a, const Source& b,
     const std::vector<std::pair<size_t, size_t>>& pairs, const StatsOptions& options = {});
+
+// One comparison per row of a diff of A and B (rows with both sides compared; the others stay
+// `compared == false`), as `diff --values` and the window's "Compare values" show them.
+std::vector<ValueComparison> compareDiffRows(const Source& a, const Source& b, const DiffResult& diff, const StatsOptions& options = {});
 
 // Keys of A (from `aEntries`) whose elements equal those of keys of B (from `bEntries`): same dtype,
 // shape and bytes, found by content hash and confirmed byte by byte. Only A keys with a match are listed.
