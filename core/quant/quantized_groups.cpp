@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -180,6 +181,7 @@ struct QuantState {
     bool nested = false;
     int64_t nestedBlocksize = 0;
     std::string nestedDtype;
+    std::optional<double> nestedOffset; // added back to the dequantized absmax (values need it)
 };
 
 DType dtypeFromText(std::string_view t)
@@ -218,6 +220,12 @@ std::optional<QuantState> parseQuantState(simdjson::dom::parser& parser, const s
         } else if (key == "nested_dtype" && !value.get_string().get(s)) {
             qs.nested = true;
             qs.nestedDtype = std::string(s.substr(0, 32));
+        } else if (key == "nested_offset") {
+            double d = 0; // simdjson reads an integer as a double too
+            if (!value.get_double().get(d)) {
+                qs.nested = true;
+                qs.nestedOffset = d;
+            }
         } else if (key == "shape") {
             simdjson::dom::array dims;
             if (value.get_array().get(dims) || dims.size() > 64) {
@@ -973,6 +981,11 @@ private:
                 q.params.emplace_back("nested_blocksize", std::to_string(qs->nestedBlocksize));
                 if (!qs->nestedDtype.empty())
                     q.params.emplace_back("nested_dtype", qs->nestedDtype);
+                if (qs->nestedOffset) {
+                    char buf[32]; // shortest text that reads back as the same double
+                    const auto r = std::to_chars(buf, buf + sizeof buf, *qs->nestedOffset);
+                    q.params.emplace_back("nested_offset", std::string(buf, r.ptr));
+                }
                 if (b.nestedAbsmax == npos)
                     missing.push_back("nested_absmax");
                 if (b.nestedQuantMap == npos)

@@ -5,6 +5,7 @@
 #include "util/parallel.h"
 #include "values/element_decode.h"
 #include "values/tensor_bytes.h"
+#include "values/value_reader.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +21,7 @@ constexpr size_t kBlock = 4096;
 
 struct PairPartial {
     bool equalBytes = true;
+    bool equalValues = true;
     uint64_t finite = 0;
     uint64_t nanMismatch = 0;
     double maxAbs = -1; // negative: none yet
@@ -30,6 +32,7 @@ struct PairPartial {
 void mergePair(PairPartial& into, const PairPartial& p)
 {
     into.equalBytes = into.equalBytes && p.equalBytes;
+    into.equalValues = into.equalValues && p.equalValues;
     into.finite += p.finite;
     into.nanMismatch += p.nanMismatch;
     into.maxAbs = std::max(into.maxAbs, p.maxAbs);
@@ -39,8 +42,29 @@ void mergePair(PairPartial& into, const PairPartial& p)
     into.normB += p.normB;
 }
 
+void accumulate(const double* va, const double* vb, size_t n, PairPartial& s)
+{
+    for (size_t k = 0; k < n; ++k) {
+        const double x = va[k], y = vb[k];
+        s.nanMismatch += std::isnan(x) != std::isnan(y);
+        if (!std::isfinite(x) || !std::isfinite(y))
+            continue;
+        ++s.finite;
+        const double d = std::fabs(x - y);
+        s.maxAbs = std::max(s.maxAbs, d);
+        const double m = std::max(std::fabs(x), std::fabs(y));
+        if (m > 0)
+            s.maxRel = std::max(s.maxRel, d / m);
+        s.dot += x * y;
+        s.normA += x * x;
+        s.normB += y * y;
+    }
+}
+
 struct PairWork {
     std::optional<TensorBytes> a, b;
+    // Or, when either side is a quantized group or packed float4: both sides' values.
+    std::unique_ptr<const ValueReader> ra, rb;
     bool sameDtype = false;
     size_t firstPiece = 0, pieces = 0;
 };
@@ -60,10 +84,42 @@ std::vector<ValueComparison> compareValues(const Source& a, const Source& b, con
     std::vector<PairWork> work(pairs.size());
     std::vector<PairPiece> pieces;
     for (size_t i = 0; i < pairs.size(); ++i) {
-        const Entry& ea = a.entries.at(pairs[i].first);
-        const Entry& eb = b.entries.at(pairs[i].second);
+        const Entry& ea = storedTensorOf(a.entries.at(pairs[i].first));
+        const Entry& eb = storedTensorOf(b.entries.at(pairs[i].second));
         ValueComparison& r = out[i];
         std::string why;
+        PairWork& w = work[i];
+        if (ValueReader::needsReader(ea) || ValueReader::needsReader(eb)) {
+            if (!ea.shapeKnown || !eb.shapeKnown || !(ea.shape == eb.shape)) {
+                r.why = "shapes differ (" + shapeToString(ea.shape) + " vs " + shapeToString(eb.shape) + ")";
+                continue;
+            }
+            try {
+                w.ra = ValueReader::open(a, ea, filesA, why);
+                if (w.ra)
+                    w.rb = ValueReader::open(b, eb, filesB, why);
+            } catch (const LoadError& err) {
+                why = err.problem();
+                w.ra.reset();
+                w.rb.reset();
+            }
+            if (!w.ra || !w.rb || w.ra->numel() != w.rb->numel()) {
+                r.why = why.empty() ? std::string("different numbers of values") : why;
+                w.ra.reset();
+                w.rb.reset();
+                continue;
+            }
+            for (const auto* rd : { w.ra.get(), w.rb.get() })
+                if (!rd->note().empty())
+                    r.note += (r.note.empty() ? "" : "; ") + std::string(rd == w.ra.get() ? "A " : "B ") + rd->note();
+            const uint64_t perPiece = std::max<uint64_t>(options.pieceBytes / sizeof(double), 1);
+            w.firstPiece = pieces.size();
+            for (uint64_t first = 0; first < w.ra->numel(); first += perPiece)
+                pieces.push_back({ i, first, std::min(perPiece, w.ra->numel() - first), {} });
+            w.pieces = pieces.size() - w.firstPiece;
+            r.compared = true;
+            continue;
+        }
         if (!decodable(ea.dtype, &why) || !decodable(eb.dtype, &why)) {
             r.why = why;
             continue;
@@ -72,7 +128,6 @@ std::vector<ValueComparison> compareValues(const Source& a, const Source& b, con
             r.why = "shapes differ (" + shapeToString(ea.shape) + " vs " + shapeToString(eb.shape) + ")";
             continue;
         }
-        PairWork& w = work[i];
         try {
             w.a = TensorBytes::open(a, ea, filesA);
             w.b = TensorBytes::open(b, eb, filesB);
@@ -98,31 +153,31 @@ std::vector<ValueComparison> compareValues(const Source& a, const Source& b, con
             options.control->checkpoint(a.path);
         PairPiece& p = pieces[i];
         const PairWork& w = work[p.pair];
+        double va[kBlock], vb[kBlock];
+        if (w.ra) {
+            p.partial.equalBytes = false; // values made from several stored tensors: no single bytes to compare
+            for (uint64_t off = 0; off < p.count; off += kBlock) {
+                const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, p.count - off));
+                w.ra->read(p.first + off, n, va);
+                w.rb->read(p.first + off, n, vb);
+                p.partial.equalValues = p.partial.equalValues && std::memcmp(va, vb, n * sizeof(double)) == 0;
+                accumulate(va, vb, n, p.partial);
+            }
+            if (progress)
+                progress->advance();
+            return;
+        }
         thread_local std::vector<uint8_t> bufA, bufB;
         const uint8_t* pa = w.a->read(p.first, p.count, bufA);
         const uint8_t* pb = w.b->read(p.first, p.count, bufB);
         PairPartial& s = p.partial;
         s.equalBytes = w.sameDtype && std::memcmp(pa, pb, p.count * w.a->itemSize()) == 0;
-        double va[kBlock], vb[kBlock];
+        s.equalValues = s.equalBytes;
         for (uint64_t off = 0; off < p.count; off += kBlock) {
             const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, p.count - off));
             decode(w.a->dtype(), pa + off * w.a->itemSize(), n, va);
             decode(w.b->dtype(), pb + off * w.b->itemSize(), n, vb);
-            for (size_t k = 0; k < n; ++k) {
-                const double x = va[k], y = vb[k];
-                s.nanMismatch += std::isnan(x) != std::isnan(y);
-                if (!std::isfinite(x) || !std::isfinite(y))
-                    continue;
-                ++s.finite;
-                const double d = std::fabs(x - y);
-                s.maxAbs = std::max(s.maxAbs, d);
-                const double m = std::max(std::fabs(x), std::fabs(y));
-                if (m > 0)
-                    s.maxRel = std::max(s.maxRel, d / m);
-                s.dot += x * y;
-                s.normA += x * x;
-                s.normB += y * y;
-            }
+            accumulate(va, vb, n, s);
         }
         if (progress)
             progress->advance();
@@ -133,10 +188,11 @@ std::vector<ValueComparison> compareValues(const Source& a, const Source& b, con
             continue;
         const PairWork& w = work[i];
         PairPartial total;
-        total.equalBytes = w.sameDtype;
+        total.equalBytes = w.sameDtype && !w.ra;
         for (size_t k = 0; k < w.pieces; ++k)
             mergePair(total, pieces[w.firstPiece + k].partial);
         r.equalBytes = total.equalBytes;
+        r.equalValues = total.equalValues;
         r.finiteCompared = total.finite;
         r.nanMismatch = total.nanMismatch;
         if (total.maxAbs >= 0)
@@ -212,7 +268,8 @@ std::vector<ContentMatch> matchByContent(const Source& a, const std::vector<size
     const auto confirmed = compareValues(a, b, candidates, options);
     std::vector<ContentMatch> out;
     for (size_t k = 0; k < candidates.size(); ++k) {
-        if (!confirmed[k].compared || !confirmed[k].equalBytes)
+        // Groups (quantized weights) have no single bytes: equal dequantized values stand in for them.
+        if (!confirmed[k].compared || !(confirmed[k].equalBytes || (confirmed[k].equalValues && a.entries[candidates[k].first].kind == EntryKind::Group)))
             continue;
         if (out.empty() || out.back().a != candidates[k].first)
             out.push_back({ candidates[k].first, {} });
@@ -240,7 +297,7 @@ std::vector<DuplicateGroup> findDuplicates(const Source& s, const std::vector<si
         DuplicateGroup g;
         g.entries.push_back(members[0]);
         for (size_t k = 0; k < pairs.size(); ++k)
-            if (same[k].equalBytes)
+            if (same[k].equalBytes || (same[k].equalValues && s.entries[members[0]].kind == EntryKind::Group))
                 g.entries.push_back(pairs[k].second);
         if (g.entries.size() < 2)
             continue;

@@ -5,7 +5,9 @@
 // side, which tensors are duplicates.
 //
 // Definitions (the tests hold them to torch's float64 arithmetic):
-//   equal_bytes    same dtype and identical elements in logical order (NaN payloads included)
+//   equal_bytes    same dtype and identical elements in logical order (NaN payloads included); never for
+//                  quantized groups, which have no single stored tensor: they compare by their dequantized
+//                  values (value_reader.h), so a bf16 weight can be held against its FP8 or 4-bit copy
 //   max_abs_diff   max |a - b| over positions where both are finite
 //   max_rel_diff   max |a - b| / max(|a|, |b|) over positions where both are finite and not both zero
 //   cosine         cosine similarity over positions where both are finite (none when a norm is zero)
@@ -27,6 +29,8 @@ struct ValueComparison {
     bool compared = false;
     std::string why; // when not compared: different shapes, bytes not reachable, ...
     bool equalBytes = false;
+    bool equalValues = false; // every value identical (as float64, NaN payloads included)
+    std::string note; // how values were made when a side is a quantized group ("A dequantized: ...")
     uint64_t finiteCompared = 0;
     std::optional<double> maxAbsDiff;
     std::optional<double> maxRelDiff;

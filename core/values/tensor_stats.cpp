@@ -4,6 +4,7 @@
 #include "util/parallel.h"
 #include "values/element_decode.h"
 #include "values/tensor_bytes.h"
+#include "values/value_reader.h"
 
 #include <xxhash.h>
 
@@ -213,6 +214,8 @@ struct Work {
     Dequant dequant;
     std::string note;
     std::optional<TensorBytes> bytes;
+    // Or, for quantized groups and packed float4: their values (dequantized), summarised without counting.
+    std::unique_ptr<const ValueReader> reader;
     std::string skipped;
     size_t firstPiece = 0;
     size_t pieces = 0;
@@ -320,8 +323,33 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
     for (size_t i = 0; i < entries.size(); ++i) {
         Work& w = work[i];
         w.entry = entries[i];
-        const Entry& e = source.entries.at(entries[i]);
+        const Entry& e = storedTensorOf(source.entries.at(entries[i]));
         std::string why;
+        if (ValueReader::needsReader(e)) {
+            if (e.quantization && !options.dequantize) {
+                w.skipped = "a quantized group; its parts hold the stored values";
+                continue;
+            }
+            try {
+                w.reader = ValueReader::open(source, e, files, why);
+            } catch (const LoadError& err) {
+                w.skipped = err.problem();
+                continue;
+            }
+            if (!w.reader) {
+                w.skipped = why;
+                continue;
+            }
+            w.note = w.reader->note();
+            // Pieces of float64 values: the reader decodes (and dequantizes) into them.
+            const uint64_t perPiece = std::max<uint64_t>(options.pieceBytes / sizeof(double), 1);
+            w.firstPiece = pieces.size();
+            for (uint64_t first = 0; first < w.reader->numel(); first += perPiece)
+                pieces.push_back(Piece { i, first, std::min(perPiece, w.reader->numel() - first), {}, 0, {} });
+            w.pieces = pieces.size() - w.firstPiece;
+            w.piecesLeft = w.pieces;
+            continue;
+        }
         if (!decodable(e.dtype, &why)) {
             w.skipped = e.kind == EntryKind::Tensor ? why : (e.kind == EntryKind::Group ? "a group of tensors; its parts have the values" : "not a tensor");
             continue;
@@ -361,6 +389,22 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
             options.control->checkpoint(source.path);
         Piece& p = pieces[i];
         Work& w = work[p.tensor];
+        if (w.reader) {
+            std::vector<double> values(kBlock);
+            XXH3_state_t* hash = XXH3_createState();
+            XXH3_64bits_reset(hash);
+            for (uint64_t off = 0; off < p.count; off += kBlock) {
+                const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, p.count - off));
+                w.reader->read(p.first + off, n, values.data());
+                XXH3_64bits_update(hash, values.data(), n * sizeof(double));
+                scanBlock(values.data(), n, p.partial);
+            }
+            p.hash = XXH3_64bits_digest(hash);
+            XXH3_freeState(hash);
+            if (progress)
+                progress->advance();
+            return;
+        }
         const TensorBytes& tb = *w.bytes;
         thread_local std::vector<uint8_t> buffer;
         const uint8_t* piece = tb.read(p.first, p.count, buffer);
@@ -418,7 +462,16 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
             if (w.counted)
                 return; // summarised from its counts already
             p.histogram.assign(options.bins, 0);
-            if (w.total.finite) {
+            if (w.total.finite && w.reader) {
+                std::vector<double> values(kBlock);
+                for (uint64_t off = 0; off < p.count; off += kBlock) {
+                    const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, p.count - off));
+                    w.reader->read(p.first + off, n, values.data());
+                    for (size_t k = 0; k < n; ++k)
+                        if (std::isfinite(values[k]))
+                            ++p.histogram[binOf(values[k], w.total.min, w.total.max, options.bins)];
+                }
+            } else if (w.total.finite) {
                 const TensorBytes& tb = *w.bytes;
                 const double lo = w.total.min, hi = w.total.max;
                 thread_local std::vector<uint8_t> buffer;
@@ -447,13 +500,13 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
         const Work& w = work[i];
         TensorStatsResult& r = out[i];
         r.entry = w.entry;
-        if (!w.bytes) {
+        if (!w.bytes && !w.reader) {
             r.skipped = w.skipped;
             continue;
         }
         TensorStats s;
         s.note = w.note;
-        s.numel = w.bytes->numel();
+        s.numel = w.bytes ? w.bytes->numel() : w.reader->numel();
         s.finite = w.total.finite;
         s.nan = w.total.nan;
         s.posInf = w.total.posInf;

@@ -20,7 +20,9 @@
 // finite range, a value equal to max landing in the last bin; when every finite value is equal they all
 // land in bin 0. The hash is XXH3-64 of the elements' bytes (little-endian, in their own dtype, row-major):
 // of the bytes themselves for tensors up to one piece, else of the list of the pieces' hashes, so equal
-// tensors hash equal however they are strided or stored.
+// tensors hash equal however they are strided or stored. Quantized groups and packed float4 tensors are
+// summarised from their values (value_reader.h: dequantized as their library computes them), and their hash
+// is of those values as float64.
 
 #include "model/source.h"
 
@@ -50,9 +52,11 @@ struct TensorStats {
     // Unbiased (torch's default); nullopt with fewer than two finite values.
     std::optional<double> std() const;
     std::vector<uint64_t> histogram; // empty when there are no finite values or no bins were asked for
-    uint64_t hash = 0; // of the stored bytes, even when the statistics are of dequantized values
-    // How the values were read: "" for plain tensors, "dequantized (torch.ao per-tensor affine)", or why a
-    // quantized tensor's statistics are of its stored integers.
+    // Of the stored bytes (for torch.ao tensors too, whose statistics are of dequantized values); of the
+    // float64 values for groups (see above).
+    uint64_t hash = 0;
+    // How the values were read: "" for plain tensors, "dequantized (torch.ao per-tensor affine)",
+    // "dequantized: bitsandbytes nf4, ...", or why a quantized tensor's statistics are of its stored integers.
     std::string note;
 };
 
@@ -62,8 +66,9 @@ struct StatsOptions {
     // Logical bytes per piece (the unit of parallel work). The hash of a tensor longer than one piece is
     // built from its pieces' hashes, so hashes compare only between runs with the same piece size.
     uint64_t pieceBytes = uint64_t(4) << 20;
-    // Quantized tensors whose scheme is known (torch.ao per-tensor and per-channel affine) are summarised
-    // dequantized, as torch's dequantize() computes them (in float32); off: their stored integers.
+    // Quantized tensors whose scheme is known (torch.ao per-tensor and per-channel affine; the groups of
+    // value_reader.h) are summarised dequantized, as their library computes them; off: torch.ao tensors'
+    // stored integers, and quantized groups are skipped (their parts hold the stored values).
     bool dequantize = true;
     const LoadControl* control = nullptr; // progress (in pieces) and cancellation
 };

@@ -4,6 +4,7 @@
 #include "util/load_control.h"
 #include "values/element_decode.h"
 #include "values/tensor_bytes.h"
+#include "values/value_reader.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,17 +22,17 @@ std::optional<Thumbnail> thumbnail(const Source& s, const Entry& e, int maxSide,
     if (e.shape.size() < 2 || maxSide < 1)
         return refuse("a picture needs two or more dimensions");
     std::string reason;
-    if (!decodable(e.dtype, &reason))
-        return refuse(reason);
     FileCache files;
-    std::optional<TensorBytes> tb;
+    std::unique_ptr<const ValueReader> reader;
     try {
-        tb = TensorBytes::open(s, e, files);
+        reader = ValueReader::open(s, e, files, reason);
     } catch (const LoadError& err) {
         return refuse(err.problem());
     }
+    if (!reader)
+        return refuse(reason);
     const uint64_t rows = static_cast<uint64_t>(e.shape[0]);
-    const uint64_t cols = rows ? tb->numel() / rows : 0;
+    const uint64_t cols = rows ? reader->numel() / rows : 0;
     if (rows == 0 || cols == 0)
         return refuse("empty");
     Thumbnail t;
@@ -42,14 +43,13 @@ std::optional<Thumbnail> thumbnail(const Source& s, const Entry& e, int maxSide,
     // Streamed in chunks of elements (a row can be wider than memory should hold), each element's cell from
     // its row and column.
     constexpr uint64_t kChunk = 65536;
-    std::vector<uint8_t> buffer;
     std::vector<double> values(kChunk);
-    const uint64_t total = tb->numel();
+    const uint64_t total = reader->numel();
     for (uint64_t first = 0; first < total; first += kChunk) {
         if (control)
             control->checkpoint(s.path);
         const uint64_t n = std::min(kChunk, total - first);
-        decode(tb->dtype(), tb->read(first, n, buffer), static_cast<size_t>(n), values.data());
+        reader->read(first, n, values.data());
         uint64_t r = first / cols, c = first % cols;
         for (uint64_t k = 0; k < n; ++k) {
             const double v = values[k];

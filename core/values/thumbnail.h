@@ -1,7 +1,8 @@
 #pragma once
 // A downsampled picture of a weight for the details panel: the tensor viewed as a matrix (dimension 0 by
 // the product of the others) and averaged over blocks into at most `maxSide` x `maxSide` cells, streaming
-// the elements once in logical order (memory: the cells). Non-finite values are left out of the averages.
+// the values once in logical order (memory: the cells; quantized weights dequantized, value_reader.h).
+// Non-finite values are left out of the averages.
 
 #include "model/source.h"
 
