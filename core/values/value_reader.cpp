@@ -64,6 +64,28 @@ const std::string* param(const Quantization& q, std::string_view key)
     return nullptr;
 }
 
+// "[1, 32]" -> {1, 32}; empty when absent or not a list of sizes.
+std::vector<uint64_t> listParam(const Quantization& q, std::string_view key)
+{
+    std::vector<uint64_t> out;
+    const std::string* text = param(q, key);
+    if (!text)
+        return out;
+    const char* p = text->c_str();
+    while (*p) {
+        if (*p >= '0' && *p <= '9') {
+            char* end = nullptr;
+            out.push_back(std::strtoull(p, &end, 10));
+            p = end;
+        } else if (*p == '[' || *p == ']' || *p == ',' || *p == ' ') {
+            ++p;
+        } else {
+            return {};
+        }
+    }
+    return out;
+}
+
 std::string shapeText(const Entry& e) { return e.shapeKnown ? shapeToString(e.shape) : std::string("[?]"); }
 
 uint64_t ceilDiv(uint64_t a, uint64_t b) { return b ? (a + b - 1) / b : 0; }
@@ -154,14 +176,26 @@ public:
             why = "scale shape " + shapeText(scale) + " does not tile weight shape " + shapeText(weight);
             return nullptr;
         }
+        // The block edge per dimension: the stated block_size (torchao), else the power of two whose
+        // ceil-division gives the scale's size (a [200, 300] weight in 128 x 128 blocks has [2, 3] scales,
+        // which 100 x 100 blocks would also give), else the plain ceil-division.
+        const std::vector<uint64_t> stated = g.quantization ? listParam(*g.quantization, "block_size") : std::vector<uint64_t> {};
         for (size_t d = 0; d < n; ++d) {
             const uint64_t w = static_cast<uint64_t>(weight.shape[d]), sd = static_cast<uint64_t>(sshape[d]);
-            const uint64_t b = sd ? ceilDiv(w, sd) : 0;
+            uint64_t b = 1;
+            if (stated.size() == n && stated[d] > 0) {
+                b = stated[d];
+            } else if (sd > 0) {
+                while (b < (uint64_t(1) << 40) && ceilDiv(w, b) > sd)
+                    b *= 2;
+                if (ceilDiv(w, b) != sd)
+                    b = std::max<uint64_t>(ceilDiv(w, sd), 1);
+            }
             if (sd == 0 || (w && ceilDiv(w, b) != sd)) {
                 why = "scale shape " + shapeText(scale) + " does not tile weight shape " + shapeText(weight);
                 return nullptr;
             }
-            r->m_block.push_back(std::max<uint64_t>(b, 1));
+            r->m_block.push_back(b);
         }
         r->m_dims.assign(weight.shape.begin(), weight.shape.end());
         r->m_sdims.assign(sshape.begin(), sshape.end());
@@ -169,11 +203,14 @@ public:
         r->m_out = g.dtype;
         r->m_numel = r->m_w.numel();
         std::string blocks;
-        for (size_t d = 0; d < n; ++d)
+        bool perRow = n == 2 && r->m_block[0] == 1;
+        for (size_t d = 0; d < n; ++d) {
             blocks += (d ? ", " : "") + std::to_string(r->m_block[d]);
+            perRow = perRow && (d == 0 || r->m_sdims[d] == 1);
+        }
         const bool perTensor = r->m_s.numel() == 1;
         r->m_note = "dequantized: " + std::string(dtypeName(weight.dtype)) + " x " + scale.name
-            + (perTensor ? " (one per tensor)" : " per [" + blocks + "] block") + (factor != 1.0f ? " / 127" : "")
+            + (perTensor ? " (one per tensor)" : perRow ? " per row" : " per [" + blocks + "] block") + (factor != 1.0f ? " / 127" : "")
             + ", in float32" + (r->m_out == DType::Float16 || r->m_out == DType::BFloat16 ? std::string(", rounded to ") + outName(r->m_out) : std::string());
         return r;
     }

@@ -12,6 +12,7 @@
 #include "values/tensor_bytes.h"
 #include "values/tensor_compare.h"
 #include "values/tensor_stats.h"
+#include "values/value_reader.h"
 
 #include <QCryptographicHash>
 #include <QDir>
@@ -119,6 +120,38 @@ void compareStats(const QString& what, const values::TensorStats& got, const QJs
 
 } // namespace
 
+namespace {
+
+// A quantized group against its library's dequantization recipe (run with torch by the fixture script):
+// every value exactly (the sha256 of all of them as float64), the first ones, and the statistics.
+void checkGroup(const QString& name, const Source& s, const Entry& e, const values::TensorStatsResult& r, const QJsonObject& want)
+{
+    const QByteArray label = name.toUtf8();
+    QVERIFY2(e.kind == EntryKind::Group, label + " is not grouped");
+    QVERIFY2(e.quantization && QString::fromStdString(e.quantization->scheme) == want.value(QStringLiteral("scheme")).toString(), label + " scheme");
+    QVERIFY2(r.stats, qPrintable(name + QStringLiteral(": ") + QString::fromStdString(r.skipped)));
+    QVERIFY2(r.stats->note.rfind("dequantized", 0) == 0, r.stats->note.c_str());
+    QCOMPARE(static_cast<qint64>(r.stats->numel), want.value(QStringLiteral("numel")).toInteger());
+    values::FileCache files;
+    std::string why;
+    const auto reader = values::ValueReader::open(s, e, files, why);
+    QVERIFY2(reader, why.c_str());
+    std::vector<double> all(reader->numel());
+    // In uneven ranges, so a read that starts mid-row, mid-block or mid-byte is exercised too.
+    for (uint64_t first = 0, step = 1; first < all.size(); first += step, step = step * 3 + 7)
+        reader->read(first, std::min<uint64_t>(step, all.size() - first), all.data() + first);
+    const QByteArray sha = QCryptographicHash::hash(QByteArrayView(reinterpret_cast<const char*>(all.data()), static_cast<qsizetype>(all.size() * sizeof(double))), QCryptographicHash::Sha256).toHex();
+    const QJsonObject deq = want.value(QStringLiteral("dequantized_group")).toObject();
+    const QJsonArray first = deq.value(QStringLiteral("first")).toArray();
+    for (qsizetype i = 0; i < first.size(); ++i)
+        QVERIFY2(sameValue(all[static_cast<size_t>(i)], number(first[i])),
+            qPrintable(name + QStringLiteral(" first[%1]: %2 vs %3").arg(i).arg(all[static_cast<size_t>(i)], 0, 'g', 17).arg(number(first[i]), 0, 'g', 17)));
+    QVERIFY2(sha == want.value(QStringLiteral("sha256_values_f64")).toString().toLatin1(), label + " values (sha256 of all of them)");
+    compareStats(name + QStringLiteral(" (dequantized)"), *r.stats, deq);
+}
+
+} // namespace
+
 class TestValues : public QObject {
     Q_OBJECT
 private slots:
@@ -156,6 +189,10 @@ private slots:
             const QJsonObject want = it.value().toObject();
             const Entry& e = s.entries[indices[k]];
             const auto& r = results[k];
+            if (want.contains(QStringLiteral("dequantized_group"))) {
+                checkGroup(name, s, e, r, want);
+                continue;
+            }
             if (want.contains(QStringLiteral("dequantized"))) {
                 // Quantized: dequantized as torch's dequantize() does, or (asked) the stored integers.
                 QVERIFY2(r.stats, qPrintable(name + QStringLiteral(": ") + QString::fromStdString(r.skipped)));
@@ -444,6 +481,125 @@ private slots:
         QCOMPARE(h.front(), uint64_t(1)); // -max
         QCOMPARE(h.back(), uint64_t(1)); // +max
         QCOMPARE(h[8], uint64_t(2)); // 0 and 1, in the middle bin as torch.histc puts them
+    }
+
+    // torchao's own file (a Float8Tensor written by torchao's safetensors support) against torchao's
+    // dequantization, computed by the fixture script from the bytes of the shared fixture.
+    void realTorchaoFloat8Tensor()
+    {
+        const QString shared = test::sharedDir();
+        if (shared.isEmpty())
+            QSKIP("../shared is absent");
+        const QJsonObject expected = readJson(valuesDir() + QStringLiteral("/real_fp8_weights.shared.json"));
+        const QString path = shared + QLatin1Char('/') + expected.value(QStringLiteral("shared_file")).toString();
+        QFile f(path);
+        QVERIFY2(f.open(QIODevice::ReadOnly), qPrintable(path));
+        QCOMPARE(QCryptographicHash::hash(f.readAll(), QCryptographicHash::Sha256).toHex(), expected.value(QStringLiteral("sha256_file")).toString().toLatin1());
+        const Source s = openSource(path.toStdString());
+        const QJsonObject tensors = expected.value(QStringLiteral("tensors")).toObject();
+        for (auto it = tensors.begin(); it != tensors.end(); ++it) {
+            const Entry* e = findEntry(s, it.key());
+            QVERIFY2(e, qPrintable(it.key()));
+            const auto r = values::computeStats(s, { static_cast<size_t>(e - s.entries.data()) });
+            checkGroup(it.key(), s, *e, r[0], it.value().toObject());
+        }
+    }
+
+    // A quantized group has no single stored tensor: it compares by its dequantized values, equal to itself
+    // and far from a differently quantized weight; content matching and duplicates accept equal values.
+    void quantizedGroupsCompareByValues()
+    {
+        const Source s = openSource((valuesDir() + QStringLiteral("/quantized_groups.safetensors")).toStdString());
+        const Entry* q = findEntry(s, QStringLiteral("model.layers.0.self_attn.q_proj.weight"));
+        const Entry* awq = findEntry(s, QStringLiteral("model.layers.4.mlp.up_proj.weight"));
+        const Entry* gptq = findEntry(s, QStringLiteral("model.layers.3.self_attn.o_proj.weight"));
+        QVERIFY(q && gptq && awq);
+        const size_t iq = static_cast<size_t>(q - s.entries.data()), ia = static_cast<size_t>(awq - s.entries.data()),
+                     ig = static_cast<size_t>(gptq - s.entries.data());
+        const auto c = values::compareValues(s, s, { { iq, iq }, { ia, ig } });
+        QVERIFY2(c[0].compared, c[0].why.c_str());
+        QVERIFY(!c[0].equalBytes && c[0].equalValues);
+        QCOMPARE(*c[0].maxAbsDiff, 0.0);
+        QVERIFY(std::fabs(*c[0].cosine - 1.0) < 1e-12);
+        QVERIFY2(c[0].note.find("A dequantized: float8_e4m3fn") == 0, c[0].note.c_str());
+        QVERIFY2(!c[1].compared, "different shapes were compared"); // [64, 128] against [64, 256]
+        const auto m = values::matchByContent(s, { iq }, s, { ia, iq });
+        QVERIFY(m.size() == 1 && m[0].b == std::vector<size_t> { iq });
+    }
+
+    // torch's float4_e2m1fn_x2 packs two OCP E2M1 values per byte, the first in the low nibble. The table
+    // is the MX specification's (section 5.3.3): 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives.
+    void packedFloat4()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("fp4.bin"));
+        QByteArray bytes;
+        for (int b = 0; b < 256; ++b)
+            bytes.append(static_cast<char>(b));
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly) && f.write(bytes) == 256);
+        f.close();
+        Source s;
+        s.path = path.toStdString();
+        s.files = { s.path };
+        Entry e;
+        e.name = "w";
+        e.dtype = DType::Float4_e2m1fn_x2;
+        e.shape = { 16, 16 };
+        e.location.kind = TensorLocation::Kind::Mapped;
+        e.location.file = 0;
+        e.location.offset = 0;
+        e.location.length = 256;
+        s.entries.push_back(e);
+        const double spec[16] = { 0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6 };
+        values::FileCache files;
+        std::string why;
+        const auto reader = values::ValueReader::open(s, s.entries[0], files, why);
+        QVERIFY2(reader, why.c_str());
+        QCOMPARE(reader->numel(), uint64_t(512));
+        std::vector<double> v(512);
+        reader->read(0, 512, v.data());
+        for (int b = 0; b < 256; ++b) {
+            QCOMPARE(v[size_t(2 * b)], spec[b & 15]);
+            QCOMPARE(v[size_t(2 * b + 1)], spec[b >> 4]);
+        }
+        const auto r = values::computeStats(s, { 0 });
+        QVERIFY(r[0].stats);
+        QCOMPARE(r[0].stats->numel, uint64_t(512));
+        QCOMPARE(r[0].stats->min, -6.0);
+        QCOMPARE(r[0].stats->max, 6.0);
+        QCOMPARE(r[0].stats->zeros, uint64_t(2 * 32)); // nibbles 0 and 8 (-0), 32 times each per position
+    }
+
+    // Parts that do not fit their group are refused when the reader opens, never read past.
+    void hostileQuantizedGroupsAreRefused()
+    {
+        Source s = openSource((valuesDir() + QStringLiteral("/quantized_groups.safetensors")).toStdString());
+        values::FileCache files;
+        std::string why;
+        Entry* nf4 = nullptr;
+        Entry* gptq = nullptr;
+        for (Entry& e : s.entries) {
+            if (e.name == "model.layers.2.mlp.gate_proj.weight")
+                nf4 = &e;
+            if (e.name == "model.layers.3.self_attn.o_proj.weight")
+                gptq = &e;
+        }
+        QVERIFY(nf4 && gptq);
+        Entry big = *nf4;
+        big.shape = { int64_t(1) << 40 };
+        QVERIFY(!values::ValueReader::open(s, big, files, why));
+        QVERIFY2(why.find("fewer than") != std::string::npos, why.c_str());
+        Entry bigger = *gptq;
+        bigger.shape = { 64, 512 };
+        why.clear();
+        QVERIFY(!values::ValueReader::open(s, bigger, files, why));
+        QVERIFY2(why.find("do not fit") != std::string::npos, why.c_str());
+        Entry noScales = *gptq;
+        noScales.parts.erase(std::remove_if(noScales.parts.begin(), noScales.parts.end(), [](const Entry& p) { return p.name == "scales"; }), noScales.parts.end());
+        why.clear();
+        QVERIFY(!values::ValueReader::open(s, noScales, files, why));
+        QVERIFY2(why.find("cannot dequantize") != std::string::npos, why.c_str());
     }
 
     void cancelledStatsStop()
