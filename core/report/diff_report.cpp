@@ -291,12 +291,16 @@ void appendDouble(std::string& out, double v)
     out.append(buf, static_cast<size_t>(std::max(n, 0)));
 }
 
+// JSON is read by programs: the shortest text that reads back as the same double.
 void appendOptionalJson(std::string& out, const std::optional<double>& v)
 {
-    if (v && std::isfinite(*v))
-        appendDouble(out, *v);
-    else
+    if (v && std::isfinite(*v)) {
+        char buf[32];
+        const auto r = std::to_chars(buf, buf + sizeof buf, *v);
+        out.append(buf, r.ptr);
+    } else {
         out += "null";
+    }
 }
 
 // The rows whose values were compared and differ, for the sections of the readable formats.
@@ -325,7 +329,7 @@ ValueSummary summariseValues(const DiffReportInput& in)
             continue;
         }
         ++v.compared;
-        if (c.equalBytes)
+        if (c.equalBytes || c.equalValues) // quantized groups have no single bytes: equal values count
             ++v.equal;
         else
             v.differ.push_back({ &row, &c });
@@ -333,14 +337,14 @@ ValueSummary summariseValues(const DiffReportInput& in)
     return v;
 }
 
-// "27 pair(s) compared, 16 with equal bytes, 11 differ, 0 not compared"
+// "27 pair(s) compared, 16 equal, 11 differ, 0 not compared"
 std::string valueCounts(const ValueSummary& v)
 {
     std::string out;
     appendNumber(out, static_cast<uint64_t>(v.compared));
     out += " pair(s) compared, ";
     appendNumber(out, static_cast<uint64_t>(v.equal));
-    out += " with equal bytes, ";
+    out += " equal, ";
     appendNumber(out, static_cast<uint64_t>(v.differ.size()));
     out += " differ, ";
     appendNumber(out, static_cast<uint64_t>(v.notCompared));
@@ -778,6 +782,11 @@ std::string diffToJson(const DiffReportInput& in)
                 fields += ",\"cosine\":";
                 appendOptionalJson(fields, c ? c->cosine : std::nullopt);
                 raw.put(fields);
+                if (c && !c->note.empty()) { // how a quantized side's values were made
+                    raw.makeRoom(24 + RawWriter::stringRoom(c->note));
+                    raw.put(",\"value_note\":");
+                    raw.string(c->note);
+                }
             }
             raw.put('}');
         }

@@ -7,11 +7,10 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-
-#include <cmath>
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <cmath>
 #include <map>
 
 using sl::test::runStatelens;
@@ -46,6 +45,33 @@ private slots:
     }
 
     // `stats` reads values: its JSON agrees with what torch computed for the fixture (tests/fixtures/values).
+    // A float checkpoint against its quantized copy: every pair compared by dequantized value, as torch
+    // computes |original - dequantized| and the cosine (quantized_groups.safetensors.expected.json).
+    void diffValuesAgainstQuantizedCopy()
+    {
+        const QString dir = sl::test::fixturesDir() + QStringLiteral("/values");
+        const auto r = runStatelens({ QStringLiteral("diff"), dir + QStringLiteral("/quantized_groups.original.safetensors"),
+            dir + QStringLiteral("/quantized_groups.safetensors"), QStringLiteral("--values"), QStringLiteral("--format"), QStringLiteral("json") });
+        QCOMPARE(r.exitCode, 1); // quantized weights do not load into a float model by name alone
+        QFile f(dir + QStringLiteral("/quantized_groups.safetensors.expected.json"));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QJsonObject truth = QJsonDocument::fromJson(f.readAll()).object().value(QStringLiteral("tensors")).toObject();
+        int checked = 0;
+        for (const QJsonValue& v : QJsonDocument::fromJson(r.out).object().value(QStringLiteral("rows")).toArray()) {
+            const QJsonObject row = v.toObject();
+            const QJsonObject want = truth.value(row.value(QStringLiteral("a")).toString()).toObject().value(QStringLiteral("vs_original")).toObject();
+            if (want.isEmpty())
+                continue;
+            const QByteArray name = row.value(QStringLiteral("a")).toString().toUtf8();
+            QVERIFY2(row.value(QStringLiteral("equal_bytes")) == QJsonValue(false), name);
+            QVERIFY2(row.value(QStringLiteral("max_abs_diff")).toDouble() == want.value(QStringLiteral("max_abs_diff")).toDouble(), name);
+            QVERIFY2(std::fabs(row.value(QStringLiteral("cosine")).toDouble() - want.value(QStringLiteral("cosine")).toDouble()) < 1e-12, name);
+            QVERIFY2(row.value(QStringLiteral("value_note")).toString().startsWith(QStringLiteral("B dequantized: ")), name);
+            ++checked;
+        }
+        QCOMPARE(checked, truth.size());
+    }
+
     void statsJsonAgreesWithTorch()
     {
         const QString dir = sl::test::fixturesDir() + QStringLiteral("/values");

@@ -167,6 +167,8 @@ QVariant AlignedTreeModel::valuesCell(const Node& n, int role) const
     auto describe = [](const values::ValueComparison& c) {
         if (c.equalBytes)
             return tr("= same bytes");
+        if (c.equalValues)
+            return tr("= same values");
         QString s = tr("max|Δ| %1").arg(c.maxAbsDiff ? QString::number(*c.maxAbsDiff, 'g', 3) : QStringLiteral("—"));
         if (c.cosine)
             s += tr(" · cos %1").arg(QString::number(*c.cosine, 'f', 6));
@@ -178,7 +180,7 @@ QVariant AlignedTreeModel::valuesCell(const Node& n, int role) const
         size_t same = 0, differ = 0;
         for (size_t r : m_snap->folded[static_cast<size_t>(m_leaves[static_cast<size_t>(n.ref)].folded)].rows)
             if (const auto* c = comparisonOf(m_snap->diff.rows[r]))
-                (c->equalBytes ? same : differ) += 1;
+                (c->equalBytes || c->equalValues ? same : differ) += 1;
         if (!same && !differ)
             return {};
         return tr("%1 same · %2 differ").arg(same).arg(differ);
@@ -189,11 +191,12 @@ QVariant AlignedTreeModel::valuesCell(const Node& n, int role) const
     if (const auto* c = comparisonOf(*row)) {
         if (role == Qt::ToolTipRole)
             return tr("equal bytes: %1\nmax |a-b|: %2\nmax relative: %3\ncosine: %4\nNaN on one side only: %5")
-                .arg(c->equalBytes ? tr("yes") : tr("no"))
-                .arg(c->maxAbsDiff ? QString::number(*c->maxAbsDiff, 'g', 9) : QStringLiteral("—"))
-                .arg(c->maxRelDiff ? QString::number(*c->maxRelDiff, 'g', 9) : QStringLiteral("—"))
-                .arg(c->cosine ? QString::number(*c->cosine, 'g', 12) : QStringLiteral("—"))
-                .arg(c->nanMismatch);
+                       .arg(c->equalBytes ? tr("yes") : tr("no"))
+                       .arg(c->maxAbsDiff ? QString::number(*c->maxAbsDiff, 'g', 9) : QStringLiteral("—"))
+                       .arg(c->maxRelDiff ? QString::number(*c->maxRelDiff, 'g', 9) : QStringLiteral("—"))
+                       .arg(c->cosine ? QString::number(*c->cosine, 'g', 12) : QStringLiteral("—"))
+                       .arg(c->nanMismatch)
+                + (c->note.empty() ? QString() : QLatin1Char('\n') + QString::fromStdString(c->note));
         return describe(*c);
     }
     const size_t i = static_cast<size_t>(row - m_snap->diff.rows.data());

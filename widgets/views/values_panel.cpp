@@ -253,9 +253,12 @@ void ValuesPanel::present(const Request& r, const std::shared_ptr<const SideValu
     row(tr("zeros"), [](const values::TensorStats& t) { return QString::number(t.zeros); });
     row(tr("xxh3"), [](const values::TensorStats& t) { return QStringLiteral("<code>%1</code>").arg(t.hash, 16, 16, QLatin1Char('0')); });
     html += QStringLiteral("</table>");
-    for (const Side& s : sides)
+    for (const Side& s : sides) {
         if (s.e && s.v && !s.v->stats)
             html += QStringLiteral("<p>%1: %2</p>").arg(s.name, QString::fromStdString(s.v->why).toHtmlEscaped());
+        else if (s.e && s.v && !s.v->stats->note.empty()) // how the values were made (dequantized, ...)
+            html += QStringLiteral("<p><small>%1: %2</small></p>").arg(s.name, QString::fromStdString(s.v->stats->note).toHtmlEscaped());
+    }
     if (r.a && r.b && a->stats && b->stats)
         html += a->stats->hash == b->stats->hash && r.a->dtype == r.b->dtype ? tr("<p><b>Same elements on both sides.</b></p>") : QString();
     m_text->setText(html);
