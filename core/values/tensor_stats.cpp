@@ -323,33 +323,42 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
     for (size_t i = 0; i < entries.size(); ++i) {
         Work& w = work[i];
         w.entry = entries[i];
-        const Entry& e = storedTensorOf(source.entries.at(entries[i]));
+        const Entry* target = &storedTensorOf(source.entries.at(entries[i]));
         std::string why;
-        if (ValueReader::needsReader(e)) {
-            if (e.quantization && !options.dequantize) {
-                w.skipped = "a quantized group; its parts hold the stored values";
+        std::string storedNote; // set when a quantized group is summarised by its stored values instead
+        if (ValueReader::needsReader(*target)) {
+            if (target->quantization && !options.dequantize) {
+                why = "dequantizing is off";
+            } else {
+                try {
+                    w.reader = ValueReader::open(source, *target, files, why);
+                } catch (const LoadError& err) {
+                    w.skipped = err.problem();
+                    continue;
+                }
+            }
+            if (w.reader) {
+                w.note = w.reader->note();
+                // Pieces of float64 values: the reader decodes (and dequantizes) into them.
+                const uint64_t perPiece = std::max<uint64_t>(options.pieceBytes / sizeof(double), 1);
+                w.firstPiece = pieces.size();
+                for (uint64_t first = 0; first < w.reader->numel(); first += perPiece)
+                    pieces.push_back(Piece { i, first, std::min(perPiece, w.reader->numel() - first), {}, 0, {} });
+                w.pieces = pieces.size() - w.firstPiece;
+                w.piecesLeft = w.pieces;
                 continue;
             }
-            try {
-                w.reader = ValueReader::open(source, e, files, why);
-            } catch (const LoadError& err) {
-                w.skipped = err.problem();
-                continue;
-            }
-            if (!w.reader) {
+            // A quantized group that is not dequantized: the stored values of its main part (the packed
+            // weight, listed first), with a note saying so, rather than nothing.
+            const Entry* main = target->quantization && !target->parts.empty() ? &target->parts.front() : nullptr;
+            if (!main || main->kind != EntryKind::Tensor || !decodable(main->dtype)) {
                 w.skipped = why;
                 continue;
             }
-            w.note = w.reader->note();
-            // Pieces of float64 values: the reader decodes (and dequantizes) into them.
-            const uint64_t perPiece = std::max<uint64_t>(options.pieceBytes / sizeof(double), 1);
-            w.firstPiece = pieces.size();
-            for (uint64_t first = 0; first < w.reader->numel(); first += perPiece)
-                pieces.push_back(Piece { i, first, std::min(perPiece, w.reader->numel() - first), {}, 0, {} });
-            w.pieces = pieces.size() - w.firstPiece;
-            w.piecesLeft = w.pieces;
-            continue;
+            storedNote = "stored values of its " + main->name + " part (" + why + ")";
+            target = main;
         }
+        const Entry& e = *target;
         if (!decodable(e.dtype, &why)) {
             w.skipped = e.kind == EntryKind::Tensor ? why : (e.kind == EntryKind::Group ? "a group of tensors; its parts have the values" : "not a tensor");
             continue;
@@ -365,6 +374,8 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
             w.dequant = dequantFor(source, e, files, w.note);
         else if (dtypeIsQuantized(e.dtype))
             w.note = "stored integers";
+        if (!storedNote.empty())
+            w.note = storedNote;
         w.counted = w.bytes->itemSize() <= 2 && !w.dequant.perChannel;
         w.firstPiece = pieces.size();
         for (uint64_t first = 0; first < w.bytes->numel(); first += perPiece) {

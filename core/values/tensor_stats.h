@@ -67,8 +67,8 @@ struct StatsOptions {
     // built from its pieces' hashes, so hashes compare only between runs with the same piece size.
     uint64_t pieceBytes = uint64_t(4) << 20;
     // Quantized tensors whose scheme is known (torch.ao per-tensor and per-channel affine; the groups of
-    // value_reader.h) are summarised dequantized, as their library computes them; off: torch.ao tensors'
-    // stored integers, and quantized groups are skipped (their parts hold the stored values).
+    // value_reader.h) are summarised dequantized, as their library computes them; off (or a scheme not
+    // dequantized): the stored integers, of a group's main part (listed first), with a note saying so.
     bool dequantize = true;
     const LoadControl* control = nullptr; // progress (in pieces) and cancellation
 };

@@ -580,7 +580,7 @@ std::unique_ptr<const ValueReader> openGroup(const Source& s, const Entry& g, Fi
     } else if (scheme == "gptq" || scheme == "awq") {
         return PackedIntReader::make(s, g, files, why);
     } else {
-        why = "stored values: " + scheme + " is not dequantized";
+        why = scheme + " is not dequantized";
         return nullptr;
     }
     if (why.empty())

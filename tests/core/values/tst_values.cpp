@@ -571,6 +571,26 @@ private slots:
         QCOMPARE(r[0].stats->zeros, uint64_t(2 * 32)); // nibbles 0 and 8 (-0), 32 times each per position
     }
 
+    // A quantized group that is not dequantized (here: asked not to) is summarised by the stored values of
+    // its main part, with a note saying so, exactly as that tensor alone would be.
+    void undequantizedGroupsShowTheirStoredValues()
+    {
+        Source s = openSource((valuesDir() + QStringLiteral("/quantized_groups.safetensors")).toStdString());
+        const Entry* g = findEntry(s, QStringLiteral("model.layers.3.self_attn.o_proj.weight"));
+        QVERIFY(g && g->parts.front().name == "qweight");
+        const size_t gi = static_cast<size_t>(g - s.entries.data());
+        s.entries.push_back(g->parts.front()); // the part alone, as a plain entry
+        values::StatsOptions raw;
+        raw.dequantize = false;
+        const auto r = values::computeStats(s, { gi, s.entries.size() - 1 }, raw);
+        QVERIFY(r[0].stats && r[1].stats);
+        QVERIFY2(r[0].stats->note == "stored values of its qweight part (dequantizing is off)", r[0].stats->note.c_str());
+        QCOMPARE(r[0].stats->hash, r[1].stats->hash);
+        QCOMPARE(r[0].stats->min, r[1].stats->min);
+        QCOMPARE(r[0].stats->numel, uint64_t(32 * 64));
+        QVERIFY(r[1].stats->note.empty());
+    }
+
     // Parts that do not fit their group are refused when the reader opens, never read past.
     void hostileQuantizedGroupsAreRefused()
     {
