@@ -1,4 +1,4 @@
-// statelens stats PATH [--filter REGEX] [--format table|json] [--bins N] [--container C] [-o FILE]
+// statelens stats PATH [--filter REGEX] [--format table|json] [--bins N] [--stored] [--container C] [-o FILE]
 //
 // Reads the values of the source's tensors (only now: every other command leaves tensor bytes alone) and
 // prints, per tensor, min, max, mean, std, NaN/Inf/zero counts, a histogram and a content hash. See
@@ -26,6 +26,7 @@ struct StatsOptionsCli {
     std::string filter;
     std::string format = "table";
     unsigned bins = 16;
+    bool stored = false; // quantized tensors by their stored integers, not dequantized
     std::string output;
 };
 
@@ -193,6 +194,7 @@ int runStats(const StatsOptionsCli& o)
     }
     values::StatsOptions options;
     options.bins = o.bins;
+    options.dequantize = !o.stored;
     const auto results = values::computeStats(s, entries, options);
     const auto hints = values::initHints(s, results);
     emit(o.format == "json" ? json(s, results, hints, o.bins) : table(s, results, hints), o.output);
@@ -211,6 +213,7 @@ Runner addStatsCommand(CLI::App& app)
     cmd->add_option("--filter", o->filter, "Only tensors whose name matches this regular expression (searched anywhere)");
     cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({ "table", "json" }));
     cmd->add_option("--bins", o->bins, "Histogram bins (0: no histogram)")->check(CLI::Range(0u, 4096u));
+    cmd->add_flag("--stored", o->stored, "Summarise quantized tensors by their stored integers (a group by its main part) instead of dequantizing");
     cmd->add_option("-o,--output", o->output, "Write the output here (atomically) instead of stdout");
     return [o] { return runStats(*o); };
 }

@@ -70,6 +70,13 @@ private slots:
             ++checked;
         }
         QCOMPARE(checked, truth.size());
+        // --stored: the packed weight's integers instead, and the note says so.
+        const auto st = runStatelens({ QStringLiteral("stats"), dir + QStringLiteral("/quantized_groups.safetensors"), QStringLiteral("--format"),
+            QStringLiteral("json"), QStringLiteral("--stored"), QStringLiteral("--filter"), QStringLiteral("o_proj.weight$") });
+        QCOMPARE(st.exitCode, 0);
+        const QJsonArray rows = QJsonDocument::fromJson(st.out).object().value(QStringLiteral("tensors")).toArray();
+        QCOMPARE(rows.size(), 1);
+        QCOMPARE(rows[0].toObject().value(QStringLiteral("note")).toString(), QStringLiteral("stored values of its qweight part (dequantizing is off)"));
     }
 
     void statsJsonAgreesWithTorch()
