@@ -116,7 +116,7 @@ bool decodable(DType t, std::string* why)
     case DType::Complex64:
     case DType::Complex128:
         if (why)
-            *why = "complex values have no single ordering; not summarised";
+            *why = "complex: its real and imaginary parts are read as two values (value_reader.h)";
         return false;
     default:
         if (why)

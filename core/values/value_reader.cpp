@@ -117,21 +117,45 @@ double fp4(unsigned nibble) // OCP E2M1: sign, 2 exponent bits (bias 1), 1 manti
     return (nibble & 8u) ? -kMagnitude[nibble & 7u] : kMagnitude[nibble & 7u];
 }
 
+// The real type of a complex dtype's two components; Unknown for other dtypes.
+DType complexComponent(DType t)
+{
+    switch (t) {
+    case DType::Complex32:
+        return DType::Float16;
+    case DType::Complex64:
+        return DType::Float32;
+    case DType::Complex128:
+        return DType::Float64;
+    default:
+        return DType::Unknown;
+    }
+}
+
 class PlainReader final : public ValueReader {
 public:
     PlainReader(TensorBytes tb, bool fp4x2)
         : m_tb(std::move(tb))
         , m_fp4x2(fp4x2)
+        , m_component(complexComponent(m_tb.dtype()))
     {
-        m_numel = m_tb.numel() * (fp4x2 ? 2 : 1);
+        m_numel = m_tb.numel() * (fp4x2 || m_component != DType::Unknown ? 2 : 1);
         if (fp4x2)
             m_note = "two float4_e2m1 values per element, low nibble first (as torch packs float4_e2m1fn_x2)";
+        else if (m_component != DType::Unknown)
+            m_note = "real and imaginary parts as separate values (as torch.view_as_real gives them)";
     }
     void read(uint64_t first, uint64_t count, double* out) const override
     {
         if (!count)
             return;
         thread_local std::vector<uint8_t> buffer;
+        if (m_component != DType::Unknown) { // components lie in pairs, real first, each a plain float
+            const uint64_t e0 = first / 2, e1 = (first + count - 1) / 2 + 1;
+            const uint8_t* p = m_tb.read(e0, e1 - e0, buffer);
+            decode(m_component, p + (first - 2 * e0) * (m_tb.itemSize() / 2), static_cast<size_t>(count), out);
+            return;
+        }
         if (!m_fp4x2) {
             decode(m_tb.dtype(), m_tb.read(first, count, buffer), static_cast<size_t>(count), out);
             return;
@@ -148,6 +172,7 @@ public:
 private:
     TensorBytes m_tb;
     bool m_fp4x2;
+    DType m_component; // complex: the type of its real and imaginary parts
 };
 
 // ---- a weight times a scale per block, row or tensor (FP8 / int8 scales, torchao Float8Tensor, LLM.int8)
@@ -608,7 +633,7 @@ const Entry& storedTensorOf(const Entry& e)
 bool ValueReader::needsReader(const Entry& entry)
 {
     const Entry& e = storedTensorOf(entry);
-    return e.kind == EntryKind::Group || e.dtype == DType::Float4_e2m1fn_x2;
+    return e.kind == EntryKind::Group || e.dtype == DType::Float4_e2m1fn_x2 || complexComponent(e.dtype) != DType::Unknown;
 }
 
 std::unique_ptr<const ValueReader> ValueReader::open(const Source& source, const Entry& e, FileCache& files, std::string& why)
@@ -625,7 +650,7 @@ std::unique_ptr<const ValueReader> ValueReader::open(const Source& source, const
         break;
     }
     const bool fp4x2 = e.dtype == DType::Float4_e2m1fn_x2;
-    if (!fp4x2 && !decodable(e.dtype, &why))
+    if (!fp4x2 && complexComponent(e.dtype) == DType::Unknown && !decodable(e.dtype, &why))
         return nullptr;
     return std::make_unique<PlainReader>(TensorBytes::open(source, e, files), fp4x2);
 }

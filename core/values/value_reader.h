@@ -3,7 +3,8 @@
 // code that needs numbers rather than stored bytes (statistics of quantized groups, value comparison,
 // thumbnails):
 //   - plain tensors: their elements decoded from their dtype (element_decode.h); float4_e2m1fn_x2 gives two
-//     values per element, the low nibble first, as torch packs it;
+//     values per element, the low nibble first, as torch packs it; complex dtypes give their real and
+//     imaginary parts as two values (torch.view_as_real's order);
 //   - quantized groups whose scheme is known: dequantized with the arithmetic of the library that wrote
 //     them (float32 products, rounded to the logical dtype where the library returns it):
 //       fp8.* / int8.*      weight * weight_scale_inv or weight_scale, per block, row, or tensor (DeepSeek-V3,

@@ -122,16 +122,12 @@ void compareStats(const QString& what, const values::TensorStats& got, const QJs
 
 namespace {
 
-// A quantized group against its library's dequantization recipe (run with torch by the fixture script):
-// every value exactly (the sha256 of all of them as float64), the first ones, and the statistics.
-void checkGroup(const QString& name, const Source& s, const Entry& e, const values::TensorStatsResult& r, const QJsonObject& want)
+// Values made by a ValueReader (dequantized groups, complex parts) against torch: every value exactly (the
+// sha256 of all of them as float64, logical order), the first ones, and the statistics under `key`.
+void checkReaderValues(const QString& name, const Source& s, const Entry& e, const values::TensorStatsResult& r, const QJsonObject& want, const QString& key)
 {
     const QByteArray label = name.toUtf8();
-    QVERIFY2(e.kind == EntryKind::Group, label + " is not grouped");
-    QVERIFY2(e.quantization && QString::fromStdString(e.quantization->scheme) == want.value(QStringLiteral("scheme")).toString(), label + " scheme");
     QVERIFY2(r.stats, qPrintable(name + QStringLiteral(": ") + QString::fromStdString(r.skipped)));
-    QVERIFY2(r.stats->note.rfind("dequantized", 0) == 0, r.stats->note.c_str());
-    QCOMPARE(static_cast<qint64>(r.stats->numel), want.value(QStringLiteral("numel")).toInteger());
     values::FileCache files;
     std::string why;
     const auto reader = values::ValueReader::open(s, e, files, why);
@@ -141,13 +137,26 @@ void checkGroup(const QString& name, const Source& s, const Entry& e, const valu
     for (uint64_t first = 0, step = 1; first < all.size(); first += step, step = step * 3 + 7)
         reader->read(first, std::min<uint64_t>(step, all.size() - first), all.data() + first);
     const QByteArray sha = QCryptographicHash::hash(QByteArrayView(reinterpret_cast<const char*>(all.data()), static_cast<qsizetype>(all.size() * sizeof(double))), QCryptographicHash::Sha256).toHex();
-    const QJsonObject deq = want.value(QStringLiteral("dequantized_group")).toObject();
+    const QJsonObject deq = want.value(key).toObject();
     const QJsonArray first = deq.value(QStringLiteral("first")).toArray();
     for (qsizetype i = 0; i < first.size(); ++i)
         QVERIFY2(sameValue(all[static_cast<size_t>(i)], number(first[i])),
             qPrintable(name + QStringLiteral(" first[%1]: %2 vs %3").arg(i).arg(all[static_cast<size_t>(i)], 0, 'g', 17).arg(number(first[i]), 0, 'g', 17)));
     QVERIFY2(sha == want.value(QStringLiteral("sha256_values_f64")).toString().toLatin1(), label + " values (sha256 of all of them)");
-    compareStats(name + QStringLiteral(" (dequantized)"), *r.stats, deq);
+    QCOMPARE(r.stats->numel, static_cast<uint64_t>(all.size()));
+    compareStats(name + QStringLiteral(" (") + key + QLatin1Char(')'), *r.stats, deq);
+}
+
+// A quantized group against its library's dequantization recipe (run with torch by the fixture script).
+void checkGroup(const QString& name, const Source& s, const Entry& e, const values::TensorStatsResult& r, const QJsonObject& want)
+{
+    const QByteArray label = name.toUtf8();
+    QVERIFY2(e.kind == EntryKind::Group, label + " is not grouped");
+    QVERIFY2(e.quantization && QString::fromStdString(e.quantization->scheme) == want.value(QStringLiteral("scheme")).toString(), label + " scheme");
+    QVERIFY2(r.stats, qPrintable(name + QStringLiteral(": ") + QString::fromStdString(r.skipped)));
+    QVERIFY2(r.stats->note.rfind("dequantized", 0) == 0, r.stats->note.c_str());
+    QCOMPARE(static_cast<qint64>(r.stats->numel), want.value(QStringLiteral("numel")).toInteger());
+    checkReaderValues(name, s, e, r, want, QStringLiteral("dequantized_group"));
 }
 
 } // namespace
@@ -191,6 +200,15 @@ private slots:
             const auto& r = results[k];
             if (want.contains(QStringLiteral("dequantized_group"))) {
                 checkGroup(name, s, e, r, want);
+                continue;
+            }
+            if (want.contains(QStringLiteral("reader_values"))) { // complex: real and imaginary parts
+                const values::TensorBytes tb = values::TensorBytes::open(s, e, files);
+                std::vector<uint8_t> scratch;
+                const uint8_t* bytes = tb.elements(0, tb.numel(), scratch);
+                QCOMPARE(QCryptographicHash::hash(QByteArrayView(bytes, static_cast<qsizetype>(tb.numel() * tb.itemSize())), QCryptographicHash::Sha256).toHex(),
+                    want.value(QStringLiteral("sha256_logical")).toString().toLatin1());
+                checkReaderValues(name, s, e, r, want, QStringLiteral("reader_values"));
                 continue;
             }
             if (want.contains(QStringLiteral("dequantized"))) {
@@ -589,6 +607,41 @@ private slots:
         QCOMPARE(r[0].stats->min, r[1].stats->min);
         QCOMPARE(r[0].stats->numel, uint64_t(32 * 64));
         QVERIFY(r[1].stats->note.empty());
+    }
+
+    // complex32 (torch 1.13 cannot save it, so no torch-written fixture): float16 parts, real first.
+    void complexHalfParts()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("c32.bin"));
+        const uint16_t halves[] = { 0x3c00, 0xc000, 0x7e00, 0x0001 }; // 1, -2, NaN, 2^-24
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly) && f.write(reinterpret_cast<const char*>(halves), sizeof halves) == sizeof halves);
+        f.close();
+        Source s;
+        s.path = path.toStdString();
+        s.files = { s.path };
+        Entry e;
+        e.name = "c";
+        e.dtype = DType::Complex32;
+        e.shape = { 2 };
+        e.location.kind = TensorLocation::Kind::Mapped;
+        e.location.file = 0;
+        e.location.length = sizeof halves;
+        s.entries.push_back(e);
+        values::FileCache files;
+        std::string why;
+        const auto reader = values::ValueReader::open(s, s.entries[0], files, why);
+        QVERIFY2(reader, why.c_str());
+        double v[4];
+        reader->read(0, 4, v);
+        QCOMPARE(v[0], 1.0);
+        QCOMPARE(v[1], -2.0);
+        QVERIFY(std::isnan(v[2]));
+        QCOMPARE(v[3], std::ldexp(1.0, -24));
+        reader->read(1, 2, v); // a range starting on an imaginary part
+        QCOMPARE(v[0], -2.0);
+        QVERIFY(std::isnan(v[1]));
     }
 
     // Parts that do not fit their group are refused when the reader opens, never read past.
