@@ -90,13 +90,16 @@ std::string shapeText(const Entry& e) { return e.shapeKnown ? shapeToString(e.sh
 
 uint64_t ceilDiv(uint64_t a, uint64_t b) { return b ? (a + b - 1) / b : 0; }
 
+// Parts are read with TensorBytes::read (pread into a reused buffer), not through the mapping: touching
+// mapped pages would make every page read resident, and the resident set should stay at a few buffers.
+
 // Elements [first, first + count) of a part, decoded.
 void decodeRange(const TensorBytes& tb, uint64_t first, uint64_t count, std::vector<double>& out)
 {
     thread_local std::vector<uint8_t> scratch;
     out.resize(static_cast<size_t>(count));
     if (count)
-        decode(tb.dtype(), tb.elements(first, count, scratch), static_cast<size_t>(count), out.data());
+        decode(tb.dtype(), tb.read(first, count, scratch), static_cast<size_t>(count), out.data());
 }
 
 // 32-bit words [first, first + count) of an int32 part, appended to `out`.
@@ -106,7 +109,7 @@ void appendWords(const TensorBytes& tb, uint64_t first, uint64_t count, std::vec
     const size_t at = out.size();
     out.resize(at + static_cast<size_t>(count));
     if (count)
-        std::memcpy(out.data() + at, tb.elements(first, count, scratch), static_cast<size_t>(count) * 4);
+        std::memcpy(out.data() + at, tb.read(first, count, scratch), static_cast<size_t>(count) * 4);
 }
 
 // ---- plain tensors
@@ -252,13 +255,20 @@ public:
         decodeRange(m_s, s0 * sc, (s1 - s0 + 1) * sc, scales);
         thread_local std::vector<uint8_t> buffer;
         decode(m_w.dtype(), m_w.read(first, count, buffer), static_cast<size_t>(count), out);
+        // In runs that share one scale (a row's stretch inside one block), so the inner loop has no division.
         uint64_t r = r0, c = first % cols, sr = s0;
-        for (uint64_t k = 0; k < count; ++k) {
-            float v = static_cast<float>(out[k]) * static_cast<float>(scales[static_cast<size_t>((sr - s0) * sc + c / bc)]);
-            if (m_factor != 1.0f)
-                v *= m_factor;
-            out[k] = roundTo(v, m_out);
-            if (++c == cols && k + 1 < count) {
+        for (uint64_t k = 0; k < count;) {
+            const uint64_t blockEnd = std::min((c / bc + 1) * bc, cols);
+            const uint64_t run = std::min(blockEnd - c, count - k);
+            const float scale = static_cast<float>(scales[static_cast<size_t>((sr - s0) * sc + c / bc)]);
+            for (uint64_t e = k + run; k < e; ++k) {
+                float v = static_cast<float>(out[k]) * scale;
+                if (m_factor != 1.0f)
+                    v *= m_factor;
+                out[k] = roundTo(v, m_out);
+            }
+            c += run;
+            if (c == cols && k < count) {
                 c = 0;
                 sr = scaleRow(++r);
             }
@@ -376,7 +386,7 @@ public:
         const uint64_t b0 = first / 2, b1 = last / 2;
         const uint64_t e0 = b0 / item, e1 = b1 / item;
         thread_local std::vector<uint8_t> scratch;
-        const uint8_t* packed = m_w.elements(e0, e1 - e0 + 1, scratch) + (b0 - e0 * item);
+        const uint8_t* packed = m_w.read(e0, e1 - e0 + 1, scratch) + (b0 - e0 * item);
         // absmax of the blocks under the range.
         const uint64_t j0 = first / m_block, j1 = last / m_block;
         std::vector<double> absmax;
@@ -394,11 +404,15 @@ public:
             for (size_t k = 0; k < absmax.size(); ++k)
                 scale[k] = static_cast<float>(absmax[k]);
         }
-        for (uint64_t k = 0; k < count; ++k) {
-            const uint64_t i = first + k;
-            const uint8_t byte = packed[i / 2 - b0];
-            const unsigned nibble = (i & 1) ? (byte & 0x0f) : (byte >> 4);
-            out[k] = roundTo(m_code[nibble] * scale[i / m_block - j0], m_out);
+        // Block by block, so the inner loop has no division.
+        for (uint64_t i = first, k = 0; k < count;) {
+            const uint64_t j = i / m_block;
+            const uint64_t end = std::min((j + 1) * m_block, first + count);
+            const float sc = scale[j - j0];
+            for (; i < end; ++i, ++k) {
+                const uint8_t byte = packed[(i >> 1) - b0];
+                out[k] = roundTo(m_code[(i & 1) ? (byte & 0x0f) : (byte >> 4)] * sc, m_out);
+            }
         }
     }
 
@@ -486,6 +500,10 @@ public:
             why = std::to_string(G) + " groups do not split " + std::to_string(I) + " inputs evenly";
             return nullptr;
         }
+        if (I > kMaxWholePart) {
+            why = std::to_string(I) + " inputs is more than a packed layer can have";
+            return nullptr;
+        }
         if (gidx && !r->m_awq) {
             if (!gidx->shapeKnown || gidx->numel() != I || I > kMaxWholePart || !decodable(gidx->dtype, &why)) {
                 why = "g_idx does not hold one group per input";
@@ -502,11 +520,16 @@ public:
                 r->m_gidx.push_back(static_cast<uint32_t>(x));
             }
         }
+        const bool fromGidx = !r->m_gidx.empty();
+        if (!fromGidx) // the group of every input, so reads look it up instead of dividing
+            for (uint64_t i = 0; i < I; ++i)
+                r->m_gidx.push_back(static_cast<uint32_t>(i / r->m_groupSize));
+        r->m_packShift = static_cast<unsigned>(std::countr_zero(pack));
         r->m_numel = O * I;
         r->m_outDtype = scales->dtype;
         r->m_note = "dequantized: " + std::string(r->m_awq ? "AWQ" : "GPTQ") + " " + std::to_string(r->m_bits) + "-bit, scale x (q - zero) per group of "
             + std::to_string(r->m_groupSize) + " inputs"
-            + (r->m_awq ? std::string(", AWQ's interleaved order") : (r->m_gidx.empty() ? std::string() : std::string(", groups from g_idx")) + ", zero points stored minus one (AutoGPTQ v1)")
+            + (r->m_awq ? std::string(", AWQ's interleaved order") : (fromGidx ? std::string(", groups from g_idx") : std::string()) + ", zero points stored minus one (AutoGPTQ v1)")
             + ", rounded to " + outName(r->m_outDtype);
         return r;
     }
@@ -539,17 +562,20 @@ public:
         }
         // AWQ packs the 8 nibbles of a word in the order 0, 2, 4, 6, 1, 3, 5, 7: where column m sits.
         static constexpr unsigned kAwqPosition[8] = { 0, 4, 1, 5, 2, 6, 3, 7 };
+        const unsigned shift = m_packShift;
+        const uint64_t low = pack - 1;
         uint64_t o = o0, i = first % I;
         for (uint64_t k = 0; k < count; ++k) {
-            const uint64_t gr = m_gidx.empty() ? i / m_groupSize : m_gidx[static_cast<size_t>(i)];
-            const unsigned colShift = static_cast<unsigned>(m_bits * (m_awq ? kAwqPosition[o % pack] : o % pack));
-            const uint32_t zw = zeros[static_cast<size_t>(gr * nC + (o / pack - c0))];
+            const uint64_t gr = m_gidx[static_cast<size_t>(i)];
+            const uint64_t col = (o >> shift) - c0;
+            const unsigned colShift = static_cast<unsigned>(m_bits * (m_awq ? kAwqPosition[o & low] : o & low));
+            const uint32_t zw = zeros[static_cast<size_t>(gr * nC + col)];
             int64_t zero = static_cast<int64_t>((zw >> colShift) & mask);
             int64_t qv;
             if (m_awq) {
-                qv = static_cast<int64_t>((words[static_cast<size_t>(i * nC + (o / pack - c0))] >> colShift) & mask);
+                qv = static_cast<int64_t>((words[static_cast<size_t>(i * nC + col)] >> colShift) & mask);
             } else {
-                qv = static_cast<int64_t>((words[static_cast<size_t>((i / pack) * nO + (o - o0))] >> (m_bits * (i % pack))) & mask);
+                qv = static_cast<int64_t>((words[static_cast<size_t>((i >> shift) * nO + (o - o0))] >> (m_bits * (i & low))) & mask);
                 zero += 1; // AutoGPTQ stores zero - 1
             }
             const float scale = static_cast<float>(scales[static_cast<size_t>(gr * nO + (o - o0))]);
@@ -569,7 +595,8 @@ private:
     {
     }
     TensorBytes m_qw, m_qz, m_sc;
-    std::vector<uint32_t> m_gidx;
+    std::vector<uint32_t> m_gidx; // the group of every input (g_idx, or input / group size)
+    unsigned m_packShift = 3; // log2 of values per word
     bool m_awq = false;
     uint64_t m_bits = 4, m_pack = 8, m_out = 0, m_in = 0, m_groups = 1, m_groupSize = 1;
     DType m_outDtype = DType::Float16;
