@@ -14,7 +14,7 @@ PACKAGES=(
   libpcre2-dev libyaml-cpp-dev libxxhash-dev
   python3-torch python3-numpy
   clang libfuzzer-14-dev libclang-rt-14-dev
-  xvfb xauth
+  xvfb xauth time
 )
 
 install_missing() {

@@ -8,8 +8,11 @@
 #include "formats/torchscript_reader.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <dlfcn.h>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
@@ -49,6 +52,14 @@ int runGui(int argc, char** argv)
 }
 #endif
 
+// A first argument that is neither an existing path nor looks like one ("list", "stat") is a mistyped
+// command: say so, rather than opening the window on a file that is not there.
+bool looksLikeMistypedCommand(const char* arg)
+{
+    struct stat st;
+    return arg[0] != '-' && !std::strchr(arg, '/') && !std::strchr(arg, '.') && ::stat(arg, &st) != 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -57,7 +68,18 @@ int main(int argc, char** argv)
     sl::setTorchScriptWorker(sl::torchScriptWorkerFor(selfExecutable()));
     if (argc > 1 && sl::cli::wantsCommandLine(argv[1]))
         return sl::cli::run(argc, argv);
+    if (argc > 1 && looksLikeMistypedCommand(argv[1])) {
+        std::fprintf(stderr, "statelens: '%s' is neither a command nor a file (commands: ls, diff, suggest, rules, stats, demo; "
+                             "see statelens --help)\n", argv[1]);
+        return 2;
+    }
 #ifdef STATELENS_HAVE_GUI
+    // Without a display Qt would abort with its platform-plugin message; one line says what to do instead.
+    if (!std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY") && !std::getenv("QT_QPA_PLATFORM")) {
+        std::fprintf(stderr, "statelens: no display for the window (DISPLAY is not set); run it under xvfb-run, or use "
+                             "the headless commands: statelens --help\n");
+        return 2;
+    }
     return runGui(argc, argv);
 #else
     std::fprintf(stderr, "statelens was built without the GUI; try `statelens --help`\n");

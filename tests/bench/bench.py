@@ -24,6 +24,12 @@ Cases (targets from the issue):
      shapes and dtypes, json.dumps the rows).
   e  `statelens suggest A B` on the pair of d without rules (every key unexpected or missing): under 1 s.
      No peer offers this; the row reports the absolute time against the target.
+  f  the window on d's pair under Xvfb: first paint under 2 s, slowest filter keystroke under 100 ms.
+  g  `statelens stats` of b's checkpoint: >= 3x faster than torch.load plus the same reductions in Python,
+     >= 1 GB/s, peak resident set under 10% of the file.
+  h  `statelens stats` of a bitsandbytes NF4 weight and a block-scaled FP8 weight (12288 x 12288 each):
+     dequantized as the libraries do, against Python reading the file and applying the same recipes and
+     reductions with torch (the 3x of g, by analogy; the issue sets no figure), and the peak resident set.
 
 Two kinds of comparison are reported for every peer:
   whole process  python3 start to exit vs statelens start to exit (what a user runs). Both are timed the same
@@ -194,6 +200,40 @@ def stats(path):
 '''
 
 
+QUANT_STATS_SRC = r'''
+import json, struct, numpy as np, torch
+def stats(path):
+    """Read the safetensors by hand, dequantize with each library's recipe in torch, reduce (case h)."""
+    blob = open(path, "rb").read()
+    (h,) = struct.unpack("<Q", blob[:8])
+    hd = json.loads(blob[8:8 + h])
+    def arr(k, dt):
+        b, e = hd[k]["data_offsets"]
+        return torch.from_numpy(np.frombuffer(blob, dtype=dt, count=(e - b) // np.dtype(dt).itemsize, offset=8 + h + b).copy())
+    n = 0
+    for group in ("nf4", "fp8"):
+        if group == "nf4":  # bitsandbytes dequantize_4bit: quant_map[nibble] * absmax[block], high nibble first
+            packed = arr("a.weight", np.uint8).long()
+            nib = torch.stack([packed >> 4, packed & 15], 1).reshape(-1)
+            v = (arr("a.weight.quant_map", np.float32)[nib] * arr("a.weight.absmax", np.float32).repeat_interleave(64))
+            v = v.to(torch.bfloat16).double()
+        else:  # float8_e4m3fn (torch 1.13 has no float8: decoded from its bits) * weight_scale_inv per 128x128 block
+            side = hd["b.weight"]["shape"]
+            q = arr("b.weight", np.uint8).long()
+            e, m = (q >> 3) & 15, q & 7
+            f = torch.where(e == 0, m.double() * 2.0 ** -9, (8 + m).double() * torch.pow(2.0, (e - 10).double())).float()
+            f = torch.where((q & 0x80) != 0, -f, f).reshape(side)
+            s = arr("b.weight_scale_inv", np.float32).reshape(hd["b.weight_scale_inv"]["shape"])
+            v = (f * s.repeat_interleave(128, 0).repeat_interleave(128, 1)).double().reshape(-1)
+        fin = v[torch.isfinite(v)]
+        lo, hi = fin.min().item(), fin.max().item()
+        r = [lo, hi, fin.mean().item(), fin.std().item(), int(torch.isnan(v).sum()), int((v == 0).sum()),
+             torch.histc(fin, 16, lo, hi).tolist()]
+        n += len(r)
+    return n
+'''
+
+
 def peer_namespace(src):
     ns = {}
     exec(compile(src, "<peer>", "exec"), ns)
@@ -239,7 +279,7 @@ def generate(kind, path, n):
     if read_marker(path, info):
         return
     need_space(os.path.dirname(path), {"small-zip": n * 1024, "large-zip": llm_bytes(n), "safetensors": 200 * n,
-                                        "diff-pair": 400 * n}[kind])
+                                        "diff-pair": 400 * n, "quantized": 2 * n * n}[kind])
     subprocess.run([PYTHON, os.path.abspath(__file__), "--generate", kind, path, str(n)], check=True)
     write_marker(path, info)
 
@@ -360,6 +400,38 @@ DIFF_RULES = [
     (r"\.base_layer\.", "."),
     (r"^base_model\.model\.", ""),
 ]
+
+
+def make_quantized(path, side):
+    """Case h: one bitsandbytes NF4 weight (absmax per 64) and one FP8 weight with weight_scale_inv per
+    128 x 128 block, each side x side, random codes, as safetensors."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    n = side * side
+    nf4 = np.array([-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
+                    -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
+                    0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
+                    0.7229568362236023, 1.0], dtype=np.float32)
+    state = json.dumps({"quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16", "shape": [side, side]}).encode()
+    items = [("a.weight", "U8", [n // 2, 1], rng.integers(0, 256, size=n // 2, dtype=np.uint8).tobytes()),
+             ("a.weight.absmax", "F32", [n // 64], rng.random(n // 64, dtype=np.float32).tobytes()),
+             ("a.weight.quant_map", "F32", [16], nf4.tobytes()),
+             ("a.weight.quant_state.bitsandbytes__nf4", "U8", [len(state)], state),
+             ("b.weight", "F8_E4M3", [side, side], rng.integers(0, 0x7e, size=n, dtype=np.uint8).tobytes()),
+             ("b.weight_scale_inv", "F32", [side // 128, side // 128],
+              rng.random((side // 128, side // 128), dtype=np.float32).tobytes())]
+    header, off = {}, 0
+    for name, dt, shape, data in items:
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(data)]}
+        off += len(data)
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path + ".tmp", "wb") as f:
+        f.write(struct.pack("<Q", len(raw)))
+        f.write(raw)
+        for *_, data in items:
+            f.write(data)
+    os.replace(path + ".tmp", path)
 
 
 def make_diff_pair(folder, tensors):
@@ -780,19 +852,29 @@ def case_suggest(args, workdir, sizes):
 
 
 def rss_timer(cmd, ok_codes=(0,)):
-    """Wall time, CPU time and the peak resident set of the child (os.wait4), per run."""
+    """Wall time, CPU time and the peak resident set of the child, per run.
+
+    The peak comes from GNU time (/usr/bin/time -f %M), which forks from its own small image: a child forked
+    from this script would carry the script's resident set in its peak, because Linux folds the pre-exec
+    image's high-water mark into ru_maxrss at exec. Without GNU time, os.wait4's figure is kept (an upper
+    bound) and marked."""
     peaks = []
+    gnu_time = shutil.which("time") if os.path.exists("/usr/bin/time") else None
 
     def run():
-        t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(p.pid, 0)
-        t = time.perf_counter() - t0
-        code = os.waitstatus_to_exitcode(status)
-        if code not in ok_codes:
-            sys.exit(f"bench: {' '.join(cmd[:2])}... exited with {code}")
-        peaks.append(usage.ru_maxrss * 1024)
+        with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+            full = [gnu_time, "-f", "%M", "-o", rss.name] + cmd if gnu_time else cmd
+            t0 = time.perf_counter()
+            p = subprocess.Popen(full, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _, status, usage = os.wait4(p.pid, 0)
+            t = time.perf_counter() - t0
+            code = os.waitstatus_to_exitcode(status)
+            if code not in ok_codes:
+                sys.exit(f"bench: {' '.join(cmd[:2])}... exited with {code}")
+            kb = int(rss.read().strip().splitlines()[-1]) if gnu_time else usage.ru_maxrss
+        peaks.append(kb * 1024)
         return t, usage.ru_utime + usage.ru_stime
+    run.exact = gnu_time is not None
     return run, peaks
 
 
@@ -825,6 +907,34 @@ def case_values(args, workdir, sizes):
                  "statelens_cpu_s": None, "cpu_ratio": None})
     return {"case": "g", "label": label, "file_bytes": size, "cache": "warm", "measurements": dump(measures),
             "rows": rows, "baseline_rows": [], "peak_rss": {"statelens": our_peaks, "torch": peer_peaks}}
+
+
+def case_quantized_values(args, workdir, sizes):
+    """h. Values of quantized weights (warm page cache): statelens stats dequantizes a bitsandbytes NF4 and a
+    block-scaled FP8 weight as their libraries do, against reading them in Python and applying the same
+    recipes and reductions with torch."""
+    side = sizes["quantized_side"]
+    path = os.path.join(workdir, f"quantized-{side}.safetensors")
+    generate("quantized", path, side)
+    size = os.path.getsize(path)
+    warm(path)
+    ours, our_peaks = rss_timer([args.statelens, "stats", path, "--format", "json", "-o", os.devnull])
+    peer, peer_peaks = rss_timer(whole_process_cmd(QUANT_STATS_SRC, "stats") + [path])
+    measures = [Measure("statelens-stats", "statelens stats (dequantized)", "statelens", ours),
+                Measure("torch-qstats", "python3 + torch dequantize recipes + reductions", "peer", peer)]
+    run_interleaved(measures, max(1, min(args.reps, 2)), warmups=0)
+    values = 2 * side * side
+    label = f"h. values of NF4 + FP8 weights ({human(size)}, {values / 1e6:.0f}M values), warm"
+    rows = compare(label, measures, "torch-qstats", 3, formats=("stats",))
+    peak = max(our_peaks)
+    rows.append({"case": label, "peer": "target 10% of the file", "comparison": "absolute", "peer_s": 0.1 * size,
+                 "statelens": f"peak resident set {human(peak)} ({100 * peak / size:.1f}% of the file; Python "
+                              f"{human(max(peer_peaks))})", "statelens_s": peak, "ratio": 0.1 * size / peak,
+                 "target": 1, "pass": peak <= 0.1 * size, "note": "memory", "peer_cpu_s": None,
+                 "statelens_cpu_s": None, "cpu_ratio": None})
+    log(f"h: {values / measures[0].median / 1e6:.0f}M dequantized values/s")
+    return {"case": "h", "label": label, "file_bytes": size, "cache": "warm", "measurements": dump(measures),
+            "rows": rows, "baseline_rows": [], "peak_rss": {"statelens": our_peaks, "python": peer_peaks}}
 
 
 def case_gui(args, workdir, sizes):
@@ -931,7 +1041,7 @@ def internal_modes():
     if len(sys.argv) > 1 and sys.argv[1] == "--generate":
         kind, path, n = sys.argv[2], sys.argv[3], int(sys.argv[4])
         {"small-zip": make_small_zip, "large-zip": make_large_zip, "safetensors": make_safetensors,
-         "diff-pair": make_diff_pair}[kind](path, n)
+         "diff-pair": make_diff_pair, "quantized": make_quantized}[kind](path, n)
         return True
     return False
 
@@ -947,7 +1057,7 @@ def main():
                     "$XDG_CACHE_HOME/statelens-bench)")
     ap.add_argument("--reps", type=int, help="timed repetitions per measurement (default 7, quick 3)")
     ap.add_argument("--cold-reps", type=int, help="cold-cache repetitions for case b (default 3; 0 skips)")
-    ap.add_argument("--cases", default="abcdefg", help="which cases to run (default abcdefg; f needs xvfb-run)")
+    ap.add_argument("--cases", default="abcdefgh", help="which cases to run (default abcdefgh; f needs xvfb-run)")
     ap.add_argument("--json-out", help="also write the results here as JSON")
     ap.add_argument("--compare-statelens", metavar="BINARY",
                     help="also time this other statelens build in the same runs and report the speed-up")
@@ -964,8 +1074,9 @@ def main():
     if args.cold_reps is None:
         args.cold_reps = 1 if args.quick else 3
     sizes = {"small_zip_tensors": 7_680, "large_zip_layers": 2, "safetensors_tensors": 10_000,
-             "diff_tensors": 10_000} if args.quick else \
-        {"small_zip_tensors": 76_800, "large_zip_layers": 35, "safetensors_tensors": 100_000, "diff_tensors": 100_000}
+             "diff_tensors": 10_000, "quantized_side": 2048} if args.quick else \
+        {"small_zip_tensors": 76_800, "large_zip_layers": 35, "safetensors_tensors": 100_000, "diff_tensors": 100_000,
+         "quantized_side": 12288}
 
     if args.work_dir:
         workdir, temporary = args.work_dir, not args.keep
@@ -980,7 +1091,7 @@ def main():
         info = machine_info(args.statelens)
         cases = []
         for key, fn in (("a", case_small_zip), ("b", case_large_zip), ("c", case_safetensors), ("d", case_diff),
-                        ("e", case_suggest), ("f", case_gui), ("g", case_values)):
+                        ("e", case_suggest), ("f", case_gui), ("g", case_values), ("h", case_quantized_values)):
             if key in args.cases:
                 load_before = os.getloadavg()
                 cases.append(fn(args, workdir, sizes))

@@ -79,6 +79,14 @@ private slots:
         QCOMPARE(rows[0].toObject().value(QStringLiteral("note")).toString(), QStringLiteral("stored values of its qweight part (dequantizing is off)"));
     }
 
+    // A mistyped command gets one line saying so, not the window (or Qt's abort without a display).
+    void mistypedCommand()
+    {
+        const auto r = runStatelens({ QStringLiteral("list"), QStringLiteral("model.safetensors") });
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains("'list' is neither a command nor a file"), r.err.constData());
+    }
+
     void statsJsonAgreesWithTorch()
     {
         const QString dir = sl::test::fixturesDir() + QStringLiteral("/values");
