@@ -350,7 +350,7 @@ public:
                 why = "double-quantized, but nested_absmax, nested_quant_map, nested_blocksize or nested_offset is missing";
                 return nullptr;
             }
-            if (r->m_absmax.itemSize() != 1) {
+            if (absmax->dtype != DType::UInt8) { // its values index the 256-entry nested code
                 why = "double-quantized absmax should be uint8 codes, not " + std::string(dtypeName(absmax->dtype));
                 return nullptr;
             }
