@@ -430,6 +430,37 @@ private slots:
         QVERIFY(!w.model()->hasValueComparisons());
     }
 
+    // A float checkpoint against its quantized copy: the panel shows B dequantized (and says so), the
+    // Values column compares the dequantized values with A's floats.
+    void quantizedWeightsShowDequantizedValues()
+    {
+        const QString dir = QStringLiteral(STATELENS_SOURCE_DIR "/tests/fixtures/values");
+        MainWindow w;
+        w.openA(dir + QStringLiteral("/quantized_groups.original.safetensors"));
+        w.openB(dir + QStringLiteral("/quantized_groups.safetensors"));
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
+        const QModelIndex nf4 = w.model()->findPath(QStringLiteral("model.layers.2.mlp.gate_proj.weight"));
+        QVERIFY(nf4.isValid());
+        QSignalSpy computed(w.valuesPanel(), &ValuesPanel::computed);
+        w.diffView()->select(nf4);
+        QTRY_VERIFY_WITH_TIMEOUT(computed.count() >= 1 && !w.valuesPanel()->isBusy(), 60000);
+        const Source b = openSource((dir + QStringLiteral("/quantized_groups.safetensors")).toStdString());
+        size_t index = 0;
+        while (b.entries[index].name != "model.layers.2.mlp.gate_proj.weight")
+            ++index;
+        const auto truth = values::computeStats(b, { index }, {}); // tst_values holds these to bitsandbytes' recipe
+        const QString text = w.valuesPanel()->summaryText();
+        QVERIFY2(text.contains(QString::number(truth[0].stats->std().value(), 'g', 6)), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("B: dequantized: bitsandbytes nf4")), qPrintable(text));
+        QCOMPARE(w.valuesPanel()->histogram()->series().size(), size_t(2)); // both sides overlaid
+        w.compareValues();
+        QTRY_VERIFY_WITH_TIMEOUT(!w.comparingValues(), 60000);
+        const QString cell = nf4.siblingAtColumn(AlignedTreeModel::ValuesColumn).data().toString();
+        QVERIFY2(cell.startsWith(QStringLiteral("max|Δ|")) && cell.contains(QStringLiteral("cos 0.99")), qPrintable(cell));
+        QVERIFY2(nf4.siblingAtColumn(AlignedTreeModel::ValuesColumn).data(Qt::ToolTipRole).toString().contains(QStringLiteral("B dequantized")),
+            "the tooltip says how B's values were made");
+    }
+
     void pastedLoadErrorBecomesTheModelSide()
     {
         MainWindow w;
