@@ -86,9 +86,15 @@ std::vector<uint64_t> listParam(const Quantization& q, std::string_view key)
     return out;
 }
 
-std::string shapeText(const Entry& e) { return e.shapeKnown ? shapeToString(e.shape) : std::string("[?]"); }
+std::string shapeText(const Entry& e)
+{
+    return e.shapeKnown ? shapeToString(e.shape) : std::string("[?]");
+}
 
-uint64_t ceilDiv(uint64_t a, uint64_t b) { return b ? (a + b - 1) / b : 0; }
+uint64_t ceilDiv(uint64_t a, uint64_t b)
+{
+    return b ? (a + b - 1) / b : 0;
+}
 
 // Parts are read with TensorBytes::read (pread into a reused buffer), not through the mapping: touching
 // mapped pages would make every page read resident, and the resident set should stay at a few buffers.
@@ -192,14 +198,17 @@ public:
         }
         if (!decodable(weight.dtype, &why) || !decodable(scale.dtype, &why))
             return nullptr;
-        auto r = std::unique_ptr<ScaledReader>(new ScaledReader(TensorBytes::open(s, weight, files), TensorBytes::open(s, scale, files)));
+        auto r = std::unique_ptr<ScaledReader>(
+            new ScaledReader(TensorBytes::open(s, weight, files), TensorBytes::open(s, scale, files)));
         const size_t n = weight.shape.size();
         Shape sshape = scale.shape;
-        if (r->m_s.numel() == 1)
-            { sshape.clear(); sshape.resize(n, 1); } // one scale for the tensor
-        else
+        if (r->m_s.numel() == 1) { // one scale for the tensor
+            sshape.clear();
+            sshape.resize(n, 1);
+        } else {
             while (sshape.size() < n)
                 sshape.push_back(1); // [rows] scales a [rows, cols] weight per row
+        }
         if (sshape.size() != n) {
             why = "scale shape " + shapeText(scale) + " does not tile weight shape " + shapeText(weight);
             return nullptr;
@@ -207,7 +216,8 @@ public:
         // The block edge per dimension: the stated block_size (torchao), else the power of two whose
         // ceil-division gives the scale's size (a [200, 300] weight in 128 x 128 blocks has [2, 3] scales,
         // which 100 x 100 blocks would also give), else the plain ceil-division.
-        const std::vector<uint64_t> stated = g.quantization ? listParam(*g.quantization, "block_size") : std::vector<uint64_t> {};
+        const std::vector<uint64_t> stated
+            = g.quantization ? listParam(*g.quantization, "block_size") : std::vector<uint64_t> {};
         for (size_t d = 0; d < n; ++d) {
             const uint64_t w = static_cast<uint64_t>(weight.shape[d]), sd = static_cast<uint64_t>(sshape[d]);
             uint64_t b = 1;
@@ -238,8 +248,13 @@ public:
         }
         const bool perTensor = r->m_s.numel() == 1;
         r->m_note = "dequantized: " + std::string(dtypeName(weight.dtype)) + " x " + scale.name
-            + (perTensor ? " (one per tensor)" : perRow ? " per row" : " per [" + blocks + "] block") + (factor != 1.0f ? " / 127" : "")
-            + ", in float32" + (r->m_out == DType::Float16 || r->m_out == DType::BFloat16 ? std::string(", rounded to ") + outName(r->m_out) : std::string());
+            + (perTensor     ? " (one per tensor)"
+                    : perRow ? " per row"
+                             : " per [" + blocks + "] block")
+            + (factor != 1.0f ? " / 127" : "") + ", in float32"
+            + (r->m_out == DType::Float16 || r->m_out == DType::BFloat16
+                    ? std::string(", rounded to ") + outName(r->m_out)
+                    : std::string());
         return r;
     }
 
@@ -320,7 +335,8 @@ public:
             why = "the original shape or blocksize is not known (quant_state not read)";
             return nullptr;
         }
-        auto r = std::unique_ptr<Bnb4Reader>(new Bnb4Reader(TensorBytes::open(s, *weight, files), TensorBytes::open(s, *absmax, files)));
+        auto r = std::unique_ptr<Bnb4Reader>(
+            new Bnb4Reader(TensorBytes::open(s, *weight, files), TensorBytes::open(s, *absmax, files)));
         r->m_numel = g.numel();
         r->m_block = std::strtoull(bs->c_str(), nullptr, 10);
         r->m_out = g.dtype;
@@ -329,13 +345,16 @@ public:
             return nullptr;
         }
         uint64_t storedBytes = 0;
-        if (__builtin_mul_overflow(r->m_w.numel(), static_cast<uint64_t>(r->m_w.itemSize()), &storedBytes) || storedBytes < ceilDiv(r->m_numel, 2)) {
-            why = "the packed weight holds " + std::to_string(storedBytes) + " bytes, fewer than " + std::to_string(r->m_numel) + " 4-bit values need";
+        if (__builtin_mul_overflow(r->m_w.numel(), static_cast<uint64_t>(r->m_w.itemSize()), &storedBytes)
+            || storedBytes < ceilDiv(r->m_numel, 2)) {
+            why = "the packed weight holds " + std::to_string(storedBytes) + " bytes, fewer than "
+                + std::to_string(r->m_numel) + " 4-bit values need";
             return nullptr;
         }
         const uint64_t blocks = ceilDiv(r->m_numel, r->m_block);
         if (r->m_absmax.numel() < blocks) {
-            why = "absmax has " + std::to_string(r->m_absmax.numel()) + " values; " + std::to_string(blocks) + " blocks need one each";
+            why = "absmax has " + std::to_string(r->m_absmax.numel()) + " values; " + std::to_string(blocks)
+                + " blocks need one each";
             return nullptr;
         }
         if (!readTable(s, *qmap, files, 16, r->m_code, why))
@@ -347,7 +366,8 @@ public:
             const std::string* nbs = param(q, "nested_blocksize");
             const std::string* off = param(q, "nested_offset");
             if (!nabs || !nmap || !nbs || !off) {
-                why = "double-quantized, but nested_absmax, nested_quant_map, nested_blocksize or nested_offset is missing";
+                why = "double-quantized, but nested_absmax, nested_quant_map, nested_blocksize or nested_offset is "
+                      "missing";
                 return nullptr;
             }
             if (absmax->dtype != DType::UInt8) { // its values index the 256-entry nested code
@@ -371,8 +391,9 @@ public:
             return nullptr;
         }
         const std::string* type = param(q, "quant_type");
-        r->m_note = "dequantized: bitsandbytes " + (type ? *type : std::string("4-bit")) + ", quant_map x absmax per block of " + *bs
-            + (r->m_nestedAbsmax ? " (absmax double-quantized)" : "") + ", high nibble first, rounded to " + outName(r->m_out);
+        r->m_note = "dequantized: bitsandbytes " + (type ? *type : std::string("4-bit"))
+            + ", quant_map x absmax per block of " + *bs + (r->m_nestedAbsmax ? " (absmax double-quantized)" : "")
+            + ", high nibble first, rounded to " + outName(r->m_out);
         return r;
     }
 
@@ -422,7 +443,8 @@ private:
         , m_absmax(std::move(absmax))
     {
     }
-    static bool readTable(const Source& s, const Entry& part, FileCache& files, uint64_t size, std::vector<float>& out, std::string& why)
+    static bool readTable(
+        const Source& s, const Entry& part, FileCache& files, uint64_t size, std::vector<float>& out, std::string& why)
     {
         if (!decodable(part.dtype, &why))
             return false;
@@ -465,8 +487,8 @@ public:
             why = "bits and group size are not determined by the tensors (quantize_config.json has them)";
             return nullptr;
         }
-        auto r = std::unique_ptr<PackedIntReader>(new PackedIntReader(
-            TensorBytes::open(s, *qweight, files), TensorBytes::open(s, *qzeros, files), TensorBytes::open(s, *scales, files)));
+        auto r = std::unique_ptr<PackedIntReader>(new PackedIntReader(TensorBytes::open(s, *qweight, files),
+            TensorBytes::open(s, *qzeros, files), TensorBytes::open(s, *scales, files)));
         r->m_awq = *layout == "awq-gemm";
         r->m_bits = std::strtoull(bitsText->c_str(), nullptr, 10);
         r->m_out = static_cast<int64_t>(g.shape[0]);
@@ -481,18 +503,22 @@ public:
         }
         r->m_pack = 32 / r->m_bits;
         const uint64_t O = r->m_out, I = r->m_in, pack = r->m_pack;
-        if (qweight->dtype != DType::Int32 || qzeros->dtype != DType::Int32 || !decodable(scales->dtype, &why) || scales->shape.size() != 2
-            || qzeros->shape.size() != 2 || qweight->shape.size() != 2 || O % pack || I % pack) {
-            why = why.empty() ? "qweight, qzeros and scales are not the int32/int32/float 2-D tensors GPTQ and AWQ write" : why;
+        if (qweight->dtype != DType::Int32 || qzeros->dtype != DType::Int32 || !decodable(scales->dtype, &why)
+            || scales->shape.size() != 2 || qzeros->shape.size() != 2 || qweight->shape.size() != 2 || O % pack
+            || I % pack) {
+            why = why.empty()
+                ? "qweight, qzeros and scales are not the int32/int32/float 2-D tensors GPTQ and AWQ write"
+                : why;
             return nullptr;
         }
         r->m_groups = static_cast<uint64_t>(scales->shape[0]);
         const uint64_t G = r->m_groups;
-        const Shape wantQ = r->m_awq ? Shape { int64_t(I), int64_t(O / pack) } : Shape { int64_t(I / pack), int64_t(O) };
-        if (qweight->shape != wantQ || scales->shape != Shape { int64_t(G), int64_t(O) } || qzeros->shape != Shape { int64_t(G), int64_t(O / pack) }
-            || G == 0 || G > I) {
-            why = "qweight " + shapeText(*qweight) + ", qzeros " + shapeText(*qzeros) + " and scales " + shapeText(*scales)
-                + " do not fit a [" + std::to_string(O) + ", " + std::to_string(I) + "] weight";
+        const Shape wantQ
+            = r->m_awq ? Shape { int64_t(I), int64_t(O / pack) } : Shape { int64_t(I / pack), int64_t(O) };
+        if (qweight->shape != wantQ || scales->shape != Shape { int64_t(G), int64_t(O) }
+            || qzeros->shape != Shape { int64_t(G), int64_t(O / pack) } || G == 0 || G > I) {
+            why = "qweight " + shapeText(*qweight) + ", qzeros " + shapeText(*qzeros) + " and scales "
+                + shapeText(*scales) + " do not fit a [" + std::to_string(O) + ", " + std::to_string(I) + "] weight";
             return nullptr;
         }
         r->m_groupSize = ceilDiv(I, G);
@@ -527,9 +553,11 @@ public:
         r->m_packShift = static_cast<unsigned>(std::countr_zero(pack));
         r->m_numel = O * I;
         r->m_outDtype = scales->dtype;
-        r->m_note = "dequantized: " + std::string(r->m_awq ? "AWQ" : "GPTQ") + " " + std::to_string(r->m_bits) + "-bit, scale x (q - zero) per group of "
-            + std::to_string(r->m_groupSize) + " inputs"
-            + (r->m_awq ? std::string(", AWQ's interleaved order") : (fromGidx ? std::string(", groups from g_idx") : std::string()) + ", zero points stored minus one (AutoGPTQ v1)")
+        r->m_note = "dequantized: " + std::string(r->m_awq ? "AWQ" : "GPTQ") + " " + std::to_string(r->m_bits)
+            + "-bit, scale x (q - zero) per group of " + std::to_string(r->m_groupSize) + " inputs"
+            + (r->m_awq ? std::string(", AWQ's interleaved order")
+                        : (fromGidx ? std::string(", groups from g_idx") : std::string())
+                        + ", zero points stored minus one (AutoGPTQ v1)")
             + ", rounded to " + outName(r->m_outDtype);
         return r;
     }
@@ -575,7 +603,8 @@ public:
             if (m_awq) {
                 qv = static_cast<int64_t>((words[static_cast<size_t>(i * nC + col)] >> colShift) & mask);
             } else {
-                qv = static_cast<int64_t>((words[static_cast<size_t>((i >> shift) * nO + (o - o0))] >> (m_bits * (i & low))) & mask);
+                qv = static_cast<int64_t>(
+                    (words[static_cast<size_t>((i >> shift) * nO + (o - o0))] >> (m_bits * (i & low))) & mask);
                 zero += 1; // AutoGPTQ stores zero - 1
             }
             const float scale = static_cast<float>(scales[static_cast<size_t>(gr * nO + (o - o0))]);
@@ -660,10 +689,12 @@ const Entry& storedTensorOf(const Entry& e)
 bool ValueReader::needsReader(const Entry& entry)
 {
     const Entry& e = storedTensorOf(entry);
-    return e.kind == EntryKind::Group || e.dtype == DType::Float4_e2m1fn_x2 || complexComponent(e.dtype) != DType::Unknown;
+    return e.kind == EntryKind::Group || e.dtype == DType::Float4_e2m1fn_x2
+        || complexComponent(e.dtype) != DType::Unknown;
 }
 
-std::unique_ptr<const ValueReader> ValueReader::open(const Source& source, const Entry& e, FileCache& files, std::string& why)
+std::unique_ptr<const ValueReader> ValueReader::open(
+    const Source& source, const Entry& e, FileCache& files, std::string& why)
 {
     switch (e.kind) {
     case EntryKind::Object:

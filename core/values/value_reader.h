@@ -43,7 +43,8 @@ public:
     // nullptr with `why` when the entry has no values this reader can give (not a tensor, complex, a
     // quantization scheme it does not know, a part missing); throws LoadError when bytes that should be
     // there cannot be reached.
-    static std::unique_ptr<const ValueReader> open(const Source& source, const Entry& entry, FileCache& files, std::string& why);
+    static std::unique_ptr<const ValueReader> open(
+        const Source& source, const Entry& entry, FileCache& files, std::string& why);
     // Whether open() takes this entry (rather than the plain-tensor paths that work on stored bytes).
     static bool needsReader(const Entry& entry);
 
