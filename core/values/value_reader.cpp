@@ -4,6 +4,7 @@
 #include "values/element_decode.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -566,33 +567,17 @@ public:
     {
         if (!count)
             return;
-        const uint64_t O = m_out, I = m_in, G = m_groups, pack = m_pack, mask = (uint64_t(1) << m_bits) - 1;
-        const uint64_t o0 = first / I, o1 = (first + count - 1) / I + 1, nO = o1 - o0;
-        const uint64_t c0 = o0 / pack, c1 = (o1 - 1) / pack + 1, nC = c1 - c0;
-        // The words, zero points and scales under output rows [o0, o1).
-        std::vector<uint32_t> words, zeros;
-        if (m_awq) {
-            words.reserve(static_cast<size_t>(I * nC));
-            for (uint64_t i = 0; i < I; ++i)
-                appendWords(m_qw, i * (O / pack) + c0, nC, words);
-        } else {
-            words.reserve(static_cast<size_t>(I / pack * nO));
-            for (uint64_t p = 0; p < I / pack; ++p)
-                appendWords(m_qw, p * O + o0, nO, words);
-        }
-        zeros.reserve(static_cast<size_t>(G * nC));
-        for (uint64_t gr = 0; gr < G; ++gr)
-            appendWords(m_qz, gr * (O / pack) + c0, nC, zeros);
-        std::vector<double> scales(static_cast<size_t>(G * nO)), row;
-        for (uint64_t gr = 0; gr < G; ++gr) {
-            decodeRange(m_sc, gr * O + o0, nO, row);
-            std::copy(row.begin(), row.end(), scales.begin() + static_cast<std::ptrdiff_t>(gr * nO));
-        }
+        const uint64_t I = m_in, pack = m_pack, mask = (uint64_t(1) << m_bits) - 1;
+        const Box& b = box(first / I, (first + count - 1) / I + 1);
+        const uint64_t o0 = b.o0, nO = b.nO, c0 = b.c0, nC = b.nC;
+        const std::vector<uint32_t>& words = b.words;
+        const std::vector<uint32_t>& zeros = b.zeros;
+        const std::vector<double>& scales = b.scales;
         // AWQ packs the 8 nibbles of a word in the order 0, 2, 4, 6, 1, 3, 5, 7: where column m sits.
         static constexpr unsigned kAwqPosition[8] = { 0, 4, 1, 5, 2, 6, 3, 7 };
         const unsigned shift = m_packShift;
         const uint64_t low = pack - 1;
-        uint64_t o = o0, i = first % I;
+        uint64_t o = first / I, i = first % I;
         for (uint64_t k = 0; k < count; ++k) {
             const uint64_t gr = m_gidx[static_cast<size_t>(i)];
             const uint64_t col = (o >> shift) - c0;
@@ -623,6 +608,57 @@ private:
         , m_sc(std::move(sc))
     {
     }
+
+    // The words, zero points and scales under a band of output rows. Callers ask for a few thousand values
+    // at a time, but the band's words lie in one short run per input (GPTQ: per packed input row), so each
+    // thread keeps its last band (about 2 MB of words) and serves the following reads from it.
+    struct Box {
+        uint64_t reader = 0; // the reader's serial: an address could be reused by a later reader
+        uint64_t o0 = 0, o1 = 0, nO = 0, c0 = 0, nC = 0;
+        std::vector<uint32_t> words, zeros;
+        std::vector<double> scales; // [groups, nO]
+    };
+    const Box& box(uint64_t o0, uint64_t o1) const
+    {
+        thread_local Box b;
+        if (b.reader == m_serial && b.o0 <= o0 && o1 <= b.o1)
+            return b;
+        const uint64_t O = m_out, I = m_in, G = m_groups, pack = m_pack;
+        const uint64_t band
+            = std::max<uint64_t>(pack, ((uint64_t(1) << 19) * pack / std::max<uint64_t>(I, 1)) / pack * pack);
+        b.reader = m_serial;
+        b.o0 = o0 / band * band;
+        b.o1 = std::max(o1, std::min(O, b.o0 + band));
+        b.nO = b.o1 - b.o0;
+        b.c0 = b.o0 / pack;
+        b.nC = (b.o1 - 1) / pack + 1 - b.c0;
+        b.words.clear();
+        if (m_awq) {
+            b.words.reserve(static_cast<size_t>(I * b.nC));
+            for (uint64_t i = 0; i < I; ++i)
+                appendWords(m_qw, i * (O / pack) + b.c0, b.nC, b.words);
+        } else {
+            b.words.reserve(static_cast<size_t>(I / pack * b.nO));
+            for (uint64_t p = 0; p < I / pack; ++p)
+                appendWords(m_qw, p * O + b.o0, b.nO, b.words);
+        }
+        b.zeros.clear();
+        for (uint64_t gr = 0; gr < G; ++gr)
+            appendWords(m_qz, gr * (O / pack) + b.c0, b.nC, b.zeros);
+        b.scales.resize(static_cast<size_t>(G * b.nO));
+        std::vector<double> row;
+        for (uint64_t gr = 0; gr < G; ++gr) {
+            decodeRange(m_sc, gr * O + b.o0, b.nO, row);
+            std::copy(row.begin(), row.end(), b.scales.begin() + static_cast<std::ptrdiff_t>(gr * b.nO));
+        }
+        return b;
+    }
+    static uint64_t nextSerial()
+    {
+        static std::atomic<uint64_t> serial { 0 };
+        return ++serial;
+    }
+    const uint64_t m_serial = nextSerial();
     TensorBytes m_qw, m_qz, m_sc;
     std::vector<uint32_t> m_gidx; // the group of every input (g_idx, or input / group size)
     unsigned m_packShift = 3; // log2 of values per word
