@@ -589,6 +589,48 @@ private slots:
         QCOMPARE(r[0].stats->zeros, uint64_t(2 * 32)); // nibbles 0 and 8 (-0), 32 times each per position
     }
 
+    // GPTQ and AWQ layers wide enough that their values are read in several bands of output rows, against
+    // AutoGPTQ's and AutoAWQ's recipes run by tests/tools/packed_values_truth.py: every value (sha256), in
+    // ranges that cross band edges, and the statistics over many pieces on every thread.
+    void packedLayersAcrossBands()
+    {
+        if (!test::haveTorchPython())
+            QSKIP("no /usr/bin/python3 with torch");
+        QTemporaryDir dir;
+        const auto r = test::run(test::torchPython(), { test::sourceDir() + QStringLiteral("/tests/tools/packed_values_truth.py"), dir.path() });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const QJsonObject truth = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("tensors")).toObject();
+        const Source s = openSource(dir.filePath(QStringLiteral("packed.safetensors")).toStdString());
+        values::FileCache files;
+        int checked = 0;
+        for (auto it = truth.begin(); it != truth.end(); ++it) {
+            const QJsonObject want = it.value().toObject();
+            const Entry* e = findEntry(s, it.key());
+            QVERIFY2(e && e->kind == EntryKind::Group, qPrintable(it.key()));
+            std::string why;
+            const auto reader = values::ValueReader::open(s, *e, files, why);
+            QVERIFY2(reader, why.c_str());
+            std::vector<double> all(reader->numel());
+            // Backwards in ranges of 100,003 values: every band is entered from its end and left mid-row.
+            for (uint64_t end = all.size(); end > 0;) {
+                const uint64_t first = end > 100003 ? end - 100003 : 0;
+                reader->read(first, end - first, all.data() + first);
+                end = first;
+            }
+            const QByteArray sha = QCryptographicHash::hash(QByteArrayView(reinterpret_cast<const char*>(all.data()), static_cast<qsizetype>(all.size() * sizeof(double))), QCryptographicHash::Sha256).toHex();
+            QVERIFY2(sha == want.value(QStringLiteral("sha256_values_f64")).toString().toLatin1(), qPrintable(it.key()));
+            const auto st = values::computeStats(s, { static_cast<size_t>(e - s.entries.data()) });
+            QVERIFY(st[0].stats);
+            QCOMPARE(st[0].stats->min, want.value(QStringLiteral("min")).toDouble());
+            QCOMPARE(st[0].stats->max, want.value(QStringLiteral("max")).toDouble());
+            QCOMPARE(static_cast<qint64>(st[0].stats->zeros), want.value(QStringLiteral("zeros")).toInteger());
+            QVERIFY(close(st[0].stats->mean, want.value(QStringLiteral("mean")).toDouble(), 1e-9));
+            QVERIFY(close(*st[0].stats->std(), want.value(QStringLiteral("std")).toDouble(), 1e-9));
+            ++checked;
+        }
+        QCOMPARE(checked, 2);
+    }
+
     // A quantized group that is not dequantized (here: asked not to) is summarised by the stored values of
     // its main part, with a note saying so, exactly as that tensor alone would be.
     void undequantizedGroupsShowTheirStoredValues()
