@@ -75,6 +75,7 @@ struct Quantization {
     DType storageDType = DType::Unknown; // how the values are stored (uint8, int32, float8_e4m3fn, qint8)
     std::vector<std::pair<std::string, std::string>> params; // block size, group size, bits, axis, ...
     bool logicalShapeKnown = true; // false when only the packed layout is known
+    const std::string* param(std::string_view key) const; // nullptr when absent
 };
 
 enum class EntryKind : uint8_t {
@@ -111,6 +112,7 @@ struct Entry {
     // Bytes the tensor's elements occupy (numel * bits / 8, rounded up); 0 for non-tensors.
     uint64_t nbytes() const;
     const std::string* attribute(const std::string& key) const;
+    const Entry* part(std::string_view role) const; // the part with this role (`name`), or nullptr
 };
 
 // "[2, 3]" as torch.Size prints inside brackets.

@@ -83,6 +83,22 @@ const std::string* Entry::attribute(const std::string& key) const
     return nullptr;
 }
 
+const Entry* Entry::part(std::string_view role) const
+{
+    for (const Entry& p : parts)
+        if (p.name == role)
+            return &p;
+    return nullptr;
+}
+
+const std::string* Quantization::param(std::string_view key) const
+{
+    for (const auto& [k, v] : params)
+        if (k == key)
+            return &v;
+    return nullptr;
+}
+
 std::string shapeToString(const Shape& s)
 {
     // Called once per row of a listing: digits go straight into the result, no temporary strings (and no

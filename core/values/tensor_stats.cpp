@@ -146,16 +146,10 @@ Dequant dequantFor(const Source& s, const Entry& e, FileCache& files, std::strin
         return d;
     }
     const std::string& scheme = e.quantization->scheme;
-    auto param = [&](const char* k) -> const std::string* {
-        for (const auto& [key, value] : e.quantization->params)
-            if (key == k)
-                return &value;
-        return nullptr;
-    };
     try {
         if (scheme == "torch.ao.per_tensor_affine") {
-            const std::string* scale = param("scale");
-            const std::string* zp = param("zero_point");
+            const std::string* scale = e.quantization->param("scale");
+            const std::string* zp = e.quantization->param("zero_point");
             if (!scale || !zp)
                 throw std::runtime_error("no scale or zero point");
             d.scale = static_cast<float>(std::stod(*scale));
@@ -165,15 +159,9 @@ Dequant dequantFor(const Source& s, const Entry& e, FileCache& files, std::strin
             return d;
         }
         if (scheme == "torch.ao.per_channel_affine") {
-            const std::string* axis = param("axis");
-            const Entry* scales = nullptr;
-            const Entry* zps = nullptr;
-            for (const Entry& p : e.parts) {
-                if (p.name == "scales")
-                    scales = &p;
-                else if (p.name == "zero_points")
-                    zps = &p;
-            }
+            const std::string* axis = e.quantization->param("axis");
+            const Entry* scales = e.part("scales");
+            const Entry* zps = e.part("zero_points");
             if (!axis || !scales || !zps)
                 throw std::runtime_error("no axis, scales or zero points");
             const size_t ax = static_cast<size_t>(std::stoul(*axis));

@@ -49,27 +49,11 @@ const char* outName(DType d)
     return d == DType::Float16 || d == DType::BFloat16 ? dtypeName(d).data() : "float32";
 }
 
-const Entry* partNamed(const Entry& g, std::string_view role)
-{
-    for (const Entry& p : g.parts)
-        if (p.name == role)
-            return &p;
-    return nullptr;
-}
-
-const std::string* param(const Quantization& q, std::string_view key)
-{
-    for (const auto& [k, v] : q.params)
-        if (k == key)
-            return &v;
-    return nullptr;
-}
-
 // "[1, 32]" -> {1, 32}; empty when absent or not a list of sizes.
 std::vector<uint64_t> listParam(const Quantization& q, std::string_view key)
 {
     std::vector<uint64_t> out;
-    const std::string* text = param(q, key);
+    const std::string* text = q.param(key);
     if (!text)
         return out;
     const char* p = text->c_str();
@@ -324,10 +308,10 @@ public:
     static std::unique_ptr<Bnb4Reader> make(const Source& s, const Entry& g, FileCache& files, std::string& why)
     {
         const Quantization& q = *g.quantization;
-        const Entry* weight = partNamed(g, "weight");
-        const Entry* absmax = partNamed(g, "absmax");
-        const Entry* qmap = partNamed(g, "quant_map");
-        const std::string* bs = param(q, "blocksize");
+        const Entry* weight = g.part("weight");
+        const Entry* absmax = g.part("absmax");
+        const Entry* qmap = g.part("quant_map");
+        const std::string* bs = q.param("blocksize");
         if (!weight || !absmax || !qmap) {
             why = "stored without its absmax or quant_map: cannot dequantize";
             return nullptr;
@@ -360,12 +344,12 @@ public:
         }
         if (!readTable(s, *qmap, files, 16, r->m_code, why))
             return nullptr;
-        const std::string* dq = param(q, "double_quant");
+        const std::string* dq = q.param("double_quant");
         if (dq && *dq == "true") {
-            const Entry* nabs = partNamed(g, "nested_absmax");
-            const Entry* nmap = partNamed(g, "nested_quant_map");
-            const std::string* nbs = param(q, "nested_blocksize");
-            const std::string* off = param(q, "nested_offset");
+            const Entry* nabs = g.part("nested_absmax");
+            const Entry* nmap = g.part("nested_quant_map");
+            const std::string* nbs = q.param("nested_blocksize");
+            const std::string* off = q.param("nested_offset");
             if (!nabs || !nmap || !nbs || !off) {
                 why = "double-quantized, but nested_absmax, nested_quant_map, nested_blocksize or nested_offset is "
                       "missing";
@@ -391,7 +375,7 @@ public:
         } else if (!decodable(absmax->dtype, &why)) {
             return nullptr;
         }
-        const std::string* type = param(q, "quant_type");
+        const std::string* type = q.param("quant_type");
         r->m_note = "dequantized: bitsandbytes " + (type ? *type : std::string("4-bit"))
             + ", quant_map x absmax per block of " + *bs + (r->m_nestedAbsmax ? " (absmax double-quantized)" : "")
             + ", high nibble first, rounded to " + outName(r->m_out);
@@ -474,12 +458,12 @@ public:
     static std::unique_ptr<PackedIntReader> make(const Source& s, const Entry& g, FileCache& files, std::string& why)
     {
         const Quantization& q = *g.quantization;
-        const Entry* qweight = partNamed(g, "qweight");
-        const Entry* qzeros = partNamed(g, "qzeros");
-        const Entry* scales = partNamed(g, "scales");
-        const Entry* gidx = partNamed(g, "g_idx");
-        const std::string* bitsText = param(q, "bits");
-        const std::string* layout = param(q, "layout");
+        const Entry* qweight = g.part("qweight");
+        const Entry* qzeros = g.part("qzeros");
+        const Entry* scales = g.part("scales");
+        const Entry* gidx = g.part("g_idx");
+        const std::string* bitsText = q.param("bits");
+        const std::string* layout = q.param("layout");
         if (!qweight || !qzeros || !scales) {
             why = "stored without its qzeros or scales: cannot dequantize";
             return nullptr;
@@ -676,20 +660,20 @@ std::unique_ptr<const ValueReader> openGroup(const Source& s, const Entry& g, Fi
     const std::string& scheme = g.quantization->scheme;
     auto starts = [&](std::string_view p) { return scheme.compare(0, p.size(), p) == 0; };
     if (starts("fp8.") || starts("int8.")) {
-        const Entry* w = partNamed(g, "weight");
-        const Entry* sc = partNamed(g, "weight_scale_inv");
+        const Entry* w = g.part("weight");
+        const Entry* sc = g.part("weight_scale_inv");
         if (!sc)
-            sc = partNamed(g, "weight_scale");
+            sc = g.part("weight_scale");
         if (w && sc)
             return ScaledReader::make(s, g, *w, *sc, 1.0f, files, why);
     } else if (scheme == "torchao.Float8Tensor") {
-        const Entry* w = partNamed(g, "qdata");
-        const Entry* sc = partNamed(g, "scale");
+        const Entry* w = g.part("qdata");
+        const Entry* sc = g.part("scale");
         if (w && sc)
             return ScaledReader::make(s, g, *w, *sc, 1.0f, files, why);
     } else if (scheme == "bitsandbytes.int8") {
-        const Entry* w = partNamed(g, "weight");
-        const Entry* sc = partNamed(g, "SCB");
+        const Entry* w = g.part("weight");
+        const Entry* sc = g.part("SCB");
         if (w && sc && w->shape.size() == 2)
             return ScaledReader::make(s, g, *w, *sc, 7.874015718698502e-3f, files, why); // bitsandbytes' 1/127
     } else if (starts("bitsandbytes.")) {
@@ -715,9 +699,9 @@ const Entry& storedTensorOf(const Entry& e)
     if (!e.quantization && e.parts.size() == 1)
         inner = &e.parts[0];
     else if (e.quantization && e.quantization->scheme == "torchao.LinearActivationQuantizedTensor") {
-        inner = partNamed(e, "original_weight");
+        inner = e.part("original_weight");
         if (!inner)
-            inner = partNamed(e, "original_weight_tensor");
+            inner = e.part("original_weight_tensor");
     }
     return inner && inner->kind == EntryKind::Tensor ? *inner : e;
 }
