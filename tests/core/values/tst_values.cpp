@@ -122,6 +122,26 @@ void compareStats(const QString& what, const values::TensorStats& got, const QJs
 
 namespace {
 
+// A source of one tensor, `bytes` written to `dir` as a raw file: for dtypes torch 1.13 cannot save.
+Source rawTensorSource(const QTemporaryDir& dir, const QByteArray& bytes, DType dtype, const Shape& shape)
+{
+    Source s;
+    s.path = dir.filePath(QStringLiteral("tensor.bin")).toStdString();
+    QFile f(QString::fromStdString(s.path));
+    if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size())
+        return s; // no entry: the caller's checks fail
+    s.files = { s.path };
+    Entry e;
+    e.name = "t";
+    e.dtype = dtype;
+    e.shape = shape;
+    e.location.kind = TensorLocation::Kind::Mapped;
+    e.location.file = 0;
+    e.location.length = static_cast<uint64_t>(bytes.size());
+    s.entries.push_back(e);
+    return s;
+}
+
 // Values made by a ValueReader (dequantized groups, complex parts) against torch: every value exactly (the
 // sha256 of all of them as float64, logical order), the first ones, and the statistics under `key`.
 void checkReaderValues(const QString& name, const Source& s, const Entry& e, const values::TensorStatsResult& r, const QJsonObject& want, const QString& key)
@@ -550,25 +570,11 @@ private slots:
     void packedFloat4()
     {
         QTemporaryDir dir;
-        const QString path = dir.filePath(QStringLiteral("fp4.bin"));
         QByteArray bytes;
         for (int b = 0; b < 256; ++b)
             bytes.append(static_cast<char>(b));
-        QFile f(path);
-        QVERIFY(f.open(QIODevice::WriteOnly) && f.write(bytes) == 256);
-        f.close();
-        Source s;
-        s.path = path.toStdString();
-        s.files = { s.path };
-        Entry e;
-        e.name = "w";
-        e.dtype = DType::Float4_e2m1fn_x2;
-        e.shape = { 16, 16 };
-        e.location.kind = TensorLocation::Kind::Mapped;
-        e.location.file = 0;
-        e.location.offset = 0;
-        e.location.length = 256;
-        s.entries.push_back(e);
+        const Source s = rawTensorSource(dir, bytes, DType::Float4_e2m1fn_x2, { 16, 16 });
+        QCOMPARE(s.entries.size(), size_t(1));
         const double spec[16] = { 0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6 };
         values::FileCache files;
         std::string why;
@@ -655,22 +661,9 @@ private slots:
     void complexHalfParts()
     {
         QTemporaryDir dir;
-        const QString path = dir.filePath(QStringLiteral("c32.bin"));
         const uint16_t halves[] = { 0x3c00, 0xc000, 0x7e00, 0x0001 }; // 1, -2, NaN, 2^-24
-        QFile f(path);
-        QVERIFY(f.open(QIODevice::WriteOnly) && f.write(reinterpret_cast<const char*>(halves), sizeof halves) == sizeof halves);
-        f.close();
-        Source s;
-        s.path = path.toStdString();
-        s.files = { s.path };
-        Entry e;
-        e.name = "c";
-        e.dtype = DType::Complex32;
-        e.shape = { 2 };
-        e.location.kind = TensorLocation::Kind::Mapped;
-        e.location.file = 0;
-        e.location.length = sizeof halves;
-        s.entries.push_back(e);
+        const Source s = rawTensorSource(dir, QByteArray(reinterpret_cast<const char*>(halves), sizeof halves), DType::Complex32, { 2 });
+        QCOMPARE(s.entries.size(), size_t(1));
         values::FileCache files;
         std::string why;
         const auto reader = values::ValueReader::open(s, s.entries[0], files, why);
