@@ -110,11 +110,7 @@ std::string json(const Source& s, const std::vector<values::TensorStatsResult>& 
         w.beginObject();
         w.field("name", e.name);
         w.field("dtype", dtypeName(e.dtype));
-        w.key("shape");
-        w.beginArray();
-        for (int64_t d : e.shape)
-            w.integer(d);
-        w.endArray();
+        w.integers("shape", e.shape);
         w.field("numel", t.numel);
         auto optional = [&](std::string_view k, bool has, double v) {
             w.key(k);

@@ -60,6 +60,15 @@ public:
         key(k);
         boolean(v);
     }
+    // "k": [1, 2, 3] from any range of integers (a Shape, strides).
+    template <typename Ints> void integers(std::string_view k, const Ints& values)
+    {
+        key(k);
+        beginArray();
+        for (int64_t v : values)
+            integer(v);
+        endArray();
+    }
 
     std::string_view text() const { return { m_buffer.GetString(), m_buffer.GetSize() }; }
 

@@ -91,11 +91,7 @@ void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s)
     w.beginObject();
     w.field("name", e.name);
     w.field("kind", entryKindName(e.kind));
-    w.key("shape");
-    w.beginArray();
-    for (int64_t d : e.shape)
-        w.integer(d);
-    w.endArray();
+    w.integers("shape", e.shape);
     if (!e.shapeKnown)
         w.field("shape_known", false);
     w.field("dtype", e.kind == EntryKind::Object ? std::string_view("object") : dtypeName(e.dtype));
@@ -128,13 +124,8 @@ void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s)
             w.field("storage_nbytes", loc.storageNbytes);
         }
         w.field("storage_offset", loc.storageOffset);
-        if (!loc.strides.empty()) {
-            w.key("strides");
-            w.beginArray();
-            for (int64_t st : loc.strides)
-                w.integer(st);
-            w.endArray();
-        }
+        if (!loc.strides.empty())
+            w.integers("strides", loc.strides);
         w.endObject();
     }
     if (!e.attributes.empty()) {
@@ -149,15 +140,8 @@ void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s)
         w.key("sharding");
         w.beginObject();
         w.field("kind", shardingKindName(sh.kind));
-        auto dims = [&](const char* key, const Shape& d) {
-            w.key(key);
-            w.beginArray();
-            for (int64_t x : d)
-                w.integer(x);
-            w.endArray();
-        };
         if (!sh.localShape.empty() || sh.kind == Sharding::Kind::DTensor)
-            dims("local_shape", sh.localShape);
+            w.integers("local_shape", sh.localShape);
         if (!sh.placements.empty()) {
             w.key("placements");
             w.beginArray();
@@ -166,7 +150,7 @@ void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s)
             w.endArray();
         }
         if (!sh.meshShape.empty())
-            dims("mesh_shape", sh.meshShape);
+            w.integers("mesh_shape", sh.meshShape);
         if (!sh.meshDimNames.empty()) {
             w.key("mesh_dim_names");
             w.beginArray();
@@ -179,8 +163,8 @@ void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s)
             w.beginArray();
             for (const auto& c : sh.chunks) {
                 w.beginObject();
-                dims("offsets", c.offsets);
-                dims("sizes", c.sizes);
+                w.integers("offsets", c.offsets);
+                w.integers("sizes", c.sizes);
                 if (c.file >= 0 && static_cast<size_t>(c.file) < s.files.size())
                     w.field("file", s.files[static_cast<size_t>(c.file)]);
                 if (c.byteLength) {
