@@ -1,6 +1,7 @@
 #include "tensor_bytes.h"
 
 #include "util/error.h"
+#include "values/element_decode.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -292,6 +293,14 @@ const uint8_t* TensorBytes::read(uint64_t first, uint64_t count, std::vector<uin
         done += static_cast<uint64_t>(n);
     }
     return buffer.data();
+}
+
+void TensorBytes::decodeTo(uint64_t first, uint64_t count, std::vector<double>& out) const
+{
+    thread_local std::vector<uint8_t> scratch;
+    out.resize(static_cast<size_t>(count));
+    if (count)
+        decode(m_dtype, read(first, count, scratch), static_cast<size_t>(count), out.data());
 }
 
 const uint8_t* TensorBytes::elements(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const

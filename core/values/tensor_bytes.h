@@ -48,6 +48,9 @@ public:
     // The same bytes, read without touching the mapping where possible (pread into `buffer`); for large
     // sequential sweeps.
     const uint8_t* read(uint64_t first, uint64_t count, std::vector<uint8_t>& buffer) const;
+    // Elements [first, first + count) decoded to numbers (element_decode.h) into `out`, read as read() does;
+    // for the small side tensors (scales, code tables) a dequantization needs. The dtype must be decodable.
+    void decodeTo(uint64_t first, uint64_t count, std::vector<double>& out) const;
 
 private:
     std::shared_ptr<const MappedFile> m_file; // keeps m_base valid

@@ -171,10 +171,8 @@ Dequant dequantFor(const Source& s, const Entry& e, FileCache& files, std::strin
             for (size_t k = ax + 1; k < e.shape.size(); ++k)
                 d.inner *= static_cast<uint64_t>(e.shape[k]);
             auto readAll = [&](const Entry& part, std::vector<double>& out) {
-                TensorBytes tb = TensorBytes::open(s, part, files);
-                std::vector<uint8_t> scratch;
-                out.resize(tb.numel());
-                decode(tb.dtype(), tb.elements(0, tb.numel(), scratch), out.size(), out.data());
+                const TensorBytes tb = TensorBytes::open(s, part, files);
+                tb.decodeTo(0, tb.numel(), out);
             };
             std::vector<double> sc, zp;
             readAll(*scales, sc);

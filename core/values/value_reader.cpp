@@ -84,15 +84,6 @@ uint64_t ceilDiv(uint64_t a, uint64_t b)
 // Parts are read with TensorBytes::read (pread into a reused buffer), not through the mapping: touching
 // mapped pages would make every page read resident, and the resident set should stay at a few buffers.
 
-// Elements [first, first + count) of a part, decoded.
-void decodeRange(const TensorBytes& tb, uint64_t first, uint64_t count, std::vector<double>& out)
-{
-    thread_local std::vector<uint8_t> scratch;
-    out.resize(static_cast<size_t>(count));
-    if (count)
-        decode(tb.dtype(), tb.read(first, count, scratch), static_cast<size_t>(count), out.data());
-}
-
 // 32-bit words [first, first + count) of an int32 part, appended to `out`.
 void appendWords(const TensorBytes& tb, uint64_t first, uint64_t count, std::vector<uint32_t>& out)
 {
@@ -252,7 +243,7 @@ public:
         const uint64_t r0 = first / cols, r1 = (first + count - 1) / cols;
         const uint64_t s0 = scaleRow(r0), s1 = scaleRow(r1);
         std::vector<double> scales;
-        decodeRange(m_s, s0 * sc, (s1 - s0 + 1) * sc, scales);
+        m_s.decodeTo(s0 * sc, (s1 - s0 + 1) * sc, scales);
         thread_local std::vector<uint8_t> buffer;
         decode(m_w.dtype(), m_w.read(first, count, buffer), static_cast<size_t>(count), out);
         // In runs that share one scale (a row's stretch inside one block), so the inner loop has no division.
@@ -396,12 +387,12 @@ public:
         // absmax of the blocks under the range.
         const uint64_t j0 = first / m_block, j1 = last / m_block;
         std::vector<double> absmax;
-        decodeRange(m_absmax, j0, j1 - j0 + 1, absmax);
+        m_absmax.decodeTo(j0, j1 - j0 + 1, absmax);
         std::vector<float> scale(absmax.size());
         if (m_nestedAbsmax) {
             const uint64_t n0 = j0 / m_nestedBlock, n1 = j1 / m_nestedBlock;
             std::vector<double> nested;
-            decodeRange(*m_nestedAbsmax, n0, n1 - n0 + 1, nested);
+            m_nestedAbsmax->decodeTo(n0, n1 - n0 + 1, nested);
             for (uint64_t j = j0; j <= j1; ++j) {
                 const float code = m_nestedCode[static_cast<size_t>(absmax[j - j0]) & 0xff];
                 scale[j - j0] = code * static_cast<float>(nested[j / m_nestedBlock - n0]) + m_offset;
@@ -439,7 +430,7 @@ private:
             return false;
         }
         std::vector<double> v;
-        decodeRange(tb, 0, size, v);
+        tb.decodeTo(0, size, v);
         out.assign(v.begin(), v.end());
         return true;
     }
@@ -521,7 +512,7 @@ public:
                 return nullptr;
             }
             std::vector<double> v;
-            decodeRange(TensorBytes::open(s, *gidx, files), 0, I, v);
+            TensorBytes::open(s, *gidx, files).decodeTo(0, I, v);
             r->m_gidx.reserve(v.size());
             for (double x : v) {
                 if (!(x >= 0 && x < static_cast<double>(G))) {
@@ -632,7 +623,7 @@ private:
         b.scales.resize(static_cast<size_t>(G * b.nO));
         std::vector<double> row;
         for (uint64_t gr = 0; gr < G; ++gr) {
-            decodeRange(m_sc, gr * O + b.o0, b.nO, row);
+            m_sc.decodeTo(gr * O + b.o0, b.nO, row);
             std::copy(row.begin(), row.end(), b.scales.begin() + static_cast<std::ptrdiff_t>(gr * b.nO));
         }
         return b;
