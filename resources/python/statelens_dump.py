@@ -184,6 +184,10 @@ def dump(model, path):
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".sldump-", dir=directory)
     try:
+        # mkstemp makes the file owner-only; a dump is an ordinary output file, so honour the umask.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=1)
             f.write("\n")
