@@ -1102,6 +1102,7 @@ private:
                 plan.parts.push_back({ "weight_format", b.format });
             plan.shape = weight.shape;
             plan.shapeKnown = weight.shapeKnown;
+            plan.dtype = weight.dtype; // the original dtype is not stored: show the key's own, as torch does
             Quantization q;
             q.scheme = "bitsandbytes.int8";
             q.storageDType = DType::Int8;
@@ -1321,6 +1322,7 @@ private:
                 plan.parts.push_back({ "input_scale", input });
             plan.shape = e.shape;
             plan.shapeKnown = e.shapeKnown;
+            plan.dtype = e.dtype; // the original dtype is not stored: show the key's own, as torch does
             Quantization q;
             q.storageDType = e.dtype;
             const std::string family = i8 ? "int8" : "fp8";

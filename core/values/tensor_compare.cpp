@@ -61,9 +61,23 @@ void accumulate(const double* va, const double* vb, size_t n, PairPartial& s)
     }
 }
 
+// Whether two tensors of one dtype hold the same elements byte for byte (logical order), read in pieces.
+bool sameBytes(const TensorBytes& a, const TensorBytes& b, uint64_t pieceBytes)
+{
+    std::vector<uint8_t> bufA, bufB;
+    const uint64_t per = std::max<uint64_t>(pieceBytes / a.itemSize(), 1);
+    for (uint64_t first = 0; first < a.numel(); first += per) {
+        const uint64_t n = std::min(per, a.numel() - first);
+        if (std::memcmp(a.read(first, n, bufA), b.read(first, n, bufB), n * a.itemSize()) != 0)
+            return false;
+    }
+    return true;
+}
+
 struct PairWork {
     std::optional<TensorBytes> a, b;
-    // Or, when either side is a quantized group or packed float4: both sides' values.
+    // Or, when either side is a quantized group or decodes through a reader (complex, float4): both sides'
+    // values; `a` and `b` then only serve the byte comparison of two plain tensors of one dtype.
     std::unique_ptr<const ValueReader> ra, rb;
     bool sameDtype = false;
     size_t firstPiece = 0, pieces = 0;
@@ -108,6 +122,19 @@ std::vector<ValueComparison> compareValues(const Source& a, const Source& b, con
                 w.ra.reset();
                 w.rb.reset();
                 continue;
+            }
+            // Two plain tensors of one dtype that only decode through a reader (complex, float4) still have
+            // bytes to compare: equal bytes are equal bytes whatever the values mean.
+            if (ea.kind == EntryKind::Tensor && eb.kind == EntryKind::Tensor && !ea.quantization && !eb.quantization
+                && ea.dtype == eb.dtype) {
+                try {
+                    w.a = TensorBytes::open(a, ea, filesA);
+                    w.b = TensorBytes::open(b, eb, filesB);
+                    w.sameDtype = w.a->numel() == w.b->numel();
+                } catch (const LoadError&) {
+                    w.a.reset();
+                    w.b.reset();
+                }
             }
             for (const auto* rd : { w.ra.get(), w.rb.get() })
                 if (!rd->note().empty())
@@ -191,6 +218,8 @@ std::vector<ValueComparison> compareValues(const Source& a, const Source& b, con
         total.equalBytes = w.sameDtype && !w.ra;
         for (size_t k = 0; k < w.pieces; ++k)
             mergePair(total, pieces[w.firstPiece + k].partial);
+        if (w.ra && w.sameDtype && w.a && w.b)
+            total.equalBytes = sameBytes(*w.a, *w.b, options.pieceBytes);
         r.equalBytes = total.equalBytes;
         r.equalValues = total.equalValues;
         r.finiteCompared = total.finite;

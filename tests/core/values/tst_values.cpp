@@ -679,6 +679,59 @@ private slots:
         QVERIFY(std::isnan(v[1]));
     }
 
+    // Complex tensors decode through a reader (real and imaginary parts), but two of one dtype still have
+    // bytes to compare: complex.pt (torch.save) against complex.safetensors (the same tensors), with torch's
+    // sha256 of each tensor's logical bytes saying they are equal; a copy with one flipped byte is not.
+    void complexEqualBytes()
+    {
+        const Source pt = openSource((valuesDir() + QStringLiteral("/complex.pt")).toStdString());
+        const Source st = openSource((valuesDir() + QStringLiteral("/complex.safetensors")).toStdString());
+        const QJsonObject tp = readJson(valuesDir() + QStringLiteral("/complex.pt.expected.json"))
+                                   .value(QStringLiteral("tensors"))
+                                   .toObject();
+        const QJsonObject ts = readJson(valuesDir() + QStringLiteral("/complex.safetensors.expected.json"))
+                                   .value(QStringLiteral("tensors"))
+                                   .toObject();
+        auto index = [](const Source& s, const char* name) {
+            for (size_t i = 0; i < s.entries.size(); ++i)
+                if (s.entries[i].name == name)
+                    return i;
+            return size_t(-1);
+        };
+        const std::vector<std::pair<const char*, const char*>> names { { "c64", "c64" }, { "base", "base" } };
+        std::vector<std::pair<size_t, size_t>> pairs;
+        for (const auto& [x, y] : names)
+            pairs.emplace_back(index(pt, x), index(st, y));
+        const auto got = values::compareValues(pt, st, pairs);
+        for (size_t k = 0; k < names.size(); ++k) {
+            const bool torchEqual
+                = tp.value(QLatin1String(names[k].first)).toObject().value(QStringLiteral("sha256_logical"))
+                == ts.value(QLatin1String(names[k].second)).toObject().value(QStringLiteral("sha256_logical"));
+            QVERIFY2(got[k].compared, got[k].why.c_str());
+            QVERIFY2(got[k].equalBytes == torchEqual, names[k].first);
+            if (torchEqual)
+                QCOMPARE(got[k].maxAbsDiff.value_or(-1), 0.0);
+        }
+
+        // One byte of c64's data flipped in a copy of the safetensors file.
+        QTemporaryDir dir;
+        const QString copy = dir.filePath(QStringLiteral("complex.safetensors"));
+        QVERIFY(QFile::copy(valuesDir() + QStringLiteral("/complex.safetensors"), copy));
+        const Entry& c64 = st.entries[index(st, "c64")];
+        QFile f(copy);
+        QVERIFY(f.open(QIODevice::ReadWrite));
+        QVERIFY(f.seek(qint64(c64.location.offset + 3)));
+        char byte = 0;
+        QVERIFY(f.getChar(&byte));
+        QVERIFY(f.seek(qint64(c64.location.offset + 3)));
+        QVERIFY(f.putChar(char(byte ^ 0x10)));
+        f.close();
+        const Source flipped = openSource(copy.toStdString());
+        const auto diff = values::compareValues(pt, flipped, { { index(pt, "c64"), index(flipped, "c64") } });
+        QVERIFY(diff[0].compared);
+        QVERIFY(!diff[0].equalBytes);
+    }
+
     // Parts that do not fit their group are refused when the reader opens, never read past.
     void hostileQuantizedGroupsAreRefused()
     {
