@@ -593,6 +593,19 @@ void checkSave(const std::vector<RankFile>& files, const std::vector<Source>& so
         }
 }
 
+// torch.load(weights_only=True) of every file: the imports any file needs, the globals any file has refused.
+void mergeWeightsOnly(const std::vector<Source>& sources, Source& out)
+{
+    out.weightsOnly = WeightsOnlyLoad {};
+    out.weightsOnly.checked = true;
+    for (const Source& s : sources)
+        for (auto [from, into] : { std::pair { &s.weightsOnly.imports, &out.weightsOnly.imports },
+                 std::pair { &s.weightsOnly.refused, &out.weightsOnly.refused } })
+            for (const auto& name : *from)
+                if (std::find(into->begin(), into->end(), name) == into->end())
+                    into->push_back(name);
+}
+
 // The merged source from per-rank sources (files and sources in rank order); `early` are findings about the
 // set of files made before merging.
 void merge(const std::vector<RankFile>& files, const std::vector<Source>& sources, const std::vector<Finding>& early,
@@ -603,6 +616,7 @@ void merge(const std::vector<RankFile>& files, const std::vector<Source>& source
     out.container = sources.front().container;
     out.containers = sources.front().containers;
     mergeFindings(files, sources, out);
+    mergeWeightsOnly(sources, out);
     checkSave(files, sources, out);
     mergeEntries({ &files, &sources }, out);
 }

@@ -29,6 +29,14 @@ struct ContainerInfo {
 };
 std::string_view containerRoleName(ContainerInfo::Role r);
 
+// What torch.load(weights_only=True), torch's default since 2.6, would do with the source's pickles.
+struct WeightsOnlyLoad {
+    bool checked = false; // the format is read by torch.load (torch.save zip or legacy files, rank files)
+    std::vector<std::string> imports; // import these first: they allow-list classes the pickles reference
+    std::vector<std::string> refused; // globals nothing allow-lists: refused unless add_safe_globals names them
+    bool loads() const { return checked && imports.empty() && refused.empty(); }
+};
+
 class Source;
 
 // What keeps a Source's data alive (mapped files, the parsed object tree) and what can be done with it
@@ -51,6 +59,7 @@ public:
     std::vector<Finding> findings;
     std::vector<ContainerInfo> containers; // every candidate, the selected one included
     std::vector<std::pair<std::string, std::string>> metadata; // safetensors __metadata__, zip records, ...
+    WeightsOnlyLoad weightsOnly;
 
     std::shared_ptr<const SourceBacking> backing;
 

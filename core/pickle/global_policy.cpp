@@ -109,7 +109,84 @@ bool isWeightsOnlySafe(std::string_view module, std::string_view name)
     return false;
 }
 
+struct AllowlistedClass {
+    std::string_view module;
+    std::string_view name; // empty: every class of the module whose name ends with `suffix`
+    std::string_view suffix;
+    std::string_view import;
+};
+// torch/distributed/tensor/__init__.py (2.6): DeviceMesh, _DTensorSpec, TensorMeta, DTensor, Partial, Replicate
+// and Shard, but not _StridedShard (FSDP2 over tensor parallelism writes it). torchao 0.9: the classes its
+// modules pass to add_safe_globals, and every layout and tensor impl registered with register_layout
+// (torchao/utils.py).
+constexpr std::array<AllowlistedClass, 38> kAllowlistedOnImport { {
+    { "torch.distributed.device_mesh", "DeviceMesh", {}, "torch.distributed.tensor" },
+    { "torch.distributed.tensor._dtensor_spec", "DTensorSpec", {}, "torch.distributed.tensor" },
+    { "torch.distributed.tensor._dtensor_spec", "TensorMeta", {}, "torch.distributed.tensor" },
+    { "torch.distributed.tensor", "DTensor", {}, "torch.distributed.tensor" }, // its __module__ since 2.5
+    { "torch.distributed.tensor.placement_types", "Partial", {}, "torch.distributed.tensor" },
+    { "torch.distributed.tensor.placement_types", "Replicate", {}, "torch.distributed.tensor" },
+    { "torch.distributed.tensor.placement_types", "Shard", {}, "torch.distributed.tensor" },
+    { "torchao.dtypes.affine_quantized_tensor", "AffineQuantizedTensor", {}, "torchao" },
+    { "torchao.dtypes.nf4tensor", "NF4Tensor", {}, "torchao" },
+    { "torchao.dtypes", {}, "Layout", "torchao" },
+    { "torchao.dtypes", {}, "TensorImpl", "torchao" },
+    { "torchao.quantization.quant_primitives", "MappingType", {}, "torchao" },
+    { "torchao.quantization.quant_primitives", "ZeroPointDomain", {}, "torchao" },
+    { "torchao.quantization.observer", "PerRow", {}, "torchao" },
+    { "torchao.quantization.observer", "PerTensor", {}, "torchao" },
+    { "torchao.quantization.linear_activation_quantized_tensor", "LinearActivationQuantizedTensor", {}, "torchao" },
+    { "torchao.quantization.linear_activation_weight_observed_tensor", "LinearActivationWeightObservedTensor", {}, "torchao" },
+    { "torchao.quantization.weight_tensor_linear_activation_quantization", "WeightTensorWithLinearActivationQuantizationMetadata", {}, "torchao" },
+    { "torchao.quantization.linear_activation_scale", "WeightTensorWithLinearActivationScaleMetadata", {}, "torchao" },
+    { "torchao.quantization.quant_api", "_int8_asymm_per_token_quant", {}, "torchao" },
+    { "torchao.quantization.quant_api", "_int8_symm_per_token_reduced_range_quant", {}, "torchao" },
+    { "torchao.quantization.quant_api", "_int8_symm_per_token_reduced_range_quant_cutlass", {}, "torchao" },
+    { "torchao.quantization.quant_api", "_int4_symm_per_token_quant_cutlass", {}, "torchao" },
+    { "torchao.quantization.quant_api", "_input_activation_quant_func_fp8", {}, "torchao" },
+    { "torchao.float8.float8_tensor", "Float8Tensor", {}, "torchao.float8" },
+    { "torchao.float8.float8_tensor", "ScaledMMConfig", {}, "torchao.float8" },
+    { "torchao.float8.float8_tensor", "GemmInputRole", {}, "torchao.float8" },
+    { "torchao.float8.float8_tensor", "LinearMMConfig", {}, "torchao.float8" },
+    { "torchao.float8.inference", "Float8MMConfig", {}, "torchao.float8" },
+    { "torchao.float8.stateful_float8_linear", "WeightWithDelayedFloat8CastTensor", {}, "torchao.float8" },
+    { "torchao.prototype.low_bit_optim.subclass_8bit", "OptimState8bit", {}, "torchao.prototype.low_bit_optim" },
+    { "torchao.prototype.low_bit_optim.subclass_4bit", "OptimState4bit", {}, "torchao.prototype.low_bit_optim" },
+    { "torchao.prototype.low_bit_optim.subclass_fp8", "OptimStateFp8", {}, "torchao.prototype.low_bit_optim" },
+    // The same optimizer states where torchao >= 0.11 moved them (torchao.optim).
+    { "torchao.optim.subclass_8bit", "OptimState8bit", {}, "torchao.optim" },
+    { "torchao.optim.subclass_4bit", "OptimState4bit", {}, "torchao.optim" },
+    { "torchao.optim.subclass_fp8", "OptimStateFp8", {}, "torchao.optim" },
+    // torch 2.0-2.4 kept DTensor under torch.distributed._tensor, which allow-lists nothing: no entry.
+    { "torchao.quantization.autoquant", {}, "Tensor", "torchao" },
+    { "torchao.quantization.autoquant", {}, "TensorImpl", "torchao" },
+} };
+
 } // namespace
+
+std::string_view allowlistingImport(std::string_view module, std::string_view name)
+{
+    for (const auto& a : kAllowlistedOnImport) {
+        if (!a.name.empty() ? (module == a.module && name == a.name)
+                            : (moduleIs(module, a.module) && name.size() > a.suffix.size()
+                                  && name.substr(name.size() - a.suffix.size()) == a.suffix))
+            return a.import;
+    }
+    return {};
+}
+
+bool importsCover(const std::vector<std::string>& needed, const std::vector<std::string>& imported)
+{
+    for (const auto& n : needed) {
+        bool covered = false;
+        for (const auto& i : imported)
+            covered |= i == n || (n == "torch.distributed.tensor" && moduleIs(i, "torchao"))
+                || (i.size() > n.size() && i.compare(0, n.size(), n) == 0 && i[n.size()] == '.');
+        if (!covered)
+            return false;
+    }
+    return true;
+}
 
 GlobalVerdict classifyGlobal(std::string_view module, std::string_view name)
 {

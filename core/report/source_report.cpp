@@ -83,6 +83,21 @@ void writeSourceJson(JsonWriter& w, const Source& s)
     for (const auto& [k, v] : s.metadata)
         w.field(k, v);
     w.endObject();
+    if (s.weightsOnly.checked) {
+        // For CI gates: "yes", "after_import" (run the imports first) or "no" (refused).
+        const WeightsOnlyLoad& wo = s.weightsOnly;
+        w.key("weights_only");
+        w.beginObject();
+        w.field("loads", wo.loads() ? "yes" : wo.refused.empty() ? "after_import" : "no");
+        for (auto [key, list] : { std::pair { "imports", &wo.imports }, std::pair { "refused", &wo.refused } }) {
+            w.key(key);
+            w.beginArray();
+            for (const auto& name : *list)
+                w.string(name);
+            w.endArray();
+        }
+        w.endObject();
+    }
     w.endObject();
 }
 

@@ -14,27 +14,58 @@ namespace sl::torch {
 
 namespace {
 
+std::string listOf(const std::vector<std::string>& names, size_t most = 8)
+{
+    std::string list;
+    for (size_t i = 0; i < names.size() && i < most; ++i)
+        list += (i ? ", " : "") + names[i];
+    if (names.size() > most)
+        list += ", ... (" + std::to_string(names.size()) + " in all)";
+    return list;
+}
+
+// Dangerous globals one by one; then what torch.load(weights_only=True) makes of the rest: loads, loads once
+// torch.distributed.tensor or torchao is imported (they allow-list their classes then), or refuses.
 void reportGlobals(const TorchSemantics& sem, Source& out)
 {
-    std::vector<std::string> unknown;
+    WeightsOnlyLoad& wo = out.weightsOnly;
+    wo = WeightsOnlyLoad {};
+    wo.checked = true;
+    std::vector<std::string> needImport; // the globals an import allow-lists
     for (const auto& [name, use] : sem.globals()) {
-        if (use.risk == GlobalRisk::Dangerous)
+        if (use.risk == GlobalRisk::Dangerous) {
             out.addFinding(Severity::Danger,
                 "pickle references " + name + ", which " + use.reason
                     + "; torch.load would import it (StateLens did not run anything)");
-        else if (use.risk == GlobalRisk::Unknown)
+            wo.refused.push_back(name);
+        } else if (use.risk == GlobalRisk::Unknown) {
+            if (use.allowedByImport.empty()) {
+                wo.refused.push_back(name);
+            } else {
+                needImport.push_back(name.substr(name.rfind('.') + 1)); // DTensor, AffineQuantizedTensor, ...
+                if (std::find(wo.imports.begin(), wo.imports.end(), use.allowedByImport) == wo.imports.end())
+                    wo.imports.push_back(use.allowedByImport);
+            }
+        }
+    }
+    std::sort(wo.imports.begin(), wo.imports.end());
+    std::string imports;
+    for (size_t i = 0; i < wo.imports.size(); ++i)
+        imports += (i ? (i + 1 == wo.imports.size() ? " and " : ", ") : "") + std::string("`import ") + wo.imports[i] + "`";
+    std::vector<std::string> unknown;
+    for (const auto& name : wo.refused)
+        if (sem.globals().at(name).risk == GlobalRisk::Unknown)
             unknown.push_back(name);
-    }
-    if (!unknown.empty()) {
-        std::string list;
-        for (size_t i = 0; i < unknown.size() && i < 8; ++i)
-            list += (i ? ", " : "") + unknown[i];
-        if (unknown.size() > 8)
-            list += ", ... (" + std::to_string(unknown.size()) + " in all)";
+    if (!unknown.empty())
         out.addFinding(Severity::Warning,
-            "pickle references classes outside torch's weights-only allowlist (" + list
-                + "); torch.load(weights_only=True) refuses this file and weights_only=False imports them");
-    }
+            "pickle references classes outside torch's weights-only allowlist (" + listOf(unknown)
+                + "); torch.load(weights_only=True) refuses this file"
+                + (imports.empty() ? std::string() : " even after " + imports)
+                + " unless torch.serialization.add_safe_globals names them, and weights_only=False imports them");
+    else if (!wo.imports.empty() && wo.refused.empty())
+        out.addFinding(Severity::Info,
+            "torch.load(weights_only=True) reads this file only after " + imports + " (importing allow-lists "
+                + listOf(needImport, 4) + "); without that torch refuses it, and weights_only=False imports them");
     for (const auto& p : sem.problems())
         out.addFinding(Severity::Warning, p);
 }

@@ -147,7 +147,8 @@ Value* TorchSemantics::global(Unpickler& u, std::string_view rawModule, std::str
     auto it = m_globals.find(q);
     if (it == m_globals.end()) {
         GlobalVerdict v = classifyGlobal(module, name);
-        it = m_globals.emplace(std::move(q), GlobalUse { v.risk, std::move(v.reason), 0 }).first;
+        it = m_globals.emplace(std::move(q), GlobalUse { v.risk, std::move(v.reason), 0, std::string(allowlistingImport(module, name)) })
+                 .first;
     }
     ++it->second.count;
     return g;

@@ -41,6 +41,7 @@ public:
         GlobalRisk risk = GlobalRisk::Unknown;
         std::string reason;
         size_t count = 0;
+        std::string allowedByImport; // the import that allow-lists it for weights_only=True, if any
     };
     // A storage (creating it on first use) for a storage class, key, location and element count.
     StorageValue* storage(Unpickler& u, Value* cls, std::string_view key, std::string_view location, int64_t numel);
