@@ -482,6 +482,7 @@ void MainWindow::updateDetails()
         (m_model->kind(index) == AlignedTreeModel::NodeKind::PartA ? a : b) = part;
     } else if (const auto rows = m_model->diffRows(index); !rows.empty() && snap) {
         const DiffRow& row = snap->diff.rows[rows.front()];
+        // One key of a quantized group: its values are the group's (the key alone is codes or scales).
         a = row.a >= 0 ? &snap->a->entries[static_cast<size_t>(row.a)] : nullptr;
         b = row.b >= 0 ? &snap->b->entries[static_cast<size_t>(row.b)] : nullptr;
     }
@@ -693,7 +694,7 @@ std::optional<Suggestion> MainWindow::inferFromSelection(QString* why) const
             *why = tr("Select one unexpected row and one missing row (Ctrl+click), or right-click a row and pick its partner.");
         return std::nullopt;
     }
-    auto s = inferFromPair(QString::fromStdString(unexpected->mapped), QString::fromStdString(snap->b->entries[static_cast<size_t>(missing->b)].name));
+    auto s = inferFromPair(QString::fromStdString(unexpected->mapped), QString::fromStdString(rowKeyB(*missing, *snap->b)));
     if (!s && why)
         *why = tr("These two names cannot be related by one rule.");
     return s;

@@ -84,6 +84,8 @@ int runDiff(const DiffOptionsCli& o)
         std::vector<size_t> unexpected, missing;
         std::vector<const DiffRow*> rowOfA(a.entries.size(), nullptr);
         for (const DiffRow& row : diff.rows) {
+            if (row.aPart >= 0 || row.bPart >= 0)
+                continue; // one stored key of a quantized group: its bytes are codes or scales, not a weight
             if (row.status == RowStatus::Unexpected) {
                 unexpected.push_back(static_cast<size_t>(row.a));
                 rowOfA[static_cast<size_t>(row.a)] = &row;

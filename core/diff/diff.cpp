@@ -1,5 +1,6 @@
 #include "diff.h"
 
+#include "diff/copy_compat.h"
 #include "diff/reasons.h"
 #include "util/name_index.h"
 
@@ -21,6 +22,7 @@ std::string_view rowStatusName(RowStatus s)
     case RowStatus::Missing: return "missing";
     case RowStatus::Unexpected: return "unexpected";
     case RowStatus::Dropped: return "dropped";
+    case RowStatus::CopyError: return "copy_error";
     }
     return "match";
 }
@@ -47,95 +49,193 @@ std::string_view reasonName(Reason r)
 bool DiffSummary::loadSucceeds(bool failOnDtype) const
 {
     return count(RowStatus::Missing) == 0 && count(RowStatus::Unexpected) == 0 && count(RowStatus::ShapeMismatch) == 0
-        && !(failOnDtype && count(RowStatus::DtypeMismatch) != 0);
+        && count(RowStatus::CopyError) == 0 && !(failOnDtype && count(RowStatus::DtypeMismatch) != 0);
 }
 
-const std::string& rowName(const DiffRow& row, const Source& a, const Source& b)
+bool isKeyedGroup(const Entry& e)
 {
-    if (row.b >= 0)
-        return b.entries[static_cast<size_t>(row.b)].name;
-    if (!row.mapped.empty() || row.a < 0)
-        return row.mapped;
-    return a.entries[static_cast<size_t>(row.a)].name;
+    return e.kind == EntryKind::Group && !e.parts.empty()
+        && std::all_of(e.parts.begin(), e.parts.end(), [](const Entry& p) { return p.attribute("key") != nullptr; });
 }
 
 namespace {
 
-// How a pair of entries with the same (mapped) name compares under a strict load.
+const Entry* sideEntry(const Source& s, int32_t index, int32_t part)
+{
+    if (index < 0)
+        return nullptr;
+    const Entry& e = s.entries[static_cast<size_t>(index)];
+    return part >= 0 ? &e.parts[static_cast<size_t>(part)] : &e;
+}
+
+const std::string& sideKey(const Source& s, int32_t index, int32_t part)
+{
+    const Entry& e = s.entries[static_cast<size_t>(index)];
+    return part >= 0 ? *e.parts[static_cast<size_t>(part)].attribute("key") : e.name;
+}
+
+} // namespace
+
+const Entry* rowEntryA(const DiffRow& row, const Source& a) { return sideEntry(a, row.a, row.aPart); }
+const Entry* rowEntryB(const DiffRow& row, const Source& b) { return sideEntry(b, row.b, row.bPart); }
+const std::string& rowKeyA(const DiffRow& row, const Source& a) { return sideKey(a, row.a, row.aPart); }
+const std::string& rowKeyB(const DiffRow& row, const Source& b) { return sideKey(b, row.b, row.bPart); }
+
+const std::string& rowName(const DiffRow& row, const Source& a, const Source& b)
+{
+    if (row.b >= 0)
+        return rowKeyB(row, b);
+    if (!row.mapped.empty() || row.a < 0)
+        return row.mapped;
+    return rowKeyA(row, a);
+}
+
+namespace {
+
+// How a pair of entries with the same (mapped) key compares under a strict load.
 RowStatus classify(const Entry& ea, const Entry& eb, bool renamed)
 {
     const RowStatus same = renamed ? RowStatus::Renamed : RowStatus::Match;
     if (ea.kind == EntryKind::Object || eb.kind == EntryKind::Object)
         return same; // non-tensor values (extra state) load through set_extra_state: nothing to compare
-    if (static_cast<bool>(ea.quantization) != static_cast<bool>(eb.quantization)) {
-        // A quantized group against a float tensor: a strict load copies the stored tensor (packed qdata,
-        // the group's first part), not the logical one, so compare that.
-        const Entry& q = ea.quantization ? ea : eb;
-        const Entry& f = ea.quantization ? eb : ea;
-        const Entry& stored = q.parts.empty() ? q : q.parts.front();
-        if (stored.shapeKnown && f.shapeKnown && !(stored.shape == f.shape))
-            return RowStatus::ShapeMismatch;
-        return RowStatus::DtypeMismatch;
-    }
+    // load_state_dict checks the shape first, then copies; tensor subclasses answer the copy themselves.
     if (ea.shapeKnown && eb.shapeKnown && !(ea.shape == eb.shape))
         return RowStatus::ShapeMismatch;
+    if (copyCompatibility(ea, eb).fails)
+        return RowStatus::CopyError;
     if (ea.dtype != DType::Unknown && eb.dtype != DType::Unknown && ea.dtype != eb.dtype)
         return RowStatus::DtypeMismatch;
     return same;
+}
+
+// Two keyed groups that the load sees as the same keys: one scheme, and every part of A's (after the rules)
+// the key of the part with the same role in B's, with the same shape.
+bool sameKeys(const Entry& ga, const std::vector<CompiledRules::Result>& mappedParts, const Entry& gb)
+{
+    if (!ga.quantization || !gb.quantization || ga.quantization->scheme != gb.quantization->scheme
+        || ga.parts.size() != gb.parts.size() || mappedParts.size() != ga.parts.size())
+        return false;
+    for (size_t p = 0; p < ga.parts.size(); ++p) {
+        const Entry* other = gb.part(ga.parts[p].name);
+        if (!other || mappedParts[p].dropped || mappedParts[p].name != *other->attribute("key"))
+            return false;
+        if (ga.parts[p].shapeKnown && other->shapeKnown && !(ga.parts[p].shape == other->shape))
+            return false;
+    }
+    return true;
 }
 
 } // namespace
 
 namespace {
 
-// One of A's keys through the rules, and which rules matched it.
+// One of A's keys through the rules, and which rules matched it; a keyed group's parts each have their own.
 struct MappedKey {
     CompiledRules::Result result;
     std::vector<uint32_t> matched;
+    std::vector<CompiledRules::Result> parts;
+    std::vector<std::vector<uint32_t>> partsMatched;
 };
 
 void mapKeys(const Source& a, const CompiledRules& rules, size_t begin, size_t end, std::vector<MappedKey>& out)
 {
+    auto apply = [&](const std::string& key, std::vector<uint32_t>* matched) {
+        return rules.empty() ? CompiledRules::Result { key, false, -1, -1, 0 } : rules.apply(key, matched);
+    };
     for (size_t i = begin; i < end; ++i) {
         const Entry& ea = a.entries[i];
-        out[i].result = rules.empty() ? CompiledRules::Result { ea.name, false, -1, -1, 0 } : rules.apply(ea.name, &out[i].matched);
+        out[i].result = apply(ea.name, &out[i].matched);
+        if (!isKeyedGroup(ea))
+            continue;
+        out[i].parts.reserve(ea.parts.size());
+        out[i].partsMatched.resize(ea.parts.size());
+        for (size_t p = 0; p < ea.parts.size(); ++p)
+            out[i].parts.push_back(apply(*ea.parts[p].attribute("key"), &out[i].partsMatched[p]));
     }
 }
+
+// B's keys as the load sees them: entries, and the parts of keyed groups no A group pairs with as a whole.
+struct KeyOfB {
+    int32_t entry = -1;
+    int32_t part = -1;
+};
 
 // Steps 2 to 4 on keys already mapped.
 DiffResult diffMapped(const Source& a, const Source& b, std::vector<MappedKey> mappedKeys, size_t ruleCount, const DiffOptions& options)
 {
     DiffResult result;
-    // Step 2's index over B's names (first entry of a name wins, as a dict would keep one).
-    NameIndex byName;
-    byName.reserve(b.entries.size());
-    auto nameOfB = [&](size_t i) -> std::string_view { return b.entries[i].name; };
-    for (size_t i = 0; i < b.entries.size(); ++i)
-        byName.insert(i, nameOfB);
-
-    std::vector<int32_t> claimedBy(b.entries.size(), -1); // the row that matched each B entry
     result.ruleHits.assign(ruleCount, 0);
-    result.rows.reserve(a.entries.size() + b.entries.size() / 8);
-    for (size_t i = 0; i < a.entries.size(); ++i) {
-        const Entry& ea = a.entries[i];
-        DiffRow row;
-        row.a = static_cast<int32_t>(i);
-        CompiledRules::Result& mapped = mappedKeys[i].result;
-        for (uint32_t k : mappedKeys[i].matched)
+    auto countHits = [&](const std::vector<uint32_t>& matched) {
+        for (uint32_t k : matched)
             if (k < result.ruleHits.size())
                 ++result.ruleHits[k];
+    };
+
+    // Keyed groups of A that meet the same group in B are one row; find those pairs first (by B's names).
+    std::vector<int32_t> unitOf(a.entries.size(), -1);
+    std::vector<char> unitClaimed(b.entries.size(), 0);
+    {
+        bool anyKeyed = false;
+        for (const Entry& e : a.entries)
+            anyKeyed |= isKeyedGroup(e);
+        if (anyKeyed) {
+            NameIndex byEntryName;
+            byEntryName.reserve(b.entries.size());
+            auto nameOfEntry = [&](size_t i) -> std::string_view { return b.entries[i].name; };
+            for (size_t j = 0; j < b.entries.size(); ++j)
+                byEntryName.insert(j, nameOfEntry);
+            for (size_t i = 0; i < a.entries.size(); ++i) {
+                if (!isKeyedGroup(a.entries[i]) || mappedKeys[i].result.dropped)
+                    continue;
+                const size_t j = byEntryName.find(mappedKeys[i].result.name, nameOfEntry);
+                if (j != NameIndex::npos && !unitClaimed[j] && isKeyedGroup(b.entries[j])
+                    && sameKeys(a.entries[i], mappedKeys[i].parts, b.entries[j])) {
+                    unitOf[i] = static_cast<int32_t>(j);
+                    unitClaimed[j] = 1;
+                }
+            }
+        }
+    }
+
+    // Step 2's index over B's keys (first of a name wins, as a dict would keep one).
+    std::vector<KeyOfB> keysB;
+    keysB.reserve(b.entries.size());
+    for (size_t j = 0; j < b.entries.size(); ++j) {
+        const Entry& e = b.entries[j];
+        if (!unitClaimed[j] && isKeyedGroup(e))
+            for (size_t p = 0; p < e.parts.size(); ++p)
+                keysB.push_back({ static_cast<int32_t>(j), static_cast<int32_t>(p) });
+        else
+            keysB.push_back({ static_cast<int32_t>(j), -1 });
+    }
+    auto keyOfB = [&](size_t k) -> std::string_view { return sideKey(b, keysB[k].entry, keysB[k].part); };
+    NameIndex byName;
+    byName.reserve(keysB.size());
+    for (size_t k = 0; k < keysB.size(); ++k)
+        byName.insert(k, keyOfB);
+
+    std::vector<int32_t> claimedBy(keysB.size(), -1); // the row that matched each key of B
+    result.rows.reserve(a.entries.size() + b.entries.size() / 8);
+    // One of A's keys (an entry, or part `part` of a keyed group) through the join.
+    auto addKey = [&](size_t i, int32_t part, CompiledRules::Result& mapped) {
+        const Entry* ea = part >= 0 ? &a.entries[i].parts[static_cast<size_t>(part)] : &a.entries[i];
+        DiffRow row;
+        row.a = static_cast<int32_t>(i);
+        row.aPart = part;
         row.rule = mapped.lastRule;
         if (mapped.dropped) {
             row.status = RowStatus::Dropped;
             result.rows.push_back(std::move(row));
-            continue;
+            return;
         }
-        const bool renamed = mapped.name != ea.name;
-        size_t j = byName.find(mapped.name, nameOfB);
-        if (j != NameIndex::npos && claimedBy[j] < 0) {
-            row.b = static_cast<int32_t>(j);
-            row.status = classify(ea, b.entries[j], renamed);
-            claimedBy[j] = static_cast<int32_t>(result.rows.size());
+        const std::string& key = part >= 0 ? *ea->attribute("key") : ea->name;
+        const bool renamed = mapped.name != key;
+        const size_t k = byName.find(mapped.name, keyOfB);
+        if (k != NameIndex::npos && claimedBy[k] < 0) {
+            row.b = keysB[k].entry;
+            row.bPart = keysB[k].part;
+            row.status = classify(*ea, *rowEntryB(row, b), renamed);
+            claimedBy[k] = static_cast<int32_t>(result.rows.size());
         } else {
             // No such key in B, or another A key took it already (a rule collision; the checks report it).
             row.status = RowStatus::Unexpected;
@@ -143,12 +243,40 @@ DiffResult diffMapped(const Source& a, const Source& b, std::vector<MappedKey> m
         if (renamed || row.status == RowStatus::Unexpected)
             row.mapped = std::move(mapped.name);
         result.rows.push_back(std::move(row));
+    };
+    for (size_t i = 0; i < a.entries.size(); ++i) {
+        MappedKey& m = mappedKeys[i];
+        const Entry& ea = a.entries[i];
+        if (unitOf[i] >= 0) {
+            countHits(m.matched);
+            const size_t k = byName.find(m.result.name, keyOfB);
+            DiffRow row;
+            row.a = static_cast<int32_t>(i);
+            row.b = unitOf[i];
+            row.rule = m.result.lastRule;
+            const bool renamed = m.result.name != ea.name;
+            row.status = classify(ea, b.entries[static_cast<size_t>(unitOf[i])], renamed);
+            if (k != NameIndex::npos)
+                claimedBy[k] = static_cast<int32_t>(result.rows.size());
+            if (renamed)
+                row.mapped = std::move(m.result.name);
+            result.rows.push_back(std::move(row));
+        } else if (isKeyedGroup(ea)) {
+            for (size_t p = 0; p < ea.parts.size(); ++p) {
+                countHits(m.partsMatched[p]);
+                addKey(i, static_cast<int32_t>(p), m.parts[p]);
+            }
+        } else {
+            countHits(m.matched);
+            addKey(i, -1, m.result);
+        }
     }
-    for (size_t j = 0; j < b.entries.size(); ++j) {
-        if (claimedBy[j] >= 0)
+    for (size_t k = 0; k < keysB.size(); ++k) {
+        if (claimedBy[k] >= 0)
             continue;
         DiffRow row;
-        row.b = static_cast<int32_t>(j);
+        row.b = keysB[k].entry;
+        row.bPart = keysB[k].part;
         row.status = RowStatus::Missing;
         result.rows.push_back(std::move(row));
     }

@@ -6,7 +6,13 @@
 //   2. align mapped A names with B's names (a hash join);
 //   3. classify each pair with load_state_dict semantics: match, renamed (matched only through a rule),
 //      shape_mismatch (a strict load fails), dtype_mismatch (a strict load casts, so it does not fail),
-//      missing (in B only), unexpected (in A only), dropped (removed by a drop rule);
+//      copy_error (same shape, but param.copy_ raises: a torchao tensor subclass against a plain tensor,
+//      a quantized torch.ao tensor into a float one), missing (in B only), unexpected (in A only), dropped
+//      (removed by a drop rule);
+//   The load sees keys, not StateLens's groups: a quantized group stored under several keys (bitsandbytes'
+//   weight + absmax + quant_map, GPTQ's qweight + qzeros + scales, FP8's weight + weight_scale_inv) is
+//   compared key by key (rows name the part), unless the other side holds the same group under keys that
+//   correspond one to one; then the pair is one row.
 //   4. explain every row that is not a plain match where a known cause applies (reasons.cpp): wrapper
 //      prefixes, quantized or sharded counterparts, tied weights, transposed or padded shapes, fused vs split
 //      projections, per-expert vs stacked MoE weights, non-persistent buffers;
@@ -22,9 +28,9 @@
 
 namespace sl {
 
-enum class RowStatus : uint8_t { Match, Renamed, ShapeMismatch, DtypeMismatch, Missing, Unexpected, Dropped };
+enum class RowStatus : uint8_t { Match, Renamed, ShapeMismatch, DtypeMismatch, Missing, Unexpected, Dropped, CopyError };
 std::string_view rowStatusName(RowStatus s); // "match", "renamed", "shape_mismatch", ...
-constexpr size_t kRowStatusCount = 7;
+constexpr size_t kRowStatusCount = 8;
 
 enum class Reason : uint8_t {
     None,
@@ -46,6 +52,10 @@ struct DiffRow {
     RowStatus status = RowStatus::Match;
     int32_t a = -1; // index into A's entries
     int32_t b = -1; // index into B's entries
+    // When the row is one stored key of a group kept under several keys: the index of that part in
+    // entries[a].parts (entries[b].parts); -1 when the row is the whole entry.
+    int32_t aPart = -1;
+    int32_t bPart = -1;
     int32_t rule = -1; // the last rule that renamed or dropped the A key
     Reason reason = Reason::None;
     std::string mapped; // A's name after the rules (empty for missing rows)
@@ -55,7 +65,7 @@ struct DiffRow {
 struct DiffSummary {
     size_t counts[kRowStatusCount] = {};
     size_t count(RowStatus s) const { return counts[static_cast<size_t>(s)]; }
-    // No missing, unexpected or shape_mismatch rows (and, when asked, no dtype_mismatch either).
+    // No missing, unexpected, shape_mismatch or copy_error rows (and, when asked, no dtype_mismatch either).
     bool loadSucceeds(bool failOnDtype = false) const;
 };
 
@@ -86,8 +96,17 @@ struct FoldedRow {
 };
 std::vector<FoldedRow> foldRows(const DiffResult& diff, const Source& a, const Source& b);
 
-// The display name of a row: B's name when it has one, else A's mapped name.
+// The display name of a row: B's key when it has one, else A's mapped key.
 const std::string& rowName(const DiffRow& row, const Source& a, const Source& b);
+// What the row compares on each side: the entry, or the part when the row is one key of a group; nullptr
+// where the side has none.
+const Entry* rowEntryA(const DiffRow& row, const Source& a);
+const Entry* rowEntryB(const DiffRow& row, const Source& b);
+// The key as the file stores it (before the rules): the part's key for a part row, else the entry's name.
+const std::string& rowKeyA(const DiffRow& row, const Source& a);
+const std::string& rowKeyB(const DiffRow& row, const Source& b);
+// A group whose parts are separate keys of the state dict (each part has the attribute `key`).
+bool isKeyedGroup(const Entry& e);
 
 // "layers.3.attn.q.weight" -> "layers.{}.attn.q.weight", and the numbers it took out.
 std::string foldIndices(std::string_view name, std::vector<int64_t>* numbers = nullptr);

@@ -1,5 +1,7 @@
 #include "diff/reasons.h"
 
+#include "diff/copy_compat.h"
+
 #include "distributed/distributed_tensors.h"
 #include "model/dtype.h"
 
@@ -178,8 +180,11 @@ private:
     std::array<std::vector<size_t>, 2> m_unmatched; // [0]: unexpected (A only), [1]: missing (B only)
 
     const std::string& nameOf(size_t row) const { return rowName(m_diff.rows[row], m_a, m_b); }
-    const Entry* entryA(const DiffRow& r) const { return r.a >= 0 ? &m_a.entries[static_cast<size_t>(r.a)] : nullptr; }
-    const Entry* entryB(const DiffRow& r) const { return r.b >= 0 ? &m_b.entries[static_cast<size_t>(r.b)] : nullptr; }
+    const Entry* entryA(const DiffRow& r) const { return rowEntryA(r, m_a); }
+    const Entry* entryB(const DiffRow& r) const { return rowEntryB(r, m_b); }
+    // The keyed group a part row belongs to, on its side; nullptr for whole entries.
+    const Entry* groupOfA(const DiffRow& r) const { return r.aPart >= 0 ? &m_a.entries[static_cast<size_t>(r.a)] : nullptr; }
+    const Entry* groupOfB(const DiffRow& r) const { return r.bPart >= 0 ? &m_b.entries[static_cast<size_t>(r.b)] : nullptr; }
     const Entry* entryOf(size_t row) const
     {
         const DiffRow& r = m_diff.rows[row];
@@ -251,34 +256,55 @@ private:
         }
     }
 
+    static std::string describe(const Entry& e)
+    {
+        if (!e.quantization)
+            return std::string(dtypeName(e.dtype)) + " " + shapeToString(e.shape);
+        std::string s = e.quantization->scheme;
+        if (e.quantization->storageDType != DType::Unknown)
+            s += " (stored as " + std::string(dtypeName(e.quantization->storageDType)) + ")";
+        return s;
+    }
+
     void quantized()
     {
-        // Matched pairs where only one side is quantized (both sides with different schemes, too).
         for (size_t i = 0; i < m_diff.rows.size(); ++i) {
             DiffRow& r = m_diff.rows[i];
             if (r.a < 0 || r.b < 0)
                 continue;
             const Entry& ea = *entryA(r);
             const Entry& eb = *entryB(r);
+            // A copy that raises: a tensor subclass on one side (copy_compat.h says which and why).
+            if (r.status == RowStatus::CopyError) {
+                const CopyVerdict v = copyCompatibility(ea, eb);
+                set(i, v.quantized ? Reason::QuantizedCounterpart : Reason::ShardedCounterpart, v.why);
+                continue;
+            }
+            // One stored key of a quantized group against the other side's plain tensor (or another scheme's).
+            const Entry* ga = groupOfA(r);
+            const Entry* gb = groupOfB(r);
+            if ((ga && ga->quantization) || (gb && gb->quantization)) {
+                const Entry& q = ga ? *ga : *gb;
+                const Entry& part = ga ? ea : eb;
+                const bool scaleLost = r.status == RowStatus::DtypeMismatch && part.name == "weight"
+                    && (q.part("weight_scale_inv") || q.part("weight_scale") || q.part("SCB"));
+                set(i, Reason::QuantizedCounterpart,
+                    std::string(ga ? "the checkpoint" : "the model") + " stores " + quoted(q.name) + " as " + describe(q)
+                        + " and this key is its " + quoted(part.name)
+                        + (scaleLost ? "; a plain load casts the stored values without their scale, so they would be wrong"
+                                     : "; a plain load_state_dict cannot convert it: load with the quantization library, or "
+                                       "dequantize first"));
+                continue;
+            }
             if (!ea.quantization && !eb.quantization)
                 continue;
             if (ea.quantization && eb.quantization && ea.quantization->scheme == eb.quantization->scheme)
                 continue;
-            auto describe = [](const Entry& e) {
-                if (!e.quantization)
-                    return std::string(dtypeName(e.dtype)) + " " + shapeToString(e.shape);
-                std::string s = e.quantization->scheme;
-                if (e.quantization->storageDType != DType::Unknown)
-                    s += " (stored as " + std::string(dtypeName(e.quantization->storageDType)) + ")";
-                return s;
-            };
-            const bool strictFails = !(ea.quantization && eb.quantization);
             set(i, Reason::QuantizedCounterpart,
                 "the checkpoint holds " + describe(ea) + ", the model " + describe(eb)
-                    + (strictFails ? "; a plain load_state_dict cannot convert between them: load with the quantization config, or dequantize first"
-                                   : "; the quantization schemes differ"));
+                    + (ea.quantization && eb.quantization ? "; the quantization schemes differ" : ""));
         }
-        // Unmatched quantization tensors (absmax, qweight, weight_scale) beside a float weight on the other side.
+        // Keys of a quantized group that the other side lacks (absmax, qweight, weight_scale_inv).
         for (int side = 0; side < 2; ++side) {
             std::unordered_map<std::string, size_t> otherNames;
             for (size_t row : m_unmatched[1 - side])
@@ -286,17 +312,27 @@ private:
             for (size_t row : m_unmatched[side]) {
                 if (explained(row))
                     continue;
+                const DiffRow& r = m_diff.rows[row];
+                const Entry* group = side == 0 ? groupOfA(r) : groupOfB(r);
                 const std::string& name = nameOf(row);
-                std::string weight = quantizedWeightOf(name);
+                std::string weight = group ? group->name : quantizedWeightOf(name);
                 if (weight.empty())
                     continue;
                 auto it = otherNames.find(weight);
                 const bool otherHasWeight = it != otherNames.end() || hasName(1 - side, weight);
-                if (!otherHasWeight)
+                if (group && group->quantization) {
+                    const Entry& part = side == 0 ? *entryA(r) : *entryB(r);
+                    set(row, Reason::QuantizedCounterpart,
+                        "the " + quoted(part.name) + " of " + std::string(sideName(side)) + "'s " + describe(*group) + " weight "
+                            + quoted(group->name) + "; " + sideName(1 - side)
+                            + (otherHasWeight ? " holds that weight unquantized" : " has no such key"));
+                } else if (otherHasWeight) {
+                    set(row, Reason::QuantizedCounterpart,
+                        "a quantization tensor (" + std::string(lastSegment(name)) + ") of " + quoted(weight) + ", which "
+                            + sideName(1 - side) + " holds unquantized");
+                } else {
                     continue;
-                set(row, Reason::QuantizedCounterpart,
-                    "a quantization tensor (" + std::string(lastSegment(name)) + ") of " + quoted(weight) + ", which " + sideName(1 - side)
-                        + " holds unquantized");
+                }
                 if (it != otherNames.end())
                     set(it->second, Reason::QuantizedCounterpart,
                         std::string(sideName(side)) + " stores this weight quantized (" + quoted(name) + ")");
@@ -612,7 +648,7 @@ private:
         for (auto& r : m_diff.rows) {
             if (!r.explanation.empty() || r.rule < 0 || r.a < 0)
                 continue;
-            const std::string& original = m_a.entries[static_cast<size_t>(r.a)].name;
+            const std::string& original = rowKeyA(r, m_a);
             const std::string rule = "rule " + std::to_string(r.rule + 1);
             if (r.status == RowStatus::Dropped)
                 r.explanation = "dropped by " + rule;

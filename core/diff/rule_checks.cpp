@@ -120,7 +120,9 @@ std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const S
             if (row.a < 0)
                 continue;
             const size_t i = static_cast<size_t>(row.a);
-            if (row.status == RowStatus::Dropped)
+            if (row.aPart >= 0) // one key of a keyed group: the group's own name is mapped below
+                mappedNames[i] = compiled.apply(a.entries[i].name).name;
+            else if (row.status == RowStatus::Dropped)
                 dropped[i] = 1;
             else
                 mappedNames[i] = row.mapped.empty() ? a.entries[i].name : row.mapped;

@@ -18,11 +18,11 @@ namespace {
 
 constexpr std::array<RowStatus, kRowStatusCount> kAllStatuses = {
     RowStatus::Match, RowStatus::Renamed, RowStatus::ShapeMismatch, RowStatus::DtypeMismatch,
-    RowStatus::Missing, RowStatus::Unexpected, RowStatus::Dropped,
+    RowStatus::Missing, RowStatus::Unexpected, RowStatus::Dropped, RowStatus::CopyError,
 };
 // The order people read differences in: what breaks the load first.
 constexpr std::array<RowStatus, kRowStatusCount - 1> kDifferenceOrder = {
-    RowStatus::ShapeMismatch, RowStatus::Missing, RowStatus::Unexpected,
+    RowStatus::ShapeMismatch, RowStatus::CopyError, RowStatus::Missing, RowStatus::Unexpected,
     RowStatus::DtypeMismatch, RowStatus::Renamed, RowStatus::Dropped,
 };
 
@@ -245,11 +245,6 @@ void appendCsvCell(std::string& out, std::string_view raw)
 
 // ---- what the renderers share ----------------------------------------------------------------------------
 
-const Entry* entryOf(const Source& s, int32_t index)
-{
-    return index >= 0 && static_cast<size_t>(index) < s.entries.size() ? &s.entries[static_cast<size_t>(index)] : nullptr;
-}
-
 std::string_view entryDtypeName(const Entry& e)
 {
     return e.kind == EntryKind::Object ? std::string_view("object") : dtypeName(e.dtype);
@@ -322,7 +317,7 @@ ValueSummary summariseValues(const DiffReportInput& in)
     for (size_t i = 0; i < in.diff.rows.size() && i < in.values->size(); ++i) {
         const DiffRow& row = in.diff.rows[i];
         const values::ValueComparison& c = (*in.values)[i];
-        if (row.a < 0 || row.b < 0)
+        if ((row.a < 0 || row.b < 0) && !c.compared) // a one-sided row compared only against a group stored otherwise
             continue;
         if (!c.compared) {
             ++v.notCompared;
@@ -406,10 +401,10 @@ struct ReportContext {
         size_t bytes = fixed;
         for (const DiffRow& row : in.diff.rows) {
             bytes += perRow + row.explanation.size();
-            if (const Entry* e = entryOf(in.a, row.a))
-                bytes += e->name.size();
-            if (const Entry* e = entryOf(in.b, row.b))
-                bytes += e->name.size();
+            if (row.a >= 0)
+                bytes += rowKeyA(row, in.a).size();
+            if (row.b >= 0)
+                bytes += rowKeyB(row, in.b).size();
         }
         return bytes + bytes / 16;
     }
@@ -420,8 +415,8 @@ std::string rowMessage(const DiffRow& row, const Source& a, const Source& b)
 {
     if (!row.explanation.empty())
         return row.explanation;
-    const Entry* ea = entryOf(a, row.a);
-    const Entry* eb = entryOf(b, row.b);
+    const Entry* ea = rowEntryA(row, a);
+    const Entry* eb = rowEntryB(row, b);
     std::string out;
     switch (row.status) {
     case RowStatus::Match: return "present on both sides with the same shape and dtype";
@@ -429,6 +424,7 @@ std::string rowMessage(const DiffRow& row, const Source& a, const Source& b)
     case RowStatus::Missing: return "the model expects this key and the checkpoint has none (Missing key(s) in a strict load)";
     case RowStatus::Unexpected: return "the checkpoint has this key and the model does not (Unexpected key(s) in a strict load)";
     case RowStatus::Dropped: return "dropped by a rule";
+    case RowStatus::CopyError: return "same shape, but copying the checkpoint's tensor into the model's raises (a tensor subclass on one side)";
     case RowStatus::ShapeMismatch:
     case RowStatus::DtypeMismatch:
         out = row.status == RowStatus::ShapeMismatch ? "size mismatch: " : "dtype mismatch: ";
@@ -609,6 +605,7 @@ bool rowFails(RowStatus status, bool failOnDtype)
 {
     switch (status) {
     case RowStatus::ShapeMismatch:
+    case RowStatus::CopyError:
     case RowStatus::Missing:
     case RowStatus::Unexpected: return true;
     case RowStatus::DtypeMismatch: return failOnDtype;
@@ -621,7 +618,7 @@ bool rowFails(RowStatus status, bool failOnDtype)
 
 std::string diffVerdict(const DiffSummary& s, bool failOnDtype)
 {
-    std::string failing = countsText(s, { RowStatus::ShapeMismatch, RowStatus::Missing, RowStatus::Unexpected });
+    std::string failing = countsText(s, { RowStatus::ShapeMismatch, RowStatus::CopyError, RowStatus::Missing, RowStatus::Unexpected });
     const size_t casts = s.count(RowStatus::DtypeMismatch);
     if (!failing.empty()) {
         std::string out = "a strict load_state_dict would fail: " + failing;
@@ -747,18 +744,18 @@ std::string diffToJson(const DiffReportInput& in)
         RawWriter raw(out);
         bool firstItem = true;
         for (const DiffRow& row : in.diff.rows) {
-            const Entry* ea = entryOf(in.a, row.a);
-            const Entry* eb = entryOf(in.b, row.b);
+            const Entry* ea = rowEntryA(row, in.a);
+            const Entry* eb = rowEntryB(row, in.b);
             const std::string_view reason = reasonName(row.reason);
-            raw.makeRoom(160 + (ea ? RawWriter::stringRoom(ea->name) : 0) + (eb ? RawWriter::stringRoom(eb->name) : 0)
+            raw.makeRoom(160 + (ea ? RawWriter::stringRoom(rowKeyA(row, in.a)) : 0) + (eb ? RawWriter::stringRoom(rowKeyB(row, in.b)) : 0)
                 + RawWriter::stringRoom(reason) + RawWriter::stringRoom(row.explanation) + RawWriter::sideRoom(ea) + RawWriter::sideRoom(eb));
             raw.put(firstItem ? "{\"status\":\"" : ",{\"status\":\"");
             firstItem = false;
             raw.put(rowStatusName(row.status));
             raw.put("\",\"a\":");
-            ea ? raw.string(ea->name) : raw.null();
+            ea ? raw.string(rowKeyA(row, in.a)) : raw.null();
             raw.put(",\"b\":");
-            eb ? raw.string(eb->name) : raw.null();
+            eb ? raw.string(rowKeyB(row, in.b)) : raw.null();
             raw.put(",\"reason\":");
             row.reason != Reason::None ? raw.string(reason) : raw.null();
             raw.put(",\"explanation\":");
@@ -925,9 +922,9 @@ std::string diffToText(const DiffReportInput& in)
             out += ']';
         }
         out += '\n';
-        const Entry* ea = entryOf(in.a, first.a);
-        const Entry* eb = entryOf(in.b, first.b);
-        if ((f.status == RowStatus::ShapeMismatch || f.status == RowStatus::DtypeMismatch) && ea && eb) {
+        const Entry* ea = rowEntryA(first, in.a);
+        const Entry* eb = rowEntryB(first, in.b);
+        if ((f.status == RowStatus::ShapeMismatch || f.status == RowStatus::DtypeMismatch || f.status == RowStatus::CopyError) && ea && eb) {
             out += "      checkpoint ";
             appendShapeAndDtype(out, *ea);
             out += ", model ";
@@ -1184,15 +1181,15 @@ std::string diffToCsv(const DiffReportInput& in)
                      : "status,a,b,reason,rule,a_shape,b_shape,a_dtype,b_dtype,explanation\r\n";
     std::string shape;
     for (const DiffRow& row : in.diff.rows) {
-        const Entry* ea = entryOf(in.a, row.a);
-        const Entry* eb = entryOf(in.b, row.b);
+        const Entry* ea = rowEntryA(row, in.a);
+        const Entry* eb = rowEntryB(row, in.b);
         out += rowStatusName(row.status);
         out += ',';
         if (ea)
-            appendCsvCell(out, ea->name);
+            appendCsvCell(out, rowKeyA(row, in.a));
         out += ',';
         if (eb)
-            appendCsvCell(out, eb->name);
+            appendCsvCell(out, rowKeyB(row, in.b));
         out += ',';
         out += reasonName(row.reason);
         out += ',';
@@ -1416,14 +1413,14 @@ std::string diffToHtml(const DiffReportInput& in)
         const size_t shown = std::min(f.rows.size(), kHtmlRowsPerGroup);
         for (size_t k = 0; k < shown; ++k) {
             const DiffRow& row = in.diff.rows[f.rows[k]];
-            const Entry* ea = entryOf(in.a, row.a);
-            const Entry* eb = entryOf(in.b, row.b);
+            const Entry* ea = rowEntryA(row, in.a);
+            const Entry* eb = rowEntryB(row, in.b);
             out += "<tr><td class=\"mono\">";
             if (ea)
-                appendXmlText(out, ea->name);
+                appendXmlText(out, rowKeyA(row, in.a));
             out += "</td><td class=\"mono\">";
             if (eb)
-                appendXmlText(out, eb->name);
+                appendXmlText(out, rowKeyB(row, in.b));
             out += "</td>";
             appendSideCells(out, ea);
             appendSideCells(out, eb);
@@ -1626,8 +1623,8 @@ std::string diffToJunit(const DiffReportInput& in)
         if (row.status == RowStatus::Match)
             continue;
         const std::string_view status = rowStatusName(row.status);
-        const Entry* ea = entryOf(in.a, row.a);
-        const Entry* eb = entryOf(in.b, row.b);
+        const Entry* ea = rowEntryA(row, in.a);
+        const Entry* eb = rowEntryB(row, in.b);
         out += "<testcase classname=\"";
         out += status;
         out += "\" name=\"";
@@ -1649,7 +1646,7 @@ std::string diffToJunit(const DiffReportInput& in)
         // The details a CI log should show without opening another report.
         if (ea) {
             out += "checkpoint: ";
-            appendXmlText(out, ea->name);
+            appendXmlText(out, rowKeyA(row, in.a));
             out += ' ';
             if (ea->shapeKnown)
                 appendShape(out, ea->shape);
@@ -1659,7 +1656,7 @@ std::string diffToJunit(const DiffReportInput& in)
         }
         if (eb) {
             out += "model: ";
-            appendXmlText(out, eb->name);
+            appendXmlText(out, rowKeyB(row, in.b));
             out += ' ';
             if (eb->shapeKnown)
                 appendShape(out, eb->shape);

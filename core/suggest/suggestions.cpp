@@ -103,9 +103,9 @@ public:
         DiffResult diff = diffSources(a, b, rules, options);
         for (auto& row : diff.rows) {
             if (row.status == RowStatus::Unexpected)
-                unexpected.push_back({ static_cast<size_t>(row.a), row.mapped, row.reason });
+                unexpected.push_back({ rowEntryA(row, a), row.mapped, row.reason });
             else if (row.status == RowStatus::Missing)
-                missing.emplace(b.entries[static_cast<size_t>(row.b)].name, static_cast<size_t>(row.b));
+                missing.emplace(rowKeyB(row, b), rowEntryB(row, b));
             else if (row.status != RowStatus::Dropped)
                 matched.push_back(rowName(row, a, b));
         }
@@ -115,12 +115,12 @@ public:
     }
 
     struct Key {
-        size_t a; // A's entry
+        const Entry* a; // A's entry (or the part, for one key of a keyed group)
         std::string name; // after the rules so far
         Reason reason;
     };
     std::vector<Key> unexpected;
-    std::unordered_map<std::string, size_t> missing; // B's name -> entry
+    std::unordered_map<std::string, const Entry*> missing; // B's key -> its entry (or part)
     std::vector<std::string> matched; // names that load now
     std::unordered_set<std::string> taken;
 
@@ -136,8 +136,8 @@ public:
             matchedTemplates.push_back(foldIndices(matched[i]));
     }
 
-    const Entry& entryA(const Key& k) const { return m_a.entries[k.a]; }
-    const Entry& entryB(size_t i) const { return m_b.entries[i]; }
+    const Entry& entryA(const Key& k) const { return *k.a; }
+    const Entry& entryB(const Entry* e) const { return *e; }
 
     // `onTemplates`, when given, is the block's one rule written over templates (its (\d+) groups as {}): a
     // key can match the rule only if its template matches that, which is decided once per template.
@@ -161,7 +161,7 @@ public:
             if (r.name == k.name)
                 continue;
             auto it = missing.find(r.name);
-            if (it != missing.end() && !shapesAgree(m_a.entries[k.a], m_b.entries[it->second])) {
+            if (it != missing.end() && !shapesAgree(*k.a, *it->second)) {
                 ++ev.shapeMismatches; // the name lands, the tensor would not load
                 continue;
             }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 namespace sl::values {
 
@@ -238,11 +239,41 @@ std::vector<ValueComparison> compareDiffRows(const Source& a, const Source& b, c
 {
     std::vector<std::pair<size_t, size_t>> pairs;
     std::vector<size_t> rowOf;
-    for (size_t i = 0; i < diff.rows.size(); ++i)
-        if (diff.rows[i].a >= 0 && diff.rows[i].b >= 0) {
-            pairs.emplace_back(static_cast<size_t>(diff.rows[i].a), static_cast<size_t>(diff.rows[i].b));
+    // A row that is one key of a keyed group compares the whole group's values when the key is the group's
+    // weight itself (an FP8 or bitsandbytes weight against a float one); its scales and codes are not weights.
+    auto mainKey = [](const Source& s, int32_t entry, int32_t part) {
+        return part < 0 || s.entries[static_cast<size_t>(entry)].parts[static_cast<size_t>(part)].name == "weight";
+    };
+    // A weight whose counterpart is a keyed group stored under other keys (GPTQ's `P.weight` is qweight,
+    // qzeros and scales): the load sees an unexpected and missing keys, but the values still compare, and the
+    // comparison goes on the weight's row.
+    auto groupsByName = [](const Source& s) {
+        std::unordered_map<std::string_view, size_t> out;
+        for (size_t i = 0; i < s.entries.size(); ++i)
+            if (isKeyedGroup(s.entries[i])
+                && std::none_of(s.entries[i].parts.begin(), s.entries[i].parts.end(),
+                    [&](const Entry& p) { return *p.attribute("key") == s.entries[i].name; }))
+                out.emplace(s.entries[i].name, i);
+        return out;
+    };
+    const auto groupsA = groupsByName(a), groupsB = groupsByName(b);
+    for (size_t i = 0; i < diff.rows.size(); ++i) {
+        const DiffRow& row = diff.rows[i];
+        if (row.a >= 0 && row.b >= 0 && mainKey(a, row.a, row.aPart) && mainKey(b, row.b, row.bPart)) {
+            pairs.emplace_back(static_cast<size_t>(row.a), static_cast<size_t>(row.b));
             rowOf.push_back(i);
+        } else if (row.status == RowStatus::Unexpected && row.aPart < 0) {
+            if (auto it = groupsB.find(rowName(row, a, b)); it != groupsB.end()) {
+                pairs.emplace_back(static_cast<size_t>(row.a), it->second);
+                rowOf.push_back(i);
+            }
+        } else if (row.status == RowStatus::Missing && row.bPart < 0) {
+            if (auto it = groupsA.find(rowName(row, a, b)); it != groupsA.end()) {
+                pairs.emplace_back(it->second, static_cast<size_t>(row.b));
+                rowOf.push_back(i);
+            }
         }
+    }
     auto compared = compareValues(a, b, pairs, options);
     std::vector<ValueComparison> perRow(diff.rows.size());
     for (size_t k = 0; k < compared.size(); ++k)

@@ -439,7 +439,15 @@ private slots:
         w.openA(dir + QStringLiteral("/quantized_groups.original.safetensors"));
         w.openB(dir + QStringLiteral("/quantized_groups.safetensors"));
         QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
-        const QModelIndex nf4 = w.model()->findPath(QStringLiteral("model.layers.2.mlp.gate_proj.weight"));
+        // The load sees the NF4 weight's keys one by one (weight, weight.absmax, ...): the `weight` leaf is the
+        // row of the packed weight itself, beside the inner node that holds the other keys.
+        const QModelIndex proj = w.model()->findPath(QStringLiteral("model.layers.2.mlp.gate_proj"));
+        QModelIndex nf4;
+        for (int r = 0; r < w.model()->rowCount(proj); ++r) {
+            const QModelIndex c = w.model()->index(r, 0, proj);
+            if (c.data().toString() == QStringLiteral("weight") && w.model()->kind(c) == AlignedTreeModel::NodeKind::Leaf)
+                nf4 = c;
+        }
         QVERIFY(nf4.isValid());
         QSignalSpy computed(w.valuesPanel(), &ValuesPanel::computed);
         w.diffView()->select(nf4);

@@ -271,9 +271,9 @@ bool AlignedTreeModel::passes(const Leaf& leaf) const
     // A's original name and B's name too, for every row a folded leaf holds.
     auto rowMatches = [&](size_t r) {
         const DiffRow& row = diff.rows[r];
-        if (row.a >= 0 && textMatches(m_snap->a->entries[static_cast<size_t>(row.a)].name))
+        if (row.a >= 0 && textMatches(rowKeyA(row, *m_snap->a)))
             return true;
-        if (row.b >= 0 && textMatches(m_snap->b->entries[static_cast<size_t>(row.b)].name))
+        if (row.b >= 0 && textMatches(rowKeyB(row, *m_snap->b)))
             return true;
         return false;
     };
@@ -302,8 +302,8 @@ int32_t AlignedTreeModel::addNode(int32_t parent, std::string_view segment, Node
 void AlignedTreeModel::account(int32_t node, size_t diffRow)
 {
     const DiffRow& row = m_snap->diff.rows[diffRow];
-    const Entry* a = row.a >= 0 ? &m_snap->a->entries[static_cast<size_t>(row.a)] : nullptr;
-    const Entry* b = row.b >= 0 ? &m_snap->b->entries[static_cast<size_t>(row.b)] : nullptr;
+    const Entry* a = rowEntryA(row, *m_snap->a);
+    const Entry* b = rowEntryB(row, *m_snap->b);
     const uint64_t paramsA = a && a->kind != EntryKind::Object ? a->numel() : 0;
     const uint64_t paramsB = b && b->kind != EntryKind::Object ? b->numel() : 0;
     const uint64_t bytesA = a ? a->nbytes() : 0;
@@ -410,15 +410,13 @@ void AlignedTreeModel::addLeaf(const Leaf& leaf, int32_t leafIndex, int32_t pare
     ++m_leafCount;
     // A quantized group or a wrapper subclass shows its stored tensors when expanded.
     const DiffRow& row = diff.rows[leaf.row];
-    if (row.a >= 0) {
-        const auto& parts = m_snap->a->entries[static_cast<size_t>(row.a)].parts;
-        for (size_t p = 0; p < parts.size(); ++p)
-            addNode(node, parts[p].name, NodeKind::PartA, static_cast<int32_t>(p));
+    if (const Entry* a = rowEntryA(row, *m_snap->a)) {
+        for (size_t p = 0; p < a->parts.size(); ++p)
+            addNode(node, a->parts[p].name, NodeKind::PartA, static_cast<int32_t>(p));
     }
-    if (row.b >= 0) {
-        const auto& parts = m_snap->b->entries[static_cast<size_t>(row.b)].parts;
-        for (size_t p = 0; p < parts.size(); ++p)
-            addNode(node, parts[p].name, NodeKind::PartB, static_cast<int32_t>(p));
+    if (const Entry* b = rowEntryB(row, *m_snap->b)) {
+        for (size_t p = 0; p < b->parts.size(); ++p)
+            addNode(node, b->parts[p].name, NodeKind::PartB, static_cast<int32_t>(p));
     }
     // A sharded tensor shows its pieces (DTensor/ShardedTensor shards, DCP chunks, per-rank slices). Capped,
     // so a DCP checkpoint of 100,000 tensors over many ranks does not multiply the tree; the details
@@ -426,10 +424,10 @@ void AlignedTreeModel::addLeaf(const Leaf& leaf, int32_t leafIndex, int32_t pare
     constexpr size_t kChunksPerEntry = 64;
     constexpr size_t kChunkNodes = 200000;
     for (bool sideA : { true, false }) {
-        const int32_t e = sideA ? row.a : row.b;
-        if (e < 0)
+        const Entry* e = sideA ? rowEntryA(row, *m_snap->a) : rowEntryB(row, *m_snap->b);
+        if (!e)
             continue;
-        const auto& sharding = (sideA ? m_snap->a : m_snap->b)->entries[static_cast<size_t>(e)].sharding;
+        const auto& sharding = e->sharding;
         if (!sharding)
             continue;
         const size_t n = std::min(sharding->chunks.size(), kChunksPerEntry);
@@ -459,8 +457,7 @@ const Entry* AlignedTreeModel::entryOf(const Node& n, bool sideA) const
     const DiffRow* row = rowOf(n);
     if (!row)
         return nullptr;
-    const int32_t i = sideA ? row->a : row->b;
-    return i >= 0 ? &(sideA ? m_snap->a : m_snap->b)->entries[static_cast<size_t>(i)] : nullptr;
+    return sideA ? rowEntryA(*row, *m_snap->a) : rowEntryB(*row, *m_snap->b);
 }
 
 const Entry* AlignedTreeModel::partEntry(const QModelIndex& index) const
@@ -759,9 +756,9 @@ QString AlignedTreeModel::tooltip(const Node& n) const
         return qs(n.segment);
     QStringList lines;
     if (row->a >= 0)
-        lines << tr("A: %1").arg(QString::fromStdString(m_snap->a->entries[static_cast<size_t>(row->a)].name));
+        lines << tr("A: %1").arg(QString::fromStdString(rowKeyA(*row, *m_snap->a)));
     if (row->b >= 0)
-        lines << tr("B: %1").arg(QString::fromStdString(m_snap->b->entries[static_cast<size_t>(row->b)].name));
+        lines << tr("B: %1").arg(QString::fromStdString(rowKeyB(*row, *m_snap->b)));
     lines << StatusStyle::label(row->status) + QStringLiteral(": ") + StatusStyle::description(row->status);
     if (!row->explanation.empty())
         lines << QString::fromStdString(row->explanation);

@@ -22,8 +22,10 @@ int statusSeverity(RowStatus s)
         return 4;
     case RowStatus::Missing:
         return 5;
-    case RowStatus::ShapeMismatch:
+    case RowStatus::CopyError:
         return 6;
+    case RowStatus::ShapeMismatch:
+        return 7;
     }
     return 0;
 }
@@ -48,6 +50,8 @@ QColor StatusStyle::color(RowStatus s, const QPalette& palette)
         return dark ? QColor(0xff, 0xab, 0x91) : QColor(0xd8, 0x43, 0x15);
     case RowStatus::Dropped:
         return dark ? QColor(0xb0, 0xbe, 0xc5) : QColor(0x60, 0x7d, 0x8b);
+    case RowStatus::CopyError:
+        return dark ? QColor(0xf4, 0x8f, 0xb1) : QColor(0xad, 0x14, 0x57);
     }
     return palette.color(QPalette::Text);
 }
@@ -108,6 +112,12 @@ QIcon StatusStyle::icon(RowStatus s, const QPalette& palette)
             p.drawLine(QPointF(3, 8), QPointF(13, 8));
             p.drawLine(QPointF(4, 12), QPointF(12, 4));
             break;
+        case RowStatus::CopyError: // a filled diamond with a bar: fatal, though the shapes agree
+            p.setBrush(c);
+            p.drawPolygon(QPolygonF({ QPointF(8, 1.5), QPointF(14.5, 8), QPointF(8, 14.5), QPointF(1.5, 8) }));
+            p.setPen(QPen(palette.color(QPalette::Base), 1.6));
+            p.drawLine(QPointF(5, 8), QPointF(11, 8));
+            break;
         }
         p.end();
         icon.addPixmap(pm);
@@ -132,6 +142,8 @@ QString StatusStyle::label(RowStatus s)
         return QObject::tr("unexpected");
     case RowStatus::Dropped:
         return QObject::tr("dropped");
+    case RowStatus::CopyError:
+        return QObject::tr("copy error");
     }
     return {};
 }
@@ -153,6 +165,9 @@ QString StatusStyle::description(RowStatus s)
         return QObject::tr("The checkpoint has the key and the model does not: a strict load fails.");
     case RowStatus::Dropped:
         return QObject::tr("Removed from the checkpoint by a drop rule.");
+    case RowStatus::CopyError:
+        return QObject::tr("Same shape, but copying the checkpoint's tensor into the model's raises (a torchao or "
+                           "torch.ao quantized tensor, or a DTensor, on one side only): a strict load fails.");
     }
     return {};
 }

@@ -159,12 +159,24 @@ void DetailsPanel::showIndex(const AlignedTreeModel* model, const QModelIndex& i
                     .arg(tr("Rule %1:").arg(r.rule + 1), esc(rule.pattern), rule.drop ? tr("(drop)") : esc(rule.replacement),
                         rule.note.empty() ? QString() : QStringLiteral(" — ") + esc(rule.note));
     }
-    if (r.a >= 0 && !r.mapped.empty() && snap->a->entries[static_cast<size_t>(r.a)].name != r.mapped)
+    if (r.a >= 0 && !r.mapped.empty() && rowKeyA(r, *snap->a) != r.mapped)
         html += QStringLiteral("<p>%1 <code>%2</code></p>").arg(tr("A's name after the rules:"), esc(r.mapped));
-    if (r.a >= 0)
-        html += entryHtml(snap->a->entries[static_cast<size_t>(r.a)], *snap->a, tr("A"));
-    if (r.b >= 0)
-        html += entryHtml(snap->b->entries[static_cast<size_t>(r.b)], *snap->b, tr("B"));
+    // A row that is one key of a quantized group shows the group too: the key alone is codes or scales.
+    for (bool sideA : { true, false }) {
+        const Entry* e = sideA ? rowEntryA(r, *snap->a) : rowEntryB(r, *snap->b);
+        if (!e)
+            continue;
+        const Source& s = sideA ? *snap->a : *snap->b;
+        const QString label = sideA ? tr("A") : tr("B");
+        if ((sideA ? r.aPart : r.bPart) >= 0) {
+            Entry key = *e;
+            key.name = sideA ? rowKeyA(r, s) : rowKeyB(r, s);
+            html += entryHtml(key, s, label);
+            html += entryHtml(s.entries[static_cast<size_t>(sideA ? r.a : r.b)], s, tr("%1's group").arg(label));
+        } else {
+            html += entryHtml(*e, s, label);
+        }
+    }
     setHtml(html);
 }
 

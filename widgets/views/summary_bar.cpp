@@ -14,8 +14,9 @@ namespace sl::gui {
 
 namespace {
 // Buttons in the order people scan for trouble: failures first.
-constexpr RowStatus kButtonOrder[] = { RowStatus::ShapeMismatch, RowStatus::Missing, RowStatus::Unexpected,
-    RowStatus::DtypeMismatch, RowStatus::Renamed, RowStatus::Dropped, RowStatus::Match };
+constexpr RowStatus kButtonOrder[] = { RowStatus::ShapeMismatch, RowStatus::CopyError, RowStatus::Missing,
+    RowStatus::Unexpected, RowStatus::DtypeMismatch, RowStatus::Renamed, RowStatus::Dropped, RowStatus::Match };
+static_assert(std::size(kButtonOrder) == kRowStatusCount, "a button for every status");
 }
 
 SummaryBar::SummaryBar(QWidget* parent)
@@ -90,7 +91,8 @@ void SummaryBar::setSummary(const DiffSummary& summary, bool complete)
     }
     const bool ok = summary.loadSucceeds();
     const QColor c = StatusStyle::color(ok ? RowStatus::Match : RowStatus::ShapeMismatch, palette());
-    const size_t failing = summary.count(RowStatus::Missing) + summary.count(RowStatus::Unexpected) + summary.count(RowStatus::ShapeMismatch);
+    const size_t failing = summary.count(RowStatus::Missing) + summary.count(RowStatus::Unexpected)
+        + summary.count(RowStatus::ShapeMismatch) + summary.count(RowStatus::CopyError);
     m_verdict->setText(ok ? QStringLiteral("<b style='color:%1'>%2</b>").arg(c.name(), tr("load_state_dict(strict=True) succeeds"))
                           : QStringLiteral("<b style='color:%1'>%2</b>").arg(c.name(), tr("load_state_dict(strict=True) fails: %n row(s)", nullptr, static_cast<int>(failing))));
 }

@@ -229,6 +229,9 @@ Fixture makeFixture()
         A.push_back(makeEntry("encoder.blocks." + std::to_string(i) + ".fc.weight", { 16, 8 }));
         B.push_back(makeEntry("encoder.layers." + std::to_string(i) + ".fc.weight", { 16, 8 }));
     }
+    A.push_back(makeEntry("_orig_mod.proj.weight", { 8, 8 }, DType::BFloat16)); // copy_error: a torchao subclass
+    A.back().typeName = "torchao.dtypes.affine_quantized_tensor.AffineQuantizedTensor";
+    B.push_back(makeEntry("proj.weight", { 8, 8 }, DType::BFloat16));
     A.push_back(makeEntry("dup1.w", { 3 })); // both map onto dup.w: a collision
     A.push_back(makeEntry("dup2.w", { 3 }));
     B.push_back(makeEntry("dup.w", { 3 }));
