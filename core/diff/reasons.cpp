@@ -608,12 +608,21 @@ private:
                     } catch (const std::exception&) {
                     }
                 }
+        // The heuristic below guesses from names; a live dump of the model knows exactly which buffers it does not
+        // save, and a key whose last segment the other side holds under another name wants a rename, not a drop.
+        std::array<std::unordered_map<std::string_view, size_t>, 2> tails;
+        for (int side = 0; side < 2; ++side)
+            for (size_t row : m_unmatched[side])
+                ++tails[side][lastSegment(nameOf(row))];
         for (int side = 0; side < 2; ++side) {
+            const bool exact = (side == 0 ? m_b : m_a).format == "live-dump";
             for (size_t row : m_unmatched[side]) {
                 if (explained(row))
                     continue;
                 const std::string& name = nameOf(row);
                 auto it = declared.find(name);
+                if (it == declared.end() && (exact || tails[1 - side].count(lastSegment(name))))
+                    continue;
                 if (it != declared.end()) {
                     set(row, Reason::NonPersistentBuffer,
                         std::string(it->second ? "the model" : "the checkpoint's model")
