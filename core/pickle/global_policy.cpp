@@ -118,7 +118,7 @@ struct AllowlistedClass {
 // torch/distributed/tensor/__init__.py (2.6): DeviceMesh, _DTensorSpec, TensorMeta, DTensor, Partial, Replicate
 // and Shard, but not _StridedShard (FSDP2 over tensor parallelism writes it). torchao 0.9: the classes its
 // modules pass to add_safe_globals, and every layout and tensor impl registered with register_layout
-// (torchao/utils.py).
+// (torchao/utils.py); `import torchao` imports torchao.float8 too, but not torchao.prototype.low_bit_optim.
 constexpr std::array<AllowlistedClass, 38> kAllowlistedOnImport { {
     { "torch.distributed.device_mesh", "DeviceMesh", {}, "torch.distributed.tensor" },
     { "torch.distributed.tensor._dtensor_spec", "DTensorSpec", {}, "torch.distributed.tensor" },
@@ -144,12 +144,12 @@ constexpr std::array<AllowlistedClass, 38> kAllowlistedOnImport { {
     { "torchao.quantization.quant_api", "_int8_symm_per_token_reduced_range_quant_cutlass", {}, "torchao" },
     { "torchao.quantization.quant_api", "_int4_symm_per_token_quant_cutlass", {}, "torchao" },
     { "torchao.quantization.quant_api", "_input_activation_quant_func_fp8", {}, "torchao" },
-    { "torchao.float8.float8_tensor", "Float8Tensor", {}, "torchao.float8" },
-    { "torchao.float8.float8_tensor", "ScaledMMConfig", {}, "torchao.float8" },
-    { "torchao.float8.float8_tensor", "GemmInputRole", {}, "torchao.float8" },
-    { "torchao.float8.float8_tensor", "LinearMMConfig", {}, "torchao.float8" },
-    { "torchao.float8.inference", "Float8MMConfig", {}, "torchao.float8" },
-    { "torchao.float8.stateful_float8_linear", "WeightWithDelayedFloat8CastTensor", {}, "torchao.float8" },
+    { "torchao.float8.float8_tensor", "Float8Tensor", {}, "torchao" },
+    { "torchao.float8.float8_tensor", "ScaledMMConfig", {}, "torchao" },
+    { "torchao.float8.float8_tensor", "GemmInputRole", {}, "torchao" },
+    { "torchao.float8.float8_tensor", "LinearMMConfig", {}, "torchao" },
+    { "torchao.float8.inference", "Float8MMConfig", {}, "torchao" },
+    { "torchao.float8.stateful_float8_linear", "WeightWithDelayedFloat8CastTensor", {}, "torchao" },
     { "torchao.prototype.low_bit_optim.subclass_8bit", "OptimState8bit", {}, "torchao.prototype.low_bit_optim" },
     { "torchao.prototype.low_bit_optim.subclass_4bit", "OptimState4bit", {}, "torchao.prototype.low_bit_optim" },
     { "torchao.prototype.low_bit_optim.subclass_fp8", "OptimStateFp8", {}, "torchao.prototype.low_bit_optim" },
