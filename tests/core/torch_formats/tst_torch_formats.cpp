@@ -433,7 +433,7 @@ void TstTorchFormats::fixturesArePresent()
     }
     for (const char* f : { "lightning.pt", "deepspeed.pt", "tensor_tuple.pt", "proto1.pt", "proto2.pt", "proto3.pt",
              "proto4.pt", "proto5.pt", "proto1.legacy.pt", "proto4.legacy.pt", "proto5.legacy.pt", "deflated.pt",
-             "buffer_saved.pt", "gan.pt", "ema_and_optimizer.pt", "t2_new_dtypes.pt", "t2_dtensor.pt",
+             "buffer_saved.pt", "gan.pt", "ema_and_optimizer.pt", "t2_new_dtypes.pt",
              "many_records.pt" })
         if (!have.contains(QLatin1String(f)))
             missing << QLatin1String(f);
