@@ -493,8 +493,8 @@ void TestDcp::fixture()
 void TestDcp::fromMemoryMatchesDisk()
 {
     // The in-memory path the fuzzer uses gives what the folder gives.
-    for (const char* name : { "t113_two_ranks", "t2_torchtitan", "t2_safetensors" }) {
-        const QString folder = dcpDir() + "/" + name;
+    for (const QString& folder : { dcpDir() + "/t113_two_ranks", dcpDir() + "/t2_torchtitan", dcpDir() + "/t2_safetensors",
+             test::fixturesDir() + "/torch2/dcp/dcp_titan", test::fixturesDir() + "/torch2/float8/dcp_titan_float8" }) {
         Source disk = openSource(s(folder));
         dcp::MemoryFiles files(s(folder));
         QDirIterator it(folder, QDir::Files);
@@ -590,7 +590,7 @@ void TestDcp::distcpOpenedDirectly()
     QVERIFY2(error.contains("has none"), qPrintable(error));
 
     // A .metadata renamed, out of its folder.
-    QVERIFY(QFile::copy(dcpDir() + "/t2_accelerate_model/.metadata", tmp.path() + "/renamed.metadata"));
+    QVERIFY(QFile::copy(test::fixturesDir() + "/torch2/dcp/accelerate/pytorch_model_fsdp_0/.metadata", tmp.path() + "/renamed.metadata"));
     QVERIFY(!openOrLoadError(tmp.path() + "/renamed.metadata", tmp.path() + "/renamed.metadata", nullptr, &error));
     QVERIFY2(error.contains("torch.distributed.checkpoint"), qPrintable(error));
 }
@@ -613,10 +613,12 @@ void TestDcp::truncatedMetadata()
 
 void TestDcp::bitFlippedMetadata()
 {
-    const QByteArray md = readAll(dcpDir() + "/t2_torchtitan/.metadata");
+    // A real torch 2.6 torchtitan save (tests/fixtures/torch2): model, optimizer and train_state bytes items.
+    const QString real = test::fixturesDir() + "/torch2/dcp/dcp_titan";
+    const QByteArray md = readAll(real + "/.metadata");
     QTemporaryDir tmp;
     const QString folder = tmp.path() + "/ckpt";
-    QVERIFY(copyFolder(dcpDir() + "/t2_torchtitan", folder));
+    QVERIFY(copyFolder(real, folder));
     QRandomGenerator rng(20261121);
     QElapsedTimer timer;
     timer.start();
