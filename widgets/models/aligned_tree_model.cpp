@@ -722,8 +722,8 @@ QVariant AlignedTreeModel::display(const Node& n, int column) const
     case NameA: {
         QString text = qs(n.segment);
         // The tree is in B's namespace; A's own name is shown where a rule changed it.
-        if (!folded && !row.mapped.empty() && e->name != row.mapped)
-            text += QStringLiteral("  ← ") + QString::fromStdString(e->name);
+        if (!folded && !row.mapped.empty() && rowKeyA(row, *m_snap->a) != row.mapped)
+            text += QStringLiteral("  ← ") + QString::fromStdString(rowKeyA(row, *m_snap->a));
         return text;
     }
     case NameB:
