@@ -1023,24 +1023,7 @@ Source buildSource(const std::string& name, MetadataFile md, const FileProvider&
     if (options.container) {
         pick = *options.container;
     } else {
-        // The model state dict with the most tensors; then EMA copies, other state, optimizer state.
-        int best = -1;
-        for (ContainerInfo::Role role : { ContainerInfo::Role::Model, ContainerInfo::Role::Ema, ContainerInfo::Role::Other,
-                 ContainerInfo::Role::Optimizer }) {
-            for (size_t i = 0; i < backing->infos.size(); ++i) {
-                const ContainerInfo& c = backing->infos[i];
-                if (c.role != role || c.tensorCount == 0)
-                    continue;
-                if (best < 0 || c.tensorCount > backing->infos[static_cast<size_t>(best)].tensorCount)
-                    best = static_cast<int>(i);
-            }
-            if (best >= 0) {
-                reason = role == ContainerInfo::Role::Model
-                    ? "the model state dict with the most tensors"
-                    : "no model state dict; the " + std::string(containerRoleName(role)) + " container with the most tensors";
-                break;
-            }
-        }
+        int best = pickLargestContainer(backing->infos, &reason);
         if (best < 0) {
             best = 0;
             reason = "no container holds tensors";

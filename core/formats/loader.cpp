@@ -3,6 +3,7 @@
 #include "formats/hf_index_reader.h"
 #include "formats/dcp_reader.h"
 #include "formats/live_dump_reader.h"
+#include "formats/rank_folder_reader.h"
 #include "formats/torchscript_reader.h"
 #include "quant/quantized_tensors.h"
 #include "formats/load_error_reader.h"
@@ -142,6 +143,21 @@ std::string indexInDirectory(const std::string& dir)
     return {};
 }
 
+// A folder that is no DCP checkpoint and holds no index: its per-rank sets, or an error that says what
+// the folder would need (and which files in it could be opened on their own).
+RankFolderPlan rankFolderPlan(const std::string& dir)
+{
+    RankFolderPlan plan = planRankFolder(dir);
+    if (!plan.sets.empty())
+        return plan;
+    std::string problem = "the folder holds no checkpoint StateLens recognises (no DCP .metadata, no model.safetensors, "
+                          "pytorch_model.bin or index, no per-rank files such as model_rank0.pt)";
+    if (!plan.leftOut.empty())
+        problem += "; open a file in it on its own: " + plan.leftOut.front()
+            + (plan.leftOut.size() > 1 ? " and " + std::to_string(plan.leftOut.size() - 1) + " more" : "");
+    throw LoadError(dir, problem);
+}
+
 Source dispatch(const std::string& path, const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
 {
     PhaseTimer sniffTimer(options.timings, "sniff format");
@@ -194,7 +210,7 @@ template <typename F> Source guarded(const std::string& path, F&& f)
 const std::vector<std::string>& knownFormats()
 {
     static const std::vector<std::string> formats { "safetensors", "safetensors-index", "torch-zip", "torch-legacy",
-        "torch-bin-index", "live-dump", "load-error-text", "torchscript", "dcp" };
+        "torch-bin-index", "live-dump", "load-error-text", "torchscript", "dcp", "per-rank" };
     return formats;
 }
 
@@ -209,8 +225,11 @@ std::string detectFormat(const std::string& path)
                        return s;
                    }
                    std::string inner = indexInDirectory(path);
-                   if (inner.empty())
-                       throw LoadError(path, "the folder holds no checkpoint StateLens recognises");
+                   if (inner.empty()) {
+                       (void)rankFolderPlan(path);
+                       s.format = "per-rank";
+                       return s;
+                   }
                    s.format = detectFormat(inner);
                    return s;
                }
@@ -238,7 +257,7 @@ Source openSource(const std::string& path, const OpenOptions& options)
                 return finish(readDcp(path, options), options);
             std::string inner = indexInDirectory(path);
             if (inner.empty())
-                throw LoadError(path, "the folder holds no checkpoint StateLens recognises");
+                return readRankFolder(path, rankFolderPlan(path), options);
             return openSource(inner, options);
         }
         // A DCP checkpoint is its folder; its .metadata file stands for it.

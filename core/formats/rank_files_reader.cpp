@@ -2,6 +2,7 @@
 
 #include "distributed/distributed_tensors.h"
 #include "formats/loader.h"
+#include "formats/rank_sets.h"
 #include "model/shape_volume.h"
 #include "util/error.h"
 #include "util/load_control.h"
@@ -37,46 +38,6 @@ struct RankFile {
     std::string error;
     int32_t fileBase = 0; // where its Source::files start in the merged source
 };
-
-std::string lower(std::string_view s)
-{
-    std::string out(s);
-    for (char& c : out)
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
-// The number after the last "rank" in a file name ("model_rank3.pt", "RANK-03", "mp_rank_03_model"), or -1.
-int64_t rankInName(const std::string& filename)
-{
-    const std::string l = lower(filename);
-    int64_t found = -1;
-    for (size_t at = l.find("rank"); at != std::string::npos; at = l.find("rank", at + 1)) {
-        size_t i = at + 4;
-        if (i < l.size() && (l[i] == '_' || l[i] == '-' || l[i] == '.'))
-            ++i;
-        int64_t r = 0;
-        size_t digits = 0;
-        for (; i < l.size() && std::isdigit(static_cast<unsigned char>(l[i])) && digits < 9; ++i, ++digits)
-            r = r * 10 + (l[i] - '0');
-        if (digits)
-            found = r;
-    }
-    return found;
-}
-
-// The last run of digits in a file name's stem ("shard_3.pt" -> 3), or -1.
-int64_t lastNumberInName(const std::string& filename)
-{
-    const std::string stem = fs::path(filename).stem().string();
-    size_t end = stem.find_last_of("0123456789");
-    if (end == std::string::npos)
-        return -1;
-    size_t begin = end;
-    while (begin > 0 && std::isdigit(static_cast<unsigned char>(stem[begin - 1])) && end - begin < 8)
-        --begin;
-    return std::stoll(stem.substr(begin, end - begin + 1));
-}
 
 int64_t attributeNumber(const Entry& e, const std::string& key)
 {
@@ -237,9 +198,17 @@ void mergeEntries(const MergeInput& in, Source& out)
         }
     }
 
+    // DTensor-based parallelism (FSDP2, tensor parallel) writes every sharded tensor as a DTensor, so a plain
+    // tensor beside DTensors is one it left whole on every rank: a buffer, or an optimizer step count.
+    const bool dtensorSave = std::any_of(sources.begin(), sources.end(), [](const Source& s) {
+        return std::any_of(s.entries.begin(), s.entries.end(),
+            [](const Entry& e) { return e.sharding && e.sharding->kind == Sharding::Kind::DTensor; });
+    });
     KeyFindings warn(out);
     size_t ambiguous = 0;
     std::string firstAmbiguous;
+    size_t replicas = 0;
+    std::string firstReplica;
     bool rowMajorUsed = false;
     out.entries.reserve(byName.size());
     for (std::string_view name : order) {
@@ -343,20 +312,24 @@ void mergeEntries(const MergeInput& in, Source& out)
             const int32_t base = files[r].fileBase;
             const std::string label = "rank " + std::to_string(files[r].rank);
             if (isDistributed(e)) {
+                const bool dtensor = e->sharding->kind == Sharding::Kind::DTensor;
                 bool added = false;
                 for (const ShardChunk& c : e->sharding->chunks)
-                    if (c.file >= 0) { // a piece in this file (ShardedTensor: every rank's is listed)
+                    // A DTensor lists only its own piece, located or not (a subclass local tensor such as NF4
+                    // has no plain bytes); a ShardedTensor lists every rank's, this file's being the located ones.
+                    if (dtensor || c.file >= 0) {
                         ShardChunk copy = c;
-                        copy.file = c.file + base;
+                        copy.file = c.file >= 0 ? c.file + base : -1;
                         copy.label = label;
                         sh->chunks.push_back(std::move(copy));
                         added = true;
                     }
-                if (!added && e->sharding->kind == Sharding::Kind::DTensor && e->location.kind != TensorLocation::Kind::None) {
+                if (!added && dtensor
+                    && (e->location.kind != TensorLocation::Kind::None || e->sharding->localShape.size() == e->shape.size())) {
                     // No mesh coordinate in the file: place rank r at its row-major mesh position.
                     ShardChunk c;
                     c.sizes = e->sharding->localShape;
-                    c.file = e->location.file + base;
+                    c.file = e->location.kind != TensorLocation::Kind::None && e->location.file >= 0 ? e->location.file + base : -1;
                     if (e->location.kind == TensorLocation::Kind::Mapped) {
                         c.byteOffset = e->location.offset;
                         c.byteLength = e->location.length;
@@ -431,6 +404,17 @@ void mergeEntries(const MergeInput& in, Source& out)
                 for (auto& c : sh->chunks)
                     c.offsets = {};
                 m.attributes.emplace_back("global_shape", "0-d in every file: a replica");
+            } else if (same && missing.empty() && dtensorSave) {
+                m.shape = s0;
+                for (auto& c : sh->chunks) {
+                    c.offsets.clear();
+                    c.offsets.resize(s0.size());
+                }
+                m.attributes.emplace_back("global_shape",
+                    "a replica: a plain tensor of the same shape in every file of a save whose sharded tensors are "
+                    "DTensors (FSDP2 and tensor parallelism keep buffers whole on every rank)");
+                if (replicas++ == 0)
+                    firstReplica = m.name;
             } else if (!same && oneDim && differingDim >= 0) {
                 const auto d = static_cast<size_t>(differingDim);
                 m.shape = s0;
@@ -476,6 +460,12 @@ void mergeEntries(const MergeInput& in, Source& out)
                 + " plain tensor(s) have the same shape in every file: each is a replica or an even shard, which the "
                   "files do not say, so its global shape is shown as unknown (the chunks list each file's piece)",
             firstAmbiguous);
+    if (replicas)
+        out.addFinding(Severity::Info,
+            std::to_string(replicas)
+                + " plain tensor(s) have the same shape in every file of this DTensor save: each is taken as a replica "
+                  "(its global shape is the shape every file holds)",
+            firstReplica);
     if (rowMajorUsed)
         out.addFinding(Severity::Info,
             "some DTensor files do not record their mesh coordinate: their pieces are placed by the file's rank "

@@ -54,6 +54,28 @@ std::string_view containerRoleName(ContainerInfo::Role r)
     return "other";
 }
 
+int pickLargestContainer(const std::vector<ContainerInfo>& containers, std::string* reason)
+{
+    for (ContainerInfo::Role role : { ContainerInfo::Role::Model, ContainerInfo::Role::Ema, ContainerInfo::Role::Other,
+             ContainerInfo::Role::Optimizer }) {
+        int best = -1;
+        for (size_t i = 0; i < containers.size(); ++i) {
+            const ContainerInfo& c = containers[i];
+            if (c.role == role && c.tensorCount > 0
+                && (best < 0 || c.tensorCount > containers[static_cast<size_t>(best)].tensorCount))
+                best = static_cast<int>(i);
+        }
+        if (best >= 0) {
+            if (reason)
+                *reason = role == ContainerInfo::Role::Model
+                    ? "the model state dict with the most tensors"
+                    : "no model state dict; the " + std::string(containerRoleName(role)) + " container with the most tensors";
+            return best;
+        }
+    }
+    return -1;
+}
+
 uint64_t Entry::numel() const
 {
     return shapeKnown ? shapeVolume(shape) : 0;

@@ -28,6 +28,9 @@ struct ContainerInfo {
     size_t tensorCount = 0; // tensors directly or in nested dicts under it
 };
 std::string_view containerRoleName(ContainerInfo::Role r);
+// The model container with the most tensors; without one, the EMA copy, then other state, then optimizer
+// state with the most tensors (ties: the first listed). -1 when none holds tensors; `reason` says which.
+int pickLargestContainer(const std::vector<ContainerInfo>& containers, std::string* reason = nullptr);
 
 // What torch.load(weights_only=True), torch's default since 2.6, would do with the source's pickles.
 struct WeightsOnlyLoad {

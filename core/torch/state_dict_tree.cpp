@@ -194,19 +194,6 @@ std::optional<ContainerInfo::Role> tokenRole(std::string_view tok)
     return std::nullopt;
 }
 
-// A key split into tokens at '_', '.' and '-'; the first token that names a role decides.
-ContainerInfo::Role roleForKey(std::string_view key)
-{
-    for (size_t start = 0; start <= key.size();) {
-        size_t end = std::min(key.find_first_of("_.-", start), key.size());
-        if (end > start)
-            if (auto role = tokenRole(key.substr(start, end - start)))
-                return *role;
-        start = end + 1;
-    }
-    return ContainerInfo::Role::Model;
-}
-
 // Children that can hold containers; everything else (tensors, scalars, strings) is a leaf for the scan.
 bool canHoldContainers(const Value* v)
 {
@@ -1010,6 +997,24 @@ ContainerScan scanContainers(const Value* root, size_t graphSize)
     for (auto& c : scan.containers)
         c.info.tensorCount = Flattener(c, none, nullptr, roles, budget).run();
     return scan;
+}
+
+ContainerInfo::Role roleForKey(std::string_view key)
+{
+    for (size_t start = 0; start <= key.size();) {
+        size_t end = std::min(key.find_first_of("_.-", start), key.size());
+        if (end > start)
+            if (auto role = tokenRole(key.substr(start, end - start)))
+                return *role;
+        start = end + 1;
+    }
+    return ContainerInfo::Role::Model;
+}
+
+int preferredKeyRank(std::string_view key)
+{
+    const auto* it = std::find(std::begin(kPreferredKeys), std::end(kPreferredKeys), key);
+    return it == std::end(kPreferredKeys) ? -1 : static_cast<int>(it - std::begin(kPreferredKeys));
 }
 
 int pickContainer(const ContainerScan& scan, std::string* reason)

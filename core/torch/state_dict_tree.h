@@ -46,6 +46,13 @@ ContainerScan scanContainers(const pickle::Value* root, size_t graphSize = 0);
 // Index into scan.containers of the pick, or -1 when nothing holds tensors. `reason` says which rule won.
 int pickContainer(const ContainerScan& scan, std::string* reason = nullptr);
 
+// The role a key names: split into tokens at '_', '.' and '-', the first token that names one decides
+// ("optim*" an optimizer, "ema"/"swa"/"shadow" an EMA copy, "scheduler"/"rng"/... other state); else Model.
+ContainerInfo::Role roleForKey(std::string_view key);
+// Where `key` stands among rule 2's well-known names of a model state dict ("state_dict", "model", ...),
+// or -1.
+int preferredKeyRank(std::string_view key);
+
 // Where storages' bytes are, for turning TensorValues into entries.
 struct EntryContext {
     int32_t fileIndex = 0;
