@@ -1,18 +1,18 @@
 #include "loader.h"
 
-#include "formats/hf_index_reader.h"
 #include "formats/dcp_reader.h"
+#include "formats/hf_index_reader.h"
 #include "formats/live_dump_reader.h"
-#include "formats/rank_folder_reader.h"
-#include "formats/torchscript_reader.h"
-#include "quant/quantized_tensors.h"
 #include "formats/load_error_reader.h"
+#include "formats/rank_folder_reader.h"
 #include "formats/safetensors_reader.h"
 #include "formats/torch_legacy_reader.h"
 #include "formats/torch_zip_reader.h"
+#include "formats/torchscript_reader.h"
 #include "io/mapped_file.h"
 #include "io/tar_archive.h"
 #include "io/zip_archive.h"
+#include "quant/quantized_tensors.h"
 #include "util/error.h"
 #include "util/load_control.h"
 #include "util/timings.h"
@@ -150,8 +150,9 @@ RankFolderPlan rankFolderPlan(const std::string& dir)
     RankFolderPlan plan = planRankFolder(dir);
     if (!plan.sets.empty())
         return plan;
-    std::string problem = "the folder holds no checkpoint StateLens recognises (no DCP .metadata, no model.safetensors, "
-                          "pytorch_model.bin or index, no per-rank files such as model_rank0.pt)";
+    std::string problem
+        = "the folder holds no checkpoint StateLens recognises (no DCP .metadata, no model.safetensors, "
+          "pytorch_model.bin or index, no per-rank files such as model_rank0.pt)";
     if (!plan.leftOut.empty())
         problem += "; open a file in it on its own: " + plan.leftOut.front()
             + (plan.leftOut.size() > 1 ? " and " + std::to_string(plan.leftOut.size() - 1) + " more" : "");

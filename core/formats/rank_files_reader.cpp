@@ -325,11 +325,14 @@ void mergeEntries(const MergeInput& in, Source& out)
                         added = true;
                     }
                 if (!added && dtensor
-                    && (e->location.kind != TensorLocation::Kind::None || e->sharding->localShape.size() == e->shape.size())) {
+                    && (e->location.kind != TensorLocation::Kind::None
+                        || e->sharding->localShape.size() == e->shape.size())) {
                     // No mesh coordinate in the file: place rank r at its row-major mesh position.
                     ShardChunk c;
                     c.sizes = e->sharding->localShape;
-                    c.file = e->location.kind != TensorLocation::Kind::None && e->location.file >= 0 ? e->location.file + base : -1;
+                    c.file = e->location.kind != TensorLocation::Kind::None && e->location.file >= 0
+                        ? e->location.file + base
+                        : -1;
                     if (e->location.kind == TensorLocation::Kind::Mapped) {
                         c.byteOffset = e->location.offset;
                         c.byteLength = e->location.length;

@@ -26,7 +26,10 @@ constexpr size_t kMaxFolderEntries = 100000;
 // Files named in the "left out" finding before the rest is counted.
 constexpr size_t kMaxNamed = 8;
 
-std::string quote(const std::string& s) { return "'" + oneLineMessage(s, 200) + "'"; }
+std::string quote(const std::string& s)
+{
+    return "'" + oneLineMessage(s, 200) + "'";
+}
 
 struct Candidate {
     std::string path;
@@ -41,7 +44,8 @@ bool looksLikeRanks(const std::vector<Candidate>& files)
     std::set<int64_t> ranks;
     for (const Candidate& c : files)
         ranks.insert(c.name.rank);
-    return ranks.size() == files.size() && *ranks.begin() == 0 && *ranks.rbegin() == static_cast<int64_t>(files.size()) - 1;
+    return ranks.size() == files.size() && *ranks.begin() == 0
+        && *ranks.rbegin() == static_cast<int64_t>(files.size()) - 1;
 }
 
 // What the folder's sets are listed as: one container per set, or one per inner container of its files.
@@ -214,8 +218,9 @@ RankFolderPlan planRankFolder(const std::string& dir)
     for (auto& [key, members] : groups) {
         if (!looksLikeRanks(members)) {
             for (const Candidate& c : members)
-                plan.leftOut.push_back(fs::path(c.path).filename().string() + " (its number is not a rank: the set's numbers are not 0 to "
-                    + std::to_string(members.size() - 1) + ")");
+                plan.leftOut.push_back(fs::path(c.path).filename().string()
+                    + " (its number is not a rank: the set's numbers are not 0 to " + std::to_string(members.size() - 1)
+                    + ")");
             continue;
         }
         RankFolderSet set;
@@ -224,7 +229,8 @@ RankFolderPlan planRankFolder(const std::string& dir)
             set.paths.push_back(std::move(c.path));
         plan.sets.push_back(std::move(set));
     }
-    std::sort(plan.sets.begin(), plan.sets.end(), [](const RankFolderSet& a, const RankFolderSet& b) { return a.name < b.name; });
+    std::sort(plan.sets.begin(), plan.sets.end(),
+        [](const RankFolderSet& a, const RankFolderSet& b) { return a.name < b.name; });
     return plan;
 }
 
@@ -262,17 +268,19 @@ Source readRankFolder(const std::string& dir, RankFolderPlan plan, const OpenOpt
         if (errors[i].empty())
             backing->sets.push_back(std::move(infos[i]));
         else
-            backing->folderFindings.push_back({ Severity::Warning,
-                "per-rank set " + quote(infos[i].set.name) + " left out: " + errors[i], {} });
+            backing->folderFindings.push_back(
+                { Severity::Warning, "per-rank set " + quote(infos[i].set.name) + " left out: " + errors[i], {} });
     }
     if (backing->sets.empty()) {
         const std::string& first = errors.front();
         const std::string prefix = infos.front().set.paths.front() + ": ";
-        throw LoadError(infos.front().set.paths.front(), first.starts_with(prefix) ? first.substr(prefix.size()) : first);
+        throw LoadError(
+            infos.front().set.paths.front(), first.starts_with(prefix) ? first.substr(prefix.size()) : first);
     }
     if (!plan.leftOut.empty())
         backing->folderFindings.push_back({ Severity::Info,
-            std::to_string(plan.leftOut.size()) + " checkpoint file(s) in the folder belong to no per-rank set (open them on their own): "
+            std::to_string(plan.leftOut.size())
+                + " checkpoint file(s) in the folder belong to no per-rank set (open them on their own): "
                 + listNames(plan.leftOut),
             {} });
     backing->list();
@@ -290,7 +298,8 @@ Source readRankFolder(const std::string& dir, RankFolderPlan plan, const OpenOpt
             const SetInfo& s = backing->sets[backing->listed[i].set];
             const int rank = torch::preferredKeyRank(s.set.name);
             const bool setsPick = !backing->listed[i].inner || *backing->listed[i].inner == s.innerPick;
-            if (rank >= 0 && setsPick && c.role == ContainerInfo::Role::Model && c.tensorCount > 0 && (best < 0 || rank < bestRank)) {
+            if (rank >= 0 && setsPick && c.role == ContainerInfo::Role::Model && c.tensorCount > 0
+                && (best < 0 || rank < bestRank)) {
                 best = static_cast<int>(i);
                 bestRank = rank;
             }
@@ -310,8 +319,8 @@ Source readRankFolder(const std::string& dir, RankFolderPlan plan, const OpenOpt
     if (!options.container && backing->containers.size() > 1)
         out.findings.insert(out.findings.begin(),
             { Severity::Info,
-                "picked container " + quote(pick) + " (" + reason + "); " + std::to_string(backing->containers.size() - 1)
-                    + " other container(s) can be selected",
+                "picked container " + quote(pick) + " (" + reason + "); "
+                    + std::to_string(backing->containers.size() - 1) + " other container(s) can be selected",
                 {} });
     out.backing = std::move(backing);
     return out;

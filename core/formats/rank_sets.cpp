@@ -21,8 +21,14 @@ namespace fs = std::filesystem;
 // Matches beyond this are refused: a pattern is one side of a save, not a file system walk.
 constexpr size_t kMaxMatches = 65536;
 
-bool isSeparator(char c) { return c == '_' || c == '-' || c == '.'; }
-bool isDigit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
+bool isSeparator(char c)
+{
+    return c == '_' || c == '-' || c == '.';
+}
+bool isDigit(char c)
+{
+    return std::isdigit(static_cast<unsigned char>(c)) != 0;
+}
 
 // Where the rank number sits in `stem`: [begin, end) covers "rank", one separator and the digits when
 // `fromRankWord`, else the last run of digits. Digits are read up to 9 (a rank, not an id).
@@ -64,7 +70,10 @@ std::optional<RankSpan> lastNumberSpan(const std::string& stem)
     return RankSpan { begin, last + 1, std::stoll(stem.substr(begin, last - begin + 1)), false };
 }
 
-std::string stemOf(const std::string& filename) { return fs::path(filename).stem().string(); }
+std::string stemOf(const std::string& filename)
+{
+    return fs::path(filename).stem().string();
+}
 
 // `stem` without [begin, end), the separators on either side of the cut merged into one.
 std::string cutOut(const std::string& stem, size_t begin, size_t end)
@@ -122,7 +131,8 @@ std::vector<std::vector<std::string>> groupBySet(const std::vector<std::string>&
     std::map<std::string, size_t> byKey;
     for (const std::string& p : paths) {
         std::error_code ec;
-        const RankSetName name = fs::is_directory(p, ec) ? RankSetName {} : rankSetName(fs::path(p).filename().string());
+        const RankSetName name
+            = fs::is_directory(p, ec) ? RankSetName {} : rankSetName(fs::path(p).filename().string());
         if (name.set.empty()) {
             groups.push_back({ p });
             continue;
@@ -203,7 +213,8 @@ std::vector<std::vector<std::string>> splitIntoSides(
         }
         std::vector<size_t> firstArgument; // per group of plain paths: where its first path stood
         for (auto& g : groupBySet(plain)) {
-            firstArgument.push_back(static_cast<size_t>(std::find(plain.begin(), plain.end(), g.front()) - plain.begin()));
+            firstArgument.push_back(
+                static_cast<size_t>(std::find(plain.begin(), plain.end(), g.front()) - plain.begin()));
             sides.push_back(std::move(g));
         }
         for (auto it = patterns.rbegin(); it != patterns.rend(); ++it) {
@@ -222,8 +233,11 @@ std::vector<std::vector<std::string>> splitIntoSides(
         listed += ", ...";
     const std::string how = "give each side as one path (a file, a folder of rank files, or a quoted pattern such as "
                             "'ckpt/model_rank*.pt') or as the rank files of one set (model_rank0.pt model_rank1.pt)";
-    const std::string wanted = minSides == maxSides ? std::to_string(maxSides) : std::to_string(minSides) + " or " + std::to_string(maxSides);
-    const std::string& blamed = sides.size() > maxSides ? sides[maxSides].front() : arguments.empty() ? command : arguments.front();
+    const std::string wanted = minSides == maxSides ? std::to_string(maxSides)
+                                                    : std::to_string(minSides) + " or " + std::to_string(maxSides);
+    const std::string& blamed = sides.size() > maxSides ? sides[maxSides].front()
+        : arguments.empty()                             ? command
+                                                        : arguments.front();
     throw LoadError(blamed,
         std::to_string(arguments.size()) + " paths make " + std::to_string(sides.size()) + " side(s) (" + listed + "); "
             + command + " takes " + wanted + ": " + how);

@@ -67,9 +67,9 @@ int pickLargestContainer(const std::vector<ContainerInfo>& containers, std::stri
         }
         if (best >= 0) {
             if (reason)
-                *reason = role == ContainerInfo::Role::Model
-                    ? "the model state dict with the most tensors"
-                    : "no model state dict; the " + std::string(containerRoleName(role)) + " container with the most tensors";
+                *reason = role == ContainerInfo::Role::Model ? "the model state dict with the most tensors"
+                                                             : "no model state dict; the "
+                        + std::string(containerRoleName(role)) + " container with the most tensors";
             return best;
         }
     }
