@@ -1,13 +1,16 @@
 // The GUI half of statelens, built as libstatelens-gui.so: `statelens [A [B]]`, or the demo pair when no
-// file is given. Two hidden options serve the screenshot script and the benchmark:
+// file is given; A and B are written as for `statelens diff` (formats/rank_sets.h: several rank files per
+// side). Hidden options serve the screenshot script and the benchmark:
 //   --screenshot FILE   render the window once both sides are compared (first difference selected), exit
 //   --measure           print time to first paint and per-keystroke filter times as JSON, exit
 //   --dock NAME         raise the details, rules or suggestions dock
 
 #include "main_window.h"
 
+#include "formats/rank_sets.h"
 #include "formats/torchscript_reader.h"
 #include "models/aligned_tree_model.h"
+#include "util/error.h"
 #include "views/diff_view.h"
 #include "views/summary_bar.h"
 
@@ -85,8 +88,11 @@ static int run(int argc, char** argv)
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral("Shows why a checkpoint will not load into a model."));
     parser.addHelpOption();
-    parser.addPositionalArgument(QStringLiteral("A"), QStringLiteral("Checkpoint (what is loaded)"));
-    parser.addPositionalArgument(QStringLiteral("B"), QStringLiteral("Model or second checkpoint (what receives it)"));
+    parser.addPositionalArgument(QStringLiteral("A"),
+        QStringLiteral("Checkpoint (what is loaded): a file, a folder or a quoted pattern ('ckpt/model_rank*.pt')"));
+    parser.addPositionalArgument(QStringLiteral("B"),
+        QStringLiteral("Model or second checkpoint (what receives it); more than two paths are grouped into A and B "
+                       "by rank set, as `statelens diff` does"));
     QCommandLineOption rulesOption(QStringLiteral("rules"), QStringLiteral("A rule file to start with"), QStringLiteral("FILE"));
     QCommandLineOption screenshot(QStringLiteral("screenshot"), QStringLiteral("Save a PNG of the window and exit"), QStringLiteral("FILE"));
     QCommandLineOption measure(QStringLiteral("measure"), QStringLiteral("Print time to first paint and filter times, and exit"));
@@ -109,13 +115,24 @@ static int run(int argc, char** argv)
             return 2;
         }
     }
-    const QStringList files = parser.positionalArguments();
-    if (files.isEmpty()) {
+    std::vector<std::string> arguments;
+    for (const QString& a : parser.positionalArguments())
+        arguments.push_back(a.toStdString());
+    std::vector<std::vector<std::string>> sides;
+    try {
+        if (!arguments.empty())
+            sides = splitIntoSides(arguments, 1, 2, "the window");
+    } catch (const LoadError& e) {
+        std::fprintf(stderr, "statelens: %s\n", e.what());
+        return 2;
+    }
+    if (sides.empty())
         window.openDemo();
-    } else {
-        window.openA(files.value(0));
-        if (files.size() > 1)
-            window.openB(files.value(1));
+    for (size_t i = 0; i < sides.size(); ++i) {
+        QStringList paths;
+        for (const std::string& p : sides[i])
+            paths << QString::fromStdString(p);
+        window.open(i == 0 ? Side::A : Side::B, paths);
     }
     window.show();
     if (parser.isSet(dock))

@@ -3,11 +3,14 @@
 #include "embedded_files.h"
 #include "formats/load_error_reader.h"
 #include "formats/loader.h"
+#include "formats/rank_sets.h"
 #include "models/aligned_tree_model.h"
 #include "rules/rule_export.h"
 #include "rules/rule_io.h"
 #include "session/rule_document.h"
 #include "util/atomic_file.h"
+#include "util/load_control.h"
+#include "values/tensor_compare.h"
 #include "views/details_panel.h"
 #include "views/diff_view.h"
 #include "views/rule_editor.h"
@@ -15,8 +18,6 @@
 #include "views/suggestions_panel.h"
 #include "views/summary_bar.h"
 #include "views/values_panel.h"
-#include "util/load_control.h"
-#include "values/tensor_compare.h"
 
 #include <QAction>
 #include <QCheckBox>
@@ -168,10 +169,11 @@ MainWindow::MainWindow(QWidget* parent)
                 m_editor->setPreviewKeys(m_comparison->source(Side::A));
             updateTitle();
         });
-        connect(p, &SourcePane::fileDropped, this, [this, side](const QString& path) { open(side, path); });
+        connect(p, &SourcePane::filesDropped, this, [this, side](const QStringList& paths) { open(side, paths); });
         connect(p, &SourcePane::loadingChanged, this, &MainWindow::checkIdle);
     }
-    connect(m_view, &DiffView::fileDropped, this, [this](bool a, const QString& path) { open(a ? Side::A : Side::B, path); });
+    connect(m_view, &DiffView::filesDropped, this,
+        [this](bool a, const QStringList& paths) { open(a ? Side::A : Side::B, paths); });
     connect(m_view, &DiffView::contextMenuRequested, this, &MainWindow::showContextMenu);
     connect(m_comparison, &Comparison::snapshotChanged, this, &MainWindow::snapshotChanged);
     connect(m_comparison, &Comparison::suggestionsChanged, this, [this] {
@@ -218,6 +220,8 @@ void MainWindow::buildMenus()
     file->addAction(tr("Open &Model (B)…"), QKeySequence(tr("Ctrl+Shift+O")), this, [this] { chooseFile(Side::B, false); });
     file->addAction(tr("Open Checkpoint &Folder (A)…"), this, [this] { chooseFile(Side::A, true); });
     file->addAction(tr("Open Model F&older (B)…"), this, [this] { chooseFile(Side::B, true); });
+    file->addAction(tr("Open Rank &Files as Checkpoint (A)…"), this, [this] { chooseRankFiles(Side::A); });
+    file->addAction(tr("Open Rank F&iles as Model (B)…"), this, [this] { chooseRankFiles(Side::B); });
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     rebuildRecentMenu();
     file->addAction(tr("&Paste load_state_dict Error as Model…"), QKeySequence(tr("Ctrl+Shift+V")), this, &MainWindow::pasteLoadError);
@@ -334,8 +338,15 @@ void MainWindow::buildMenus()
 
 void MainWindow::open(Side side, const QString& path)
 {
-    pane(side)->loadPath(path);
-    rememberRecent(path);
+    open(side, QStringList { path });
+}
+
+void MainWindow::open(Side side, const QStringList& paths)
+{
+    if (paths.isEmpty())
+        return;
+    pane(side)->loadPaths(paths);
+    rememberRecent(paths);
 }
 
 void MainWindow::openA(const QString& path) { open(Side::A, path); }
@@ -382,6 +393,17 @@ void MainWindow::chooseFile(Side side, bool folder)
         open(side, path);
 }
 
+// The rank files of one save (model_rank0.pt, model_rank1.pt, ...) picked together, as one source.
+void MainWindow::chooseRankFiles(Side side)
+{
+    const QString title
+        = side == Side::A ? tr("Open rank files as the checkpoint (A)") : tr("Open rank files as the model (B)");
+    const QStringList paths = QFileDialog::getOpenFileNames(
+        this, title, {}, tr("torch.save files (*.pt *.pth *.bin *.ckpt *.tar);;All files (*)"));
+    if (!paths.isEmpty())
+        open(side, paths);
+}
+
 void MainWindow::pasteLoadError()
 {
     QDialog dialog(this);
@@ -402,13 +424,17 @@ void MainWindow::pasteLoadError()
         openLoadErrorText(text->toPlainText());
 }
 
-void MainWindow::rememberRecent(const QString& path)
+// A recent entry is one path, or the files of a per-rank set joined by newlines (no file name holds one here).
+void MainWindow::rememberRecent(const QStringList& paths)
 {
     QSettings settings;
     QStringList recent = settings.value(QStringLiteral("recentFiles")).toStringList();
-    const QString abs = QFileInfo(path).absoluteFilePath();
-    recent.removeAll(abs);
-    recent.prepend(abs);
+    QStringList absolute;
+    for (const QString& p : paths)
+        absolute << QFileInfo(p).absoluteFilePath();
+    const QString entry = absolute.join(QLatin1Char('\n'));
+    recent.removeAll(entry);
+    recent.prepend(entry);
     while (recent.size() > kMaxRecent)
         recent.removeLast();
     settings.setValue(QStringLiteral("recentFiles"), recent);
@@ -421,11 +447,15 @@ void MainWindow::rebuildRecentMenu()
         return;
     m_recentMenu->clear();
     const QStringList recent = QSettings().value(QStringLiteral("recentFiles")).toStringList();
-    for (const QString& path : recent) {
-        QMenu* m = m_recentMenu->addMenu(QFileInfo(path).fileName());
-        m->setToolTip(path);
-        m->addAction(tr("as Checkpoint (A)"), this, [this, path] { open(Side::A, path); });
-        m->addAction(tr("as Model (B)"), this, [this, path] { open(Side::B, path); });
+    for (const QString& entry : recent) {
+        const QStringList paths = entry.split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        std::vector<std::string> p;
+        for (const QString& path : paths)
+            p.push_back(path.toStdString());
+        QMenu* m = m_recentMenu->addMenu(QFileInfo(QString::fromStdString(describePaths(p))).fileName());
+        m->setToolTip(paths.join(QLatin1Char('\n')));
+        m->addAction(tr("as Checkpoint (A)"), this, [this, paths] { open(Side::A, paths); });
+        m->addAction(tr("as Model (B)"), this, [this, paths] { open(Side::B, paths); });
     }
     m_recentMenu->setEnabled(!recent.isEmpty());
 }

@@ -43,10 +43,12 @@ public:
     explicit MainWindow(QWidget* parent = nullptr);
     ~MainWindow() override;
 
-    // Opening. Any source can stand on either side; folders (DCP, sharded indexes) open like files.
+    // Opening. Any source can stand on either side; folders (DCP, sharded indexes, per-rank files) open like
+    // files, and several files at once open as one per-rank source (the rank files of one save).
     void openA(const QString& path);
     void openB(const QString& path);
     void open(Side side, const QString& path);
+    void open(Side side, const QStringList& paths);
     // The embedded demo pair: a compiled training checkpoint and the model it fails to load into.
     void openDemo();
     // A `load_state_dict` error message as the model side (B): the keys it names.
@@ -110,8 +112,9 @@ private:
     void pickPartner(const QModelIndex& index);
     void confirmAndAdd(const Suggestion& s);
     void chooseFile(Side side, bool folder);
+    void chooseRankFiles(Side side);
     void pasteLoadError();
-    void rememberRecent(const QString& path);
+    void rememberRecent(const QStringList& paths);
     void rebuildRecentMenu();
     void chooseExportRules(RuleExportFormat format);
     void chooseExportReport(DiffReportFormat format);

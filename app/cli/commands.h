@@ -1,6 +1,7 @@
 #pragma once
 // Each subcommand registers its options on the CLI11 app and returns what runs it after parsing.
 
+#include "formats/open_options.h"
 #include "model/source.h"
 #include "util/timings.h"
 
@@ -23,16 +24,26 @@ Runner addSuggestCommand(CLI::App& app);
 Runner addRulesCommand(CLI::App& app); // rules export | rules import
 Runner addStatsCommand(CLI::App& app); // tensor values
 
-// One side of a comparison: a path and, optionally, the container to select ("" keeps the picked one).
+// One source on the command line: a path (a file, a folder, a quoted pattern such as 'ckpt/model_rank*.pt')
+// or the rank files of one set, and optionally the container to select ("" keeps the picked one).
 struct SideOption {
-    std::string path;
+    std::vector<std::string> paths;
     std::string container;
     bool containerGiven = false;
 };
-// Registers the positional PATH and --container-<letter> on `cmd`.
-void addSideOptions(CLI::App* cmd, SideOption& side, const std::string& positional, const std::string& letter,
-    const std::string& description);
-const Source& openSide(const SideOption& side);
+// diff and suggest: positional paths, A's then B's, split into the two sides (formats/rank_sets.h) after
+// parsing, and --container-a / --container-b.
+struct TwoSides {
+    std::vector<std::string> arguments;
+    SideOption a, b;
+};
+void addTwoSides(CLI::App* cmd, TwoSides& sides);
+// Splits the arguments into a and b; a LoadError saying how to write them when they do not make two sides.
+void splitTwoSides(TwoSides& sides, const std::string& command);
+// The arguments as a shell would take them back (for hints that print a command to run next).
+std::string shellWords(const std::vector<std::string>& arguments);
+// Opens a side: one path through the loader, several files as one per-rank source; patterns expanded.
+const Source& openSide(const SideOption& side, OpenOptions options = {});
 // Both sides at once (each reader is single-threaded; two cores halve the wait).
 std::pair<const Source&, const Source&> openBoth(const SideOption& a, const SideOption& b);
 

@@ -29,7 +29,7 @@ namespace sl::cli {
 namespace {
 
 struct DiffOptionsCli {
-    SideOption a, b;
+    TwoSides sides;
     std::string rules;
     std::string format = "text";
     std::string output;
@@ -46,9 +46,9 @@ int runDiff(const DiffOptionsCli& o)
     Timings* t = o.timings ? &timings : nullptr;
     PhaseTimer openTimer(t, "open a + b");
     // Plain references, not a structured binding: clang 14 cannot capture those in lambdas.
-    const auto sides = openBoth(o.a, o.b);
-    const Source& a = sides.first;
-    const Source& b = sides.second;
+    const auto opened = openBoth(o.sides.a, o.sides.b);
+    const Source& a = opened.first;
+    const Source& b = opened.second;
     openTimer.stop();
     const RuleSet& rules = keepUntilExit(o.rules.empty() ? RuleSet {} : loadRules(o.rules));
 
@@ -137,8 +137,7 @@ Runner addDiffCommand(CLI::App& app)
     auto o = std::make_shared<DiffOptionsCli>();
     CLI::App* cmd = app.add_subcommand("diff",
         "What a strict load_state_dict of A into B would do, row by row, and why (exit 0: it loads, 1: it does not, 2: error)");
-    addSideOptions(cmd, o->a, "a", "a", "The checkpoint (what is loaded)");
-    addSideOptions(cmd, o->b, "b", "b", "The model (what receives it): a live dump, load-error text or checkpoint");
+    addTwoSides(cmd, o->sides);
     cmd->add_option("--rules", o->rules, "Rename rules (YAML or JSON) applied to A's keys first");
     cmd->add_option("--format", o->format, "Report format")
         ->check(CLI::IsMember({ "text", "json", "md", "markdown", "csv", "html", "junit" }));
@@ -148,7 +147,10 @@ Runner addDiffCommand(CLI::App& app)
     cmd->add_flag("--values", o->values, "Read both sides' tensor bytes and compare the values of every pair (equal bytes, max abs/rel diff, cosine)");
     cmd->add_flag("--match-content", o->matchContent, "Pair unexpected and missing keys whose bytes are equal, and suggest rules for them");
     cmd->add_flag("--timings", o->timings, "Print how long each phase took (to stderr)");
-    return [o] { return runDiff(*o); };
+    return [o] {
+        splitTwoSides(o->sides, "diff");
+        return runDiff(*o);
+    };
 }
 
 } // namespace sl::cli

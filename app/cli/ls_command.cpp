@@ -2,8 +2,6 @@
 
 #include "cli/commands.h"
 
-#include "formats/loader.h"
-#include "formats/rank_files_reader.h"
 #include "report/source_report.h"
 #include "util/timings.h"
 
@@ -16,10 +14,8 @@ namespace sl::cli {
 namespace {
 
 struct LsOptions {
-    std::vector<std::string> paths;
+    SideOption source;
     std::string format = "table";
-    std::string container;
-    bool containerGiven = false;
     bool listContainers = false;
     std::string failOn = "none";
     std::string output;
@@ -43,13 +39,10 @@ int runLs(const LsOptions& o)
 {
     Timings timings;
     OpenOptions options;
-    if (o.containerGiven)
-        options.container = o.container;
     if (o.timings)
         options.timings = &timings;
     Timings* t = o.timings ? &timings : nullptr;
-    const Source& s = keepUntilExit(o.paths.size() == 1 ? openSource(o.paths.front(), options)
-                                                        : openRankFiles(o.paths, options));
+    const Source& s = openSide(o.source, options);
     if (o.listContainers) {
         emit(containersTable(s), o.output);
         return 0;
@@ -75,13 +68,15 @@ Runner addLsCommand(CLI::App& app)
 {
     auto o = std::make_shared<LsOptions>();
     CLI::App* ls = app.add_subcommand("ls", "List the entries of a checkpoint's state dict (metadata only)");
-    ls->add_option("path", o->paths,
-          "Checkpoint file, index file or checkpoint folder; several files of one sharded save "
-          "(model_rank0.pt model_rank1.pt ...) are listed together as one source")
+    ls->add_option("path", o->source.paths,
+          "Checkpoint file, index file or checkpoint folder (DCP, Hugging Face, per-rank files), or a quoted pattern "
+          "('ckpt/model_rank*.pt'); several files of one sharded save (model_rank0.pt model_rank1.pt ...) are listed "
+          "together as one source")
         ->required();
     ls->add_option("--format", o->format, "Output format")->check(CLI::IsMember({ "table", "json" }));
-    ls->add_option("--container", o->container, "Select this container instead of the picked one (see --containers)")
-        ->each([o](const std::string&) { o->containerGiven = true; });
+    ls->add_option(
+          "--container", o->source.container, "Select this container instead of the picked one (see --containers)")
+        ->each([o](const std::string&) { o->source.containerGiven = true; });
     ls->add_flag("--containers", o->listContainers, "List the containers (state dicts) the file holds");
     ls->add_option("--fail-on", o->failOn, "Exit 1 when a finding of this severity or worse exists")
         ->check(CLI::IsMember({ "none", "warning", "danger" }));

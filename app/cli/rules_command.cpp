@@ -38,7 +38,7 @@ struct RulesImportOptions {
 std::vector<std::string> keysOf(const SideOption& side)
 {
     std::vector<std::string> keys;
-    if (side.path.empty())
+    if (side.paths.empty())
         return keys;
     const Source& s = openSide(side);
     keys.reserve(s.entries.size());
@@ -78,7 +78,7 @@ int runExport(const RulesExportOptions& o)
         rules = std::move(inv.rules);
     }
     const std::vector<std::string> keys = keysOf(o.keys);
-    if ((o.to == "torchtitan" || o.to == "csv") && o.keys.path.empty())
+    if ((o.to == "torchtitan" || o.to == "csv") && o.keys.paths.empty())
         throw LoadError(o.rules, "--to " + o.to + " lists explicit names: give the keys with --keys SOURCE");
 
     if (o.to == "yaml") {
@@ -88,7 +88,7 @@ int runExport(const RulesExportOptions& o)
     } else if (o.to == "python") {
         emit(rulesToPython(rules), o.output);
     } else if (o.to == "hf-key-mapping") {
-        HfExport hf = rulesToHfKeyMapping(rules, o.keys.path.empty() ? nullptr : &keys);
+        HfExport hf = rulesToHfKeyMapping(rules, o.keys.paths.empty() ? nullptr : &keys);
         emit(hf.json, o.output);
         return reportProblems(hf.problems, o.to);
     } else if (o.to == "torchtitan") {
@@ -124,8 +124,10 @@ Runner addRulesCommand(CLI::App& app)
     exportCmd->add_option("--to", ex->to, "Target format")
         ->required()
         ->check(CLI::IsMember({ "python", "hf-key-mapping", "torchtitan", "yaml", "json", "csv" }));
-    exportCmd->add_option("--keys", ex->keys.path,
-        "A source whose keys the export is built from (torchtitan, csv) or checked against (hf-key-mapping)");
+    exportCmd
+        ->add_option("--keys", ex->keys.paths,
+            "A source whose keys the export is built from (torchtitan, csv) or checked against (hf-key-mapping)")
+        ->expected(1);
     exportCmd->add_option("--container", ex->keys.container, "Container of --keys to use")
         ->each([ex](const std::string&) { ex->keys.containerGiven = true; });
     exportCmd->add_flag("--invert", ex->invert, "Export the inverse rules (the model's names back to the checkpoint's)");

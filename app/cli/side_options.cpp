@@ -1,28 +1,59 @@
-// The two sides of diff and suggest: a path each and an optional container (--container-a/--container-b).
+// The sources a command reads: one path, the rank files of one set, or (diff, suggest) two sides split from
+// the positional paths, each with an optional container (--container, --container-a, --container-b).
 
 #include "cli/commands.h"
 
-#include "formats/loader.h"
+#include "formats/rank_sets.h"
 
 #include <future>
 
 namespace sl::cli {
 
-void addSideOptions(CLI::App* cmd, SideOption& side, const std::string& positional, const std::string& letter,
-    const std::string& description)
+void addTwoSides(CLI::App* cmd, TwoSides& sides)
 {
-    cmd->add_option(positional, side.path, description)->required();
-    cmd->add_option("--container-" + letter, side.container,
-           "Select this container of " + positional + " instead of the picked one (see `ls --containers`)")
-        ->each([&side](const std::string&) { side.containerGiven = true; });
+    cmd->add_option("paths", sides.arguments,
+           "A (the checkpoint, what is loaded) then B (the model, what receives it: a live dump, load-error text or "
+           "checkpoint). Each is a file, a folder or a quoted pattern ('ckpt/model_rank*.pt'); more than two paths "
+           "are grouped into the two sides by rank set (model_rank0.pt model_rank1.pt model.sldump.json)")
+        ->required();
+    for (auto [side, letter] : { std::pair { &sides.a, "a" }, std::pair { &sides.b, "b" } })
+        cmd->add_option(std::string("--container-") + letter, side->container,
+               std::string("Select this container of ") + (*letter == 'a' ? "A" : "B")
+                   + " instead of the picked one (see `ls --containers`)")
+            ->each([side](const std::string&) { side->containerGiven = true; });
 }
 
-const Source& openSide(const SideOption& side)
+void splitTwoSides(TwoSides& sides, const std::string& command)
 {
-    OpenOptions options;
+    auto split = splitIntoSides(sides.arguments, 2, 2, command);
+    sides.a.paths = std::move(split[0]);
+    sides.b.paths = std::move(split[1]);
+}
+
+std::string shellWords(const std::vector<std::string>& arguments)
+{
+    std::string out;
+    for (const std::string& a : arguments) {
+        const bool plain = !a.empty()
+            && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:+,@%")
+                == std::string::npos;
+        std::string word = "'";
+        for (char c : a)
+            word += c == '\'' ? std::string("'\\''") : std::string(1, c);
+        out += (out.empty() ? "" : " ") + (plain ? a : word + "'");
+    }
+    return out;
+}
+
+const Source& openSide(const SideOption& side, OpenOptions options)
+{
     if (side.containerGiven)
         options.container = side.container;
-    return keepUntilExit(openSource(side.path, options));
+    std::vector<std::string> paths;
+    for (const std::string& p : side.paths)
+        for (std::string& found : expandPattern(p))
+            paths.push_back(std::move(found));
+    return keepUntilExit(openPaths(paths, options));
 }
 
 std::pair<const Source&, const Source&> openBoth(const SideOption& a, const SideOption& b)

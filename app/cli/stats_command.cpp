@@ -203,7 +203,10 @@ Runner addStatsCommand(CLI::App& app)
 {
     auto o = std::make_shared<StatsOptionsCli>();
     CLI::App* cmd = app.add_subcommand("stats", "Read tensor values: min, max, mean, std, NaN/Inf/zero counts, histogram, content hash");
-    cmd->add_option("path", o->source.path, "The checkpoint whose values to summarise")->required();
+    cmd->add_option("path", o->source.paths,
+           "The checkpoint whose values to summarise: a file, a folder or a quoted pattern; several files of one "
+           "sharded save are one source")
+        ->required();
     cmd->add_option("--container", o->source.container, "Select this container instead of the picked one (see `ls --containers`)")
         ->each([o](const std::string&) { o->source.containerGiven = true; });
     cmd->add_option("--filter", o->filter, "Only tensors whose name matches this regular expression (searched anywhere)");

@@ -16,7 +16,7 @@ namespace sl::cli {
 namespace {
 
 struct SuggestOptionsCli {
-    SideOption a, b;
+    TwoSides sides;
     std::string rules;
     std::vector<std::string> pair;
     std::string output;
@@ -26,9 +26,9 @@ struct SuggestOptionsCli {
 int runSuggest(const SuggestOptionsCli& o)
 {
     // Plain references, not a structured binding: clang 14 cannot capture those in lambdas.
-    const auto sides = openBoth(o.a, o.b);
-    const Source& a = sides.first;
-    const Source& b = sides.second;
+    const auto opened = openBoth(o.sides.a, o.sides.b);
+    const Source& a = opened.first;
+    const Source& b = opened.second;
     const RuleSet existing = o.rules.empty() ? RuleSet {} : loadRules(o.rules);
     std::vector<Suggestion> suggestions;
     if (!o.pair.empty()) {
@@ -51,8 +51,9 @@ int runSuggest(const SuggestOptionsCli& o)
     if (suggestions.empty())
         std::fprintf(stderr, "suggest: nothing to suggest (no unexpected/missing pair follows a known pattern)\n");
     else
-        std::fprintf(stderr, "suggest: %zu suggestion(s), resolving %zu row pair(s); check with `statelens diff %s %s --rules %s`\n",
-            suggestions.size(), resolves, o.a.path.c_str(), o.b.path.c_str(),
+        std::fprintf(stderr,
+            "suggest: %zu suggestion(s), resolving %zu row pair(s); check with `statelens diff %s --rules %s`\n",
+            suggestions.size(), resolves, shellWords(o.sides.arguments).c_str(),
             o.output.empty() || o.output == "-" ? "RULES.yaml" : o.output.c_str());
     return 0;
 }
@@ -63,14 +64,16 @@ Runner addSuggestCommand(CLI::App& app)
 {
     auto o = std::make_shared<SuggestOptionsCli>();
     CLI::App* cmd = app.add_subcommand("suggest", "Suggest rename rules that map A's keys onto B's (nothing is applied)");
-    addSideOptions(cmd, o->a, "a", "a", "The checkpoint (what is loaded)");
-    addSideOptions(cmd, o->b, "b", "b", "The model (what receives it): a live dump, load-error text or checkpoint");
+    addTwoSides(cmd, o->sides);
     cmd->add_option("--rules", o->rules, "Existing rule file: suggestions are for what it leaves, appended to it");
     cmd->add_option("--pair", o->pair, "Infer one general rule from this unexpected key of A and missing key of B")
         ->expected(2);
     cmd->add_option("--format", o->format, "Rule file format")->check(CLI::IsMember({ "yaml", "json" }));
     cmd->add_option("-o,--output", o->output, "Write the rule file here (atomically) instead of stdout");
-    return [o] { return runSuggest(*o); };
+    return [o] {
+        splitTwoSides(o->sides, "suggest");
+        return runSuggest(*o);
+    };
 }
 
 } // namespace sl::cli

@@ -139,6 +139,7 @@ public:
         s.entries = std::move(shown.entries);
         s.files = std::move(shown.files);
         s.metadata = std::move(shown.metadata);
+        s.weightsOnly = std::move(shown.weightsOnly);
         s.metadata.emplace_back("rank_set", sets[want.set].set.name);
         s.findings = folderFindings;
         s.findings.insert(s.findings.end(), shown.findings.begin(), shown.findings.end());

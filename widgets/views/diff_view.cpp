@@ -1,6 +1,7 @@
 #include "diff_view.h"
 
 #include "models/aligned_tree_model.h"
+#include "views/dropped_paths.h"
 #include "views/source_pane.h"
 
 #include <QDragEnterEvent>
@@ -196,10 +197,10 @@ bool DiffView::eventFilter(QObject* watched, QEvent* event)
         }
     } else if (event->type() == QEvent::Drop) {
         auto* e = static_cast<QDropEvent*>(event);
-        const auto urls = e->mimeData()->urls();
-        if (!urls.isEmpty() && urls.front().isLocalFile()) {
+        const QStringList paths = droppedPaths(e->mimeData());
+        if (!paths.isEmpty()) {
             e->acceptProposedAction();
-            emit fileDropped(sideA, urls.front().toLocalFile());
+            emit filesDropped(sideA, paths);
             return true;
         }
     }

@@ -29,7 +29,7 @@ public:
     void expandDefault(); // the first levels, and every path to a difference when there are few
 
 signals:
-    void fileDropped(bool sideA, const QString& path);
+    void filesDropped(bool sideA, const QStringList& paths);
     void contextMenuRequested(const QModelIndex& index, const QPoint& globalPos);
 
 protected:

@@ -1,8 +1,9 @@
 #include "source_pane.h"
 
-#include "formats/loader.h"
+#include "formats/rank_sets.h"
 #include "report/source_report.h"
 #include "util/load_control.h"
+#include "views/dropped_paths.h"
 
 #include <QComboBox>
 #include <QDragEnterEvent>
@@ -117,8 +118,15 @@ void SourcePane::load(const QString& label, std::function<Source(const OpenOptio
 
 void SourcePane::loadPath(const QString& path)
 {
-    const std::string p = path.toStdString();
-    load(path, [p](const OpenOptions& o) { return openSource(p, o); });
+    loadPaths({ path });
+}
+
+void SourcePane::loadPaths(const QStringList& paths)
+{
+    std::vector<std::string> p;
+    for (const QString& path : paths)
+        p.push_back(path.toStdString());
+    load(QString::fromStdString(describePaths(p)), [p](const OpenOptions& o) { return openPaths(p, o); });
 }
 
 void SourcePane::selectContainer(const QString& container)
@@ -220,10 +228,10 @@ void SourcePane::dragEnterEvent(QDragEnterEvent* event)
 
 void SourcePane::dropEvent(QDropEvent* event)
 {
-    const auto urls = event->mimeData()->urls();
-    if (!urls.isEmpty() && urls.front().isLocalFile()) {
+    const QStringList paths = droppedPaths(event->mimeData());
+    if (!paths.isEmpty()) {
         event->acceptProposedAction();
-        emit fileDropped(urls.front().toLocalFile());
+        emit filesDropped(paths);
     }
 }
 

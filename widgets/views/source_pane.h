@@ -1,7 +1,8 @@
 #pragma once
 // The header above one side of the window: what is open there (path, format, container), a container
 // picker, the load's progress with Cancel, and what the reader found. Loading runs off the UI thread; an
-// error shows here, on its side, never as a dialog. Files and folders dropped here open on this side.
+// error shows here, on its side, never as a dialog. Files and folders dropped here open on this side; several
+// files dropped at once open as one per-rank source.
 
 #include "formats/open_options.h"
 #include "model/source.h"
@@ -40,6 +41,8 @@ public:
     // started while another runs replaces it (the older one is cancelled and its result discarded).
     void load(const QString& label, std::function<Source(const OpenOptions&)> load);
     void loadPath(const QString& path);
+    // One path, or several files opened together as one per-rank source (formats/rank_sets.h).
+    void loadPaths(const QStringList& paths);
     // Picks another container of the open source (the optimizer state, an EMA copy).
     void selectContainer(const QString& container);
     // Cancels the running load: the side keeps what it had. Readers stop at their next checkpoint (between
@@ -54,7 +57,7 @@ public:
 signals:
     void sourceChanged(std::shared_ptr<const Source> source); // null when a load failed
     void loadingChanged(bool loading);
-    void fileDropped(const QString& path);
+    void filesDropped(const QStringList& paths); // several: the rank files of one save
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
