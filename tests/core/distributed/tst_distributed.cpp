@@ -15,6 +15,7 @@
 #include "distributed/distributed_tensors.h"
 #include "formats/loader.h"
 #include "formats/rank_files_reader.h"
+#include "formats/rank_sets.h"
 #include "model/source.h"
 #include "report/source_report.h"
 #include "util/error.h"
@@ -537,6 +538,67 @@ bool writeFile(const QString& path, const Blob& b)
     return f.open(QIODevice::WriteOnly) && f.write(reinterpret_cast<const char*>(b.data()), qint64(b.size())) == qint64(b.size());
 }
 
+QString torch2()
+{
+    return test::fixturesDir() + QStringLiteral("/torch2");
+}
+
+QStringList entryNames(const Source& s)
+{
+    QStringList out;
+    for (const auto& e : s.entries)
+        out << q(e.name);
+    return out;
+}
+
+QStringList truthNames(const QJsonObject& truth)
+{
+    QStringList out;
+    for (const auto& e : truth.value("entries").toArray())
+        out << e.toObject().value("name").toString();
+    return out;
+}
+
+QStringList containerPaths(const Source& s)
+{
+    QStringList out;
+    for (const auto& c : s.containers)
+        out << q(c.path) + ":" + QString::fromLatin1(containerRoleName(c.role).data());
+    return out;
+}
+
+bool hasInfo(const Source& s, const QString& text)
+{
+    return std::any_of(s.findings.begin(), s.findings.end(),
+        [&](const Finding& f) { return f.severity == Severity::Info && q(f.message).contains(text); });
+}
+
+// A DTensor [4, 3] sharded on dim 0 over a 2-rank mesh, as rank `rank` saves it (its coordinate recorded).
+DTensorParts dtensorOfRank(int64_t rank)
+{
+    DTensorParts d;
+    d.mesh = [rank](Pickle& p) {
+        p.object("torch.distributed.device_mesh", "DeviceMesh", [rank](Pickle& q) {
+            q.str("device_type").str("cuda").str("mesh").tensor("m", { 2 }, true);
+            q.str("mesh_dim_names").mark().str("dp").tuple();
+            q.str("_coordinate_on_dim").list({ rank });
+        });
+    };
+    return d;
+}
+
+// {"model": {"w": [2, 3]}, "optimizer": {"state": {0: {"exp_avg": [2, 3]}}, "param_groups": [{"params": [0]}]}}
+Blob trainingCheckpoint()
+{
+    return torchSave([](Pickle& p) {
+        p.str("model").op('}').mark().str("w").tensor("0", { 2, 3 }).op('u');
+        p.str("optimizer").op('}').mark();
+        p.str("state").op('}').mark().num(0).op('}').mark().str("exp_avg").tensor("1", { 2, 3 }).op('u').op('u');
+        p.str("param_groups").op(']').mark().op('}').mark().str("params").list({ 0 }).op('u').op('e');
+        p.op('u');
+    });
+}
+
 } // namespace
 
 class TstDistributed : public QObject {
@@ -549,6 +611,15 @@ private slots:
     void perRank_data();
     void perRank();
     void perRankContainers();
+    void torch2PerRank_data();
+    void torch2PerRank();
+    void replicasOnlyInDTensorSaves();
+    void torch2FolderOpensWithSetsAsContainers();
+    void folderWithTwoSets();
+    void folderSetsWithInnerContainers();
+    void folderWithStrayFiles();
+    void rankSetNames();
+    void pathsSplitIntoSides();
     void perRankRejectsOtherFormats();
     void differentSaves();
     void missingRankFile();
@@ -763,6 +834,314 @@ void TstDistributed::perRankContainers()
     OpenOptions opts;
     opts.container = "";
     QCOMPARE(openRankFiles(paths, opts).entries.size(), s.entries.size());
+}
+
+void TstDistributed::torch2PerRank_data()
+{
+    QTest::addColumn<QString>("set");
+    for (const char* set : { "fsdp2/model", "fsdp2/optim", "fsdp2/optim_fqn", "fsdp2/compiled_model", "fsdp2_tp/model",
+             "nf4_fsdp2/model", "float8/float8_model" })
+        QTest::newRow(set) << QString::fromLatin1(set);
+}
+
+// Real torch 2.6 rank files (tests/fixtures/make_torch2_fixtures.py) against what torch itself reported for
+// each entry: name, dtype, global shape, every rank's local shape in rank order, placements and mesh.
+void TstDistributed::torch2PerRank()
+{
+    QFETCH(QString, set);
+    const QJsonObject truth = readJson(torch2() + "/" + set + ".per-rank.truth.json");
+    QVERIFY2(!truth.isEmpty(), qPrintable(set));
+    std::vector<std::string> paths;
+    const QJsonArray open = truth.value("open").toArray();
+    for (qsizetype i = open.size(); i-- > 0;) // reversed: the ranks come from the names
+        paths.push_back((torch2() + "/" + open[i].toString()).toStdString());
+    QVERIFY(paths.size() >= 2);
+    Source s;
+    try {
+        s = openRankFiles(paths, {});
+    } catch (const std::exception& e) {
+        QFAIL(e.what());
+    }
+    Checker c;
+    c.equal(q(s.format), QStringLiteral("per-rank"), set, "format");
+    c.equal(entryNames(s).join(" "), truthNames(truth).join(" "), set, "entries");
+    for (const auto& v : truth.value("entries").toArray()) {
+        const QJsonObject t = v.toObject();
+        const QString name = t.value("name").toString();
+        const Entry* e = entryNamed(s, name.toStdString());
+        if (!e)
+            continue;
+        const QString at = set + " '" + name + "'";
+        if (t.value("class").toString() == QLatin1String("builtins.list")) {
+            c.expect(e->kind == EntryKind::Object, at, "not an object entry");
+            continue;
+        }
+        c.equal(QString::fromLatin1(dtypeName(e->dtype).data()), t.value("dtype").toString(), at, "dtype");
+        c.expect(e->shapeKnown, at, "global shape unknown (" + attribute(*e, "global_shape") + ")");
+        c.equal(dimsText(e->shape), dimsText(t.value("shape")), at, "global shape");
+        if (!e->sharding) {
+            c.expect(false, at, "no sharding");
+            continue;
+        }
+        const QJsonArray locals = t.value("local_shapes").toArray();
+        QStringList have;
+        QStringList want;
+        for (size_t i = 0; i < e->sharding->chunks.size(); ++i) {
+            have << dimsText(e->sharding->chunks[i].sizes);
+            c.equal(q(e->sharding->chunks[i].label), QStringLiteral("rank %1").arg(i), at, "chunk label");
+        }
+        for (const auto& l : locals)
+            want << dimsText(l);
+        c.equal(have.join(" "), want.join(" "), at, "local shapes");
+        if (t.contains("placements")) {
+            QStringList pl;
+            for (const auto& p : e->sharding->placements)
+                pl << q(p);
+            QStringList wp;
+            for (const auto& p : t.value("placements").toArray())
+                wp << p.toString();
+            c.equal(pl.join(" "), wp.join(" "), at, "placements");
+            c.equal(dimsText(e->sharding->meshShape), dimsText(t.value("mesh_shape")), at, "mesh shape");
+        } else {
+            // A plain tensor in a DTensor save: whole on every rank, so every piece starts at the origin.
+            c.expect(attribute(*e, "global_shape").contains("replica"), at,
+                "global_shape is '" + attribute(*e, "global_shape") + "'");
+            Shape origin;
+            origin.resize(e->shape.size());
+            for (const ShardChunk& ch : e->sharding->chunks)
+                c.equal(dimsText(ch.offsets), dimsText(origin), at, "replica offsets");
+        }
+    }
+    // Every piece is there: nothing may be reported missing or uncovered.
+    for (const Finding& f : s.findings)
+        c.expect(f.severity != Severity::Warning || q(f.message).contains("weights_only"), set,
+            "unexpected warning: " + q(f.message));
+    QVERIFY2(c.problems.isEmpty(), qPrintable(report(c)));
+}
+
+// A plain tensor of one shape in every file is a replica only where the save's sharded tensors are
+// DTensors (FSDP2 leaves buffers whole); without them it may as well be an even shard, so it stays unknown.
+void TstDistributed::replicasOnlyInDTensorSaves()
+{
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    std::vector<std::string> plain;
+    std::vector<std::string> dtensor;
+    for (int r = 0; r < 2; ++r) {
+        const QString p = dir.filePath(QStringLiteral("plain_rank%1.pt").arg(r));
+        QVERIFY(writeFile(p, torchSave([](Pickle& k) { k.str("buf").tensor("0", { 2, 3 }); })));
+        plain.push_back(p.toStdString());
+        const QString d = dir.filePath(QStringLiteral("dt_rank%1.pt").arg(r));
+        QVERIFY(writeFile(d, torchSave([r](Pickle& k) {
+            k.str("w");
+            dtensorOfRank(r).write(k);
+            k.str("buf").tensor("1", { 2, 3 });
+            k.str("pieces").tensor("2", { 3 - r, 3 }); // differ along dim 0: concatenated, as before
+        })));
+        dtensor.push_back(d.toStdString());
+    }
+    const Source a = openRankFiles(plain, {});
+    const Entry* buf = entryNamed(a, "buf");
+    QVERIFY(buf);
+    QVERIFY2(!buf->shapeKnown, qPrintable(attribute(*buf, "global_shape")));
+    QVERIFY(attribute(*buf, "global_shape").contains("unknown"));
+    QVERIFY2(hasInfo(a, "replica or an even shard"), qPrintable(findingsText(a)));
+
+    const Source b = openRankFiles(dtensor, {});
+    const Entry* w = entryNamed(b, "w");
+    QVERIFY(w && w->shapeKnown);
+    QCOMPARE(w->shape, Shape({ 4, 3 }));
+    buf = entryNamed(b, "buf");
+    QVERIFY(buf);
+    QVERIFY2(buf->shapeKnown, qPrintable(attribute(*buf, "global_shape")));
+    QCOMPARE(buf->shape, Shape({ 2, 3 }));
+    QVERIFY(attribute(*buf, "global_shape").contains("replica"));
+    QCOMPARE(buf->sharding->chunks.size(), size_t(2));
+    QCOMPARE(buf->sharding->chunks[1].offsets, Shape({ 0, 0 }));
+    QVERIFY2(hasInfo(b, "taken as a replica"), qPrintable(findingsText(b)));
+    const Entry* pieces = entryNamed(b, "pieces");
+    QVERIFY(pieces && pieces->shapeKnown);
+    QCOMPARE(pieces->shape, Shape({ 5, 3 }));
+    QVERIFY2(!hasWarning(b, "elements"), qPrintable(findingsText(b)));
+}
+
+// The real FSDP2 folder: one container per set of rank files, the model set picked, each set as the
+// truth lists it; other checkpoints in the folder are named, not opened.
+void TstDistributed::torch2FolderOpensWithSetsAsContainers()
+{
+    const std::string folder = (torch2() + "/fsdp2").toStdString();
+    Source s;
+    try {
+        QCOMPARE(detectFormat(folder), std::string("per-rank"));
+        s = openSource(folder);
+    } catch (const std::exception& e) {
+        QFAIL(e.what());
+    }
+    QCOMPARE(s.format, std::string("per-rank"));
+    QCOMPARE(containerPaths(s).join(" "),
+        QStringLiteral("compiled_model:model model:model optim:optimizer optim_fqn:optimizer"));
+    QCOMPARE(s.container, std::string("model"));
+    QCOMPARE(entryNames(s), truthNames(readJson(torch2() + "/fsdp2/model.per-rank.truth.json")));
+    QCOMPARE(s.files.size(), size_t(2));
+    QVERIFY2(hasInfo(s, "picked container 'model'"), qPrintable(findingsText(s)));
+    QVERIFY2(hasInfo(s, "compiled_fsdp2_rank0.sldump.json"), qPrintable(findingsText(s)));
+    const Entry* mask = entryNamed(s, "mask");
+    QVERIFY(mask && mask->shapeKnown);
+    QCOMPARE(mask->shape, Shape({ 4, 4 }));
+
+    for (const char* set : { "optim", "optim_fqn", "compiled_model" }) {
+        const QStringList want = truthNames(readJson(torch2() + "/fsdp2/" + set + ".per-rank.truth.json"));
+        const Source other = s.withContainer(set);
+        QCOMPARE(other.container, std::string(set));
+        QCOMPARE(entryNames(other), want);
+        QCOMPARE(other.containers.size(), s.containers.size());
+        OpenOptions o;
+        o.container = set;
+        QCOMPARE(entryNames(openSource(folder, o)), want);
+    }
+    try {
+        (void)s.withContainer("optimizer.state");
+        QFAIL("an absent container was selected");
+    } catch (const LoadError& e) {
+        QVERIFY2(QString::fromUtf8(e.what()).startsWith(q(folder) + ": no container 'optimizer.state'"), e.what());
+    }
+    // A folder holding a DCP checkpoint or an index keeps opening as that.
+    QCOMPARE(detectFormat((torch2() + "/dcp/dcp_titan").toStdString()), std::string("dcp"));
+}
+
+// Two sets of synthetic rank files: roles from the names, the model set picked, the EMA copy selectable.
+void TstDistributed::folderWithTwoSets()
+{
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    for (int r = 0; r < 2; ++r) {
+        for (const char* set : { "model", "ema" })
+            QVERIFY(writeFile(
+                dir.filePath(QStringLiteral("%1_rank%2.pt").arg(QLatin1String(set)).arg(r)), torchSave([r](Pickle& k) {
+                    k.str("w");
+                    dtensorOfRank(r).write(k);
+                    k.str("b").tensor("1", { 3 });
+                })));
+    }
+    const Source s = openSource(dir.path().toStdString());
+    QCOMPARE(containerPaths(s).join(" "), QStringLiteral("ema:ema model:model"));
+    QCOMPARE(s.container, std::string("model"));
+    QCOMPARE(entryNames(s).join(" "), QStringLiteral("w b"));
+    QCOMPARE(entryNamed(s, "b")->shape, Shape({ 3 }));
+    const Source ema = s.withContainer("ema");
+    QCOMPARE(QFileInfo(q(ema.files.front())).fileName(), QStringLiteral("ema_rank0.pt"));
+    QCOMPARE(ema.container, std::string("ema"));
+}
+
+// Rank files that each hold a training checkpoint ({"model", "optimizer"}): one container per inner state
+// dict, SET/INNER; the set's name alone gives its files' own pick, an inner name alone the one set that has it.
+void TstDistributed::folderSetsWithInnerContainers()
+{
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    for (int r = 0; r < 2; ++r)
+        QVERIFY(writeFile(dir.filePath(QStringLiteral("ckpt_rank%1.pt").arg(r)), trainingCheckpoint()));
+    const Source s = openSource(dir.path().toStdString());
+    QCOMPARE(containerPaths(s).join(" "), QStringLiteral("ckpt/model:model ckpt/optimizer:optimizer"));
+    QCOMPARE(s.container, std::string("ckpt/model"));
+    QCOMPARE(entryNames(s).join(" "), QStringLiteral("w"));
+    for (const char* name : { "ckpt/optimizer", "optimizer" }) {
+        const Source o = s.withContainer(name);
+        QCOMPARE(o.container, std::string("ckpt/optimizer"));
+        QCOMPARE(entryNames(o).join(" "), QStringLiteral("state.0.exp_avg param_groups"));
+    }
+    QCOMPARE(s.withContainer("ckpt").container, std::string("ckpt/model"));
+}
+
+// Files in no set are named and left alone; a folder with nothing but them is an error that says so.
+void TstDistributed::folderWithStrayFiles()
+{
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const Blob plain = torchSave([](Pickle& k) { k.str("w").tensor("0", { 2, 3 }); });
+    QVERIFY(writeFile(dir.filePath("extra.pt"), plain));
+    QVERIFY(writeFile(dir.filePath("notes.txt"), Blob { 'h', 'i' }));
+    // Numbers that are not 0..n-1 are steps or epochs, not ranks.
+    QVERIFY(writeFile(dir.filePath("step_100.pt"), plain));
+    QVERIFY(writeFile(dir.filePath("step_200.pt"), plain));
+    try {
+        (void)openSource(dir.path().toStdString());
+        QFAIL("a folder without rank files opened");
+    } catch (const LoadError& e) {
+        const QString m = QString::fromUtf8(e.what());
+        QVERIFY2(
+            m.startsWith(dir.path() + ": the folder holds no checkpoint") && m.contains("extra.pt"), qPrintable(m));
+        QVERIFY(!m.contains('\n'));
+    }
+    for (int r = 0; r < 2; ++r)
+        QVERIFY(writeFile(dir.filePath(QStringLiteral("shard_%1.pt").arg(r)), plain)); // bare numbers 0, 1: a save
+    const Source s = openSource(dir.path().toStdString());
+    QCOMPARE(containerPaths(s).join(" "), QStringLiteral("shard:model"));
+    QCOMPARE(s.files.size(), size_t(2));
+    QVERIFY2(hasInfo(s, "extra.pt (no rank number in its name)"), qPrintable(findingsText(s)));
+    QVERIFY2(hasInfo(s, "step_100.pt (its number is not a rank"), qPrintable(findingsText(s)));
+    QVERIFY2(!hasInfo(s, "notes.txt"), qPrintable(findingsText(s)));
+    // No DTensors here: identical shapes stay unknown.
+    QVERIFY(!entryNamed(s, "w")->shapeKnown);
+}
+
+void TstDistributed::rankSetNames()
+{
+    auto set = [](const char* name) { return q(rankSetName(name).set); };
+    QCOMPARE(set("model_rank0.pt"), QStringLiteral("model"));
+    QCOMPARE(set("optim_fqn_rank1.pt"), QStringLiteral("optim_fqn"));
+    QCOMPARE(set("compiled_model_rank12.pt"), QStringLiteral("compiled_model"));
+    QCOMPARE(set("mp_rank_03_model_states.pt"), QStringLiteral("mp_model_states"));
+    QCOMPARE(set("rank-3.pt"), QStringLiteral("rank"));
+    QCOMPARE(set("RANK0_weights.bin"), QStringLiteral("weights"));
+    QCOMPARE(set("shard_3.pt"), QStringLiteral("shard"));
+    QCOMPARE(set("model.pt"), QString());
+    QCOMPARE(rankSetName("mp_rank_03_model_states.pt").rank, int64_t(3));
+    QVERIFY(rankSetName("model_rank2.pt").fromRankWord);
+    QVERIFY(!rankSetName("shard_2.pt").fromRankWord);
+    QCOMPARE(rankInName("model_rank3.pt"), int64_t(3));
+    QCOMPARE(lastNumberInName("shard_7.pt"), int64_t(7));
+    using Groups = std::vector<std::vector<std::string>>;
+    QCOMPARE(groupBySet({ "a/m_rank0.pt", "b.json", "a/m_rank1.pt", "c/m_rank0.pt", "a/m_rank0.bin" }),
+        Groups({ { "a/m_rank0.pt", "a/m_rank1.pt" }, { "b.json" }, { "c/m_rank0.pt" }, { "a/m_rank0.bin" } }));
+    QCOMPARE(describePaths({ "a/m_rank0.pt", "a/m_rank1.pt" }), std::string("a/m_rank*.pt (2 files)"));
+}
+
+// Paths given together become the sides of a comparison: as many as sides one each, more grouped by set,
+// a pattern one side; anything else is one line naming a path and saying how to write it.
+void TstDistributed::pathsSplitIntoSides()
+{
+    using Groups = std::vector<std::vector<std::string>>;
+    const std::string d = (torch2() + "/fsdp2/").toStdString();
+    const std::string m = (torch2() + "/models/titan.sldump.json").toStdString();
+    QCOMPARE(splitIntoSides({ d + "model_rank0.pt", d + "model_rank1.pt" }, 2, 2, "diff"),
+        Groups({ { d + "model_rank0.pt" }, { d + "model_rank1.pt" } }));
+    QCOMPARE(splitIntoSides({ d + "compiled_model_rank0.pt", d + "compiled_model_rank1.pt", m }, 2, 2, "diff"),
+        Groups({ { d + "compiled_model_rank0.pt", d + "compiled_model_rank1.pt" }, { m } }));
+    QCOMPARE(splitIntoSides({ m, d + "compiled_model_rank*.pt" }, 2, 2, "diff"),
+        Groups({ { m }, { d + "compiled_model_rank0.pt", d + "compiled_model_rank1.pt" } }));
+    // A pattern keeps its place among grouped paths.
+    QCOMPARE(splitIntoSides({ d + "optim_rank*.pt", d + "model_rank0.pt", d + "model_rank1.pt" }, 2, 2, "diff"),
+        Groups({ { d + "optim_rank0.pt", d + "optim_rank1.pt" }, { d + "model_rank0.pt", d + "model_rank1.pt" } }));
+    QCOMPARE(
+        splitIntoSides({ d + "model_rank0.pt", d + "model_rank1.pt", d + "optim_rank0.pt" }, 1, 2, "the window").size(),
+        size_t(2));
+    struct Bad {
+        std::vector<std::string> args;
+        std::string blamed;
+    };
+    for (const Bad& b : { Bad { { d + "model_rank0.pt", d + "model_rank1.pt", d + "optim_rank0.pt", m }, m },
+             Bad { { d + "model_rank0.pt", d + "model_rank1.pt", d + "model_rank1.pt" }, d + "model_rank0.pt" },
+             Bad { { d + "absent_rank*.pt", m }, d + "absent_rank*.pt" } }) {
+        try {
+            (void)splitIntoSides(b.args, 2, 2, "diff");
+            QFAIL(("split: " + b.blamed).c_str());
+        } catch (const LoadError& e) {
+            const std::string msg = e.what();
+            QVERIFY2(msg.rfind(b.blamed + ": ", 0) == 0, msg.c_str());
+            QVERIFY2(msg.find('\n') == std::string::npos, msg.c_str());
+        }
+    }
 }
 
 // Only torch.save files: anything else is a one-line LoadError naming it.
