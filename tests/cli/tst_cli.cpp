@@ -7,6 +7,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QMap>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -14,6 +15,48 @@
 #include <map>
 
 using sl::test::runStatelens;
+
+namespace {
+
+QString torch2()
+{
+    return sl::test::fixturesDir() + QStringLiteral("/torch2");
+}
+
+QJsonObject readJson(const QString& path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(f.readAll()).object() : QJsonObject();
+}
+
+QStringList strings(const QJsonArray& a)
+{
+    QStringList out;
+    for (const auto& v : a)
+        out << v.toString();
+    return out;
+}
+
+QStringList names(const QJsonArray& objects, const char* key)
+{
+    QStringList out;
+    for (const auto& v : objects)
+        out << v.toObject()[QLatin1String(key)].toString();
+    return out;
+}
+
+QStringList truthNames(const QString& file)
+{
+    return names(readJson(torch2() + "/" + file)["entries"].toArray(), "name");
+}
+
+QStringList sorted(QStringList l)
+{
+    l.sort();
+    return l;
+}
+
+} // namespace
 
 class TestCli : public QObject {
     Q_OBJECT
@@ -449,6 +492,145 @@ private slots:
         QVERIFY(csv.out.contains("_orig_mod."));
         auto noKeys = runStatelens({ "rules", "export", rules, "--to", "torchtitan" });
         QCOMPARE(noKeys.exitCode, 2);
+    }
+
+    // A folder of rank files lists like a checkpoint with containers: one per set, the model set picked.
+    void lsFolderOfRankFiles()
+    {
+        const QString folder = torch2() + QStringLiteral("/fsdp2");
+        auto t = runStatelens({ "ls", folder });
+        QVERIFY2(t.exitCode == 0, t.err.constData());
+        QVERIFY2(t.out.contains("format:    per-rank") && t.out.contains("container: model"), t.out.constData());
+        QVERIFY(t.out.contains("mask") && !t.out.contains("_orig_mod."));
+
+        auto c = runStatelens({ "ls", folder, "--containers" });
+        QCOMPARE(c.exitCode, 0);
+        QStringList lines = QString::fromUtf8(c.out).split('\n', Qt::SkipEmptyParts);
+        lines.removeFirst(); // "containers in ..."
+        QCOMPARE(lines,
+            QStringList({ "  compiled_model  [model, 23 tensors]", "* model  [model, 23 tensors]",
+                "  optim  [optimizer, 63 tensors]", "  optim_fqn  [optimizer, 63 tensors]" }));
+
+        for (const QString& args : { QStringLiteral("@folder --container optim"), QStringLiteral("@pattern") }) {
+            QStringList argv { "ls", "--format", "json" };
+            for (const QString& a : args.split(' '))
+                argv << (a == "@folder" ? folder : a == "@pattern" ? folder + "/optim_rank*.pt" : a);
+            auto j = runStatelens(argv);
+            QVERIFY2(j.exitCode == 0, j.err.constData());
+            const QJsonObject doc = QJsonDocument::fromJson(j.out).object();
+            QCOMPARE(doc["source"].toObject()["format"].toString(), QStringLiteral("per-rank"));
+            QCOMPARE(names(doc["entries"].toArray(), "name"), truthNames("fsdp2/optim.per-rank.truth.json"));
+        }
+    }
+
+    // The workflow of a torch.compile'd FSDP2 run: its rank files as A, the plain model's live dump as B.
+    // What the diff says and what the suggested rule does are held to torch's own strict load.
+    void rankFilesAsOneSideOfDiffAndSuggest()
+    {
+        const QJsonObject cases = readJson(torch2() + "/loads.truth.json");
+        QJsonObject failing;
+        QJsonObject fixed;
+        QJsonObject plain;
+        for (const auto& v : cases["cases"].toArray()) {
+            const QJsonObject c = v.toObject();
+            if (c["case"] == QLatin1String("fsdp2_compiled_ranks_into_plain"))
+                failing = c;
+            else if (c["case"] == QLatin1String("fsdp2_compiled_ranks_into_plain_fixed"))
+                fixed = c;
+            else if (c["case"] == QLatin1String("fsdp2_ranks_into_plain"))
+                plain = c;
+        }
+        QVERIFY(!failing.isEmpty() && !fixed.isEmpty() && !plain.isEmpty());
+        QVERIFY(!failing["ok"].toBool() && fixed["ok"].toBool() && plain["ok"].toBool());
+        const QString r0 = torch2() + "/fsdp2/compiled_model_rank0.pt";
+        const QString r1 = torch2() + "/fsdp2/compiled_model_rank1.pt";
+        const QString model = torch2() + "/models/titan.sldump.json";
+
+        // As the shell expands fsdp2/compiled_model_rank*.pt: torch's missing and unexpected keys.
+        auto before = runStatelens({ "diff", r0, r1, model, "--format", "json" });
+        QCOMPARE(before.exitCode, 1);
+        const QJsonObject b = QJsonDocument::fromJson(before.out).object();
+        QCOMPARE(b["a"].toObject()["format"].toString(), QStringLiteral("per-rank"));
+        QStringList unexpected;
+        QStringList missing;
+        for (const auto& v : b["rows"].toArray()) {
+            const QJsonObject row = v.toObject();
+            if (row["status"] == QLatin1String("unexpected"))
+                unexpected << row["a"].toString();
+            if (row["status"] == QLatin1String("missing"))
+                missing << row["b"].toString();
+        }
+        QCOMPARE(sorted(unexpected), sorted(strings(failing["unexpected"].toArray())));
+        QCOMPARE(sorted(missing), sorted(strings(failing["missing"].toArray())));
+        QVERIFY(failing["size_mismatch"].toArray().isEmpty());
+        QCOMPARE(b["summary"].toObject()["shape_mismatch"].toInt(), 0);
+
+        QTemporaryDir dir;
+        const QString rules = dir.filePath("r.yaml");
+        auto s = runStatelens({ "suggest", r0, r1, model, "-o", rules });
+        QVERIFY2(s.exitCode == 0, s.err.constData());
+        QVERIFY2(s.err.contains("_orig_mod."), s.err.constData());
+        // The rule maps every key as torch's fixed load did, and the load succeeds.
+        for (const QStringList& a :
+            { QStringList { r0, r1 }, QStringList { torch2() + "/fsdp2/compiled_model_rank*.pt" } }) {
+            auto after = runStatelens(QStringList { "diff" } << a << model << "--rules" << rules << "--format"
+                                                             << "json");
+            QVERIFY2(after.exitCode == 0, after.out.left(2000).constData());
+            QMap<QString, QString> mapping;
+            for (const auto& v : QJsonDocument::fromJson(after.out).object()["rows"].toArray()) {
+                const QJsonObject row = v.toObject();
+                mapping.insert(row["a"].toString(), row["b"].toString());
+                // torch loaded every tensor as it is: the rank files' global shapes are the model's.
+                QVERIFY2(row["a_shape"] == row["b_shape"], qPrintable(row["a"].toString()));
+            }
+            QMap<QString, QString> truth;
+            const QJsonObject m = fixed["mapping"].toObject();
+            for (auto it = m.begin(); it != m.end(); ++it)
+                truth.insert(it.key(), it.value().toString());
+            QCOMPARE(mapping, truth);
+        }
+        // The uncompiled set loads as it is: from its folder (the model set is picked) or a quoted pattern.
+        for (const QString& a : { torch2() + "/fsdp2", torch2() + "/fsdp2/model_rank*.pt" }) {
+            auto ok = runStatelens({ "diff", a, model });
+            QVERIFY2(ok.exitCode == 0, (a.toUtf8() + ": " + ok.out.right(500)).constData());
+        }
+        auto fromFolder
+            = runStatelens({ "diff", torch2() + "/fsdp2", model, "--container-a", "compiled_model", "--rules", rules });
+        QCOMPARE(fromFolder.exitCode, 0);
+    }
+
+    // Paths that do not make two sides: one line saying how to write them, exit 2.
+    void wrongGroupingsAreOneLine_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("blamed");
+        const QString d = torch2() + "/fsdp2/";
+        const QString m = torch2() + "/models/titan.sldump.json";
+        QTest::addRow("three sets") << QStringList { "diff", d + "model_rank0.pt", d + "model_rank1.pt",
+            d + "optim_rank0.pt", m }
+                                    << m;
+        const QString tp = torch2() + "/fsdp2_tp/";
+        QTest::addRow("one set") << QStringList { "diff", tp + "model_rank0.pt", tp + "model_rank1.pt",
+            tp + "model_rank2.pt" }
+                                 << tp + "model_rank0.pt";
+        QTest::addRow("one side only") << QStringList { "suggest", d + "model_rank0.pt", d + "model_rank1.pt",
+            d + "model_rank1.pt" } << d + "model_rank0.pt";
+        QTest::addRow("pattern matches nothing")
+            << QStringList { "diff", d + "nothing_rank*.pt", m } << d + "nothing_rank*.pt";
+    }
+
+    void wrongGroupingsAreOneLine()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, blamed);
+        auto r = runStatelens(args);
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY(r.out.isEmpty());
+        const QString err = QString::fromUtf8(r.err);
+        QVERIFY2(err.startsWith("statelens: " + blamed + ": "), qPrintable(err));
+        QCOMPARE(err.trimmed().count('\n'), 0);
+        if (!blamed.contains('*'))
+            QVERIFY2(err.contains("a quoted pattern such as 'ckpt/model_rank*.pt'"), qPrintable(err));
     }
 
     void versionAndHelp()
