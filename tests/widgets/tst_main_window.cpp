@@ -7,19 +7,20 @@
 
 #include "diff/diff.h"
 #include "formats/loader.h"
+#include "formats/rank_files_reader.h"
 #include "models/aligned_tree_model.h"
 #include "report/diff_report.h"
 #include "rules/rule_export.h"
 #include "rules/rule_io.h"
 #include "session/rule_document.h"
 #include "suggest/suggestions.h"
+#include "values/tensor_stats.h"
 #include "views/details_panel.h"
 #include "views/diff_view.h"
 #include "views/source_pane.h"
 #include "views/suggestions_panel.h"
 #include "views/summary_bar.h"
 #include "views/values_panel.h"
-#include "values/tensor_stats.h"
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
@@ -53,6 +54,11 @@ namespace {
 
 const QString kCheckpoint = QStringLiteral(STATELENS_SOURCE_DIR "/resources/demo/checkpoint.pt");
 const QString kModel = QStringLiteral(STATELENS_SOURCE_DIR "/resources/demo/model.pt");
+// A torch.compile'd FSDP2 run saved one file per rank (real torch 2.6 files), and the plain model it feeds.
+const QString kTorch2 = QStringLiteral(STATELENS_SOURCE_DIR "/tests/fixtures/torch2");
+const QStringList kCompiledRanks { kTorch2 + "/fsdp2/compiled_model_rank0.pt",
+    kTorch2 + "/fsdp2/compiled_model_rank1.pt" };
+const QString kTitan = kTorch2 + "/models/titan.sldump.json";
 
 QByteArray readAll(const QString& path)
 {
@@ -75,6 +81,30 @@ DiffSummary coreSummary(const RuleSet& rules)
     const Source a = openSource(kCheckpoint.toStdString());
     const Source b = openSource(kModel.toStdString());
     return diffSources(a, b, rules).summary;
+}
+
+// The core's diff of the compiled rank files (one per-rank source) against the plain model.
+DiffSummary coreRankSummary()
+{
+    std::vector<std::string> paths;
+    for (const QString& p : kCompiledRanks)
+        paths.push_back(p.toStdString());
+    return diffSources(openRankFiles(paths, {}), openSource(kTitan.toStdString()), RuleSet {}).summary;
+}
+
+void dropFiles(QWidget* target, const QStringList& paths)
+{
+    QMimeData mime;
+    QList<QUrl> urls;
+    for (const QString& p : paths)
+        urls << QUrl::fromLocalFile(p);
+    mime.setUrls(urls);
+    QDragEnterEvent enter(QPoint(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(target, &enter);
+    QVERIFY(enter.isAccepted());
+    QDropEvent dropEvent(QPointF(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(target, &dropEvent);
+    QVERIFY(dropEvent.isAccepted());
 }
 
 } // namespace
@@ -311,6 +341,62 @@ private slots:
         QVERIFY(recent.size() >= 2);
         QCOMPARE(recent.at(0), QFileInfo(kModel).absoluteFilePath());
         QCOMPARE(recent.at(1), QFileInfo(kCheckpoint).absoluteFilePath());
+    }
+
+    // Several rank files on one side are one per-rank source: what the window counts is the core's diff of
+    // that source, whether they were opened by a call (File > Open Rank Files) or dropped together.
+    void opensSeveralRankFilesAsOneSide()
+    {
+        const DiffSummary truth = coreRankSummary();
+        QCOMPARE(truth.count(RowStatus::Unexpected), size_t(23)); // torch's verdict: every key carries _orig_mod.
+        QCOMPARE(truth.count(RowStatus::Missing), size_t(23));
+        for (int how = 0; how < 3; ++how) {
+            MainWindow w;
+            w.show();
+            if (how == 0)
+                w.open(Side::A, kCompiledRanks);
+            else if (how == 1)
+                dropFiles(w.pane(Side::A), kCompiledRanks); // onto A's header
+            else
+                dropFiles(w.diffView()->viewA()->viewport(), kCompiledRanks); // onto A's tree
+            w.openB(kTitan);
+            QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
+            const auto a = w.pane(Side::A)->source();
+            QVERIFY2(a, qPrintable(w.pane(Side::A)->error()));
+            QCOMPARE(a->format, std::string("per-rank"));
+            QCOMPARE(a->files.size(), size_t(2));
+            QVERIFY2(w.pane(Side::A)->label().endsWith(QStringLiteral("compiled_model_rank*.pt (2 files)")),
+                qPrintable(w.pane(Side::A)->label()));
+            expectCounts(w, truth);
+            // The replicated buffers have their shape, so the suggested rule fixes the load entirely.
+            QCOMPARE(w.comparison()->suggestions().size(), size_t(1));
+            w.applySuggestion(0);
+            QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
+            QCOMPARE(shown(w, RowStatus::Renamed), size_t(23));
+            QVERIFY(w.summaryBar()->verdict()->text().contains(QStringLiteral("succeeds")));
+        }
+        // The set is one recent entry.
+        const QStringList recent = QSettings().value(QStringLiteral("recentFiles")).toStringList();
+        QVERIFY(recent.size() >= 2);
+        QCOMPARE(recent.at(1).split(QLatin1Char('\n')), kCompiledRanks);
+    }
+
+    // A folder of rank files opens as File > Open Folder opens any folder: its sets are containers.
+    void folderOfRankFilesOpensWithItsSets()
+    {
+        MainWindow w;
+        w.open(Side::A, kTorch2 + "/fsdp2");
+        w.openB(kTitan);
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
+        QVERIFY2(w.pane(Side::A)->source(), qPrintable(w.pane(Side::A)->error()));
+        QCOMPARE(w.pane(Side::A)->source()->container, std::string("model"));
+        QCOMPARE(w.pane(Side::A)->source()->containers.size(), size_t(4));
+        QVERIFY(w.summaryBar()->verdict()->text().contains(
+            QStringLiteral("succeeds"))); // torch: fsdp2_ranks_into_plain loads
+        w.pane(Side::A)->selectContainer(QStringLiteral("compiled_model"));
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
+        QCOMPARE(w.pane(Side::A)->source()->container, std::string("compiled_model"));
+        expectCounts(w, coreRankSummary());
     }
 
     void anotherContainerIsOneSelectionAway()
