@@ -414,8 +414,8 @@ void mergeEntries(const MergeInput& in, Source& out)
                     c.offsets.resize(s0.size());
                 }
                 m.attributes.emplace_back("global_shape",
-                    "a replica: a plain tensor of the same shape in every file of a save whose sharded tensors are "
-                    "DTensors (FSDP2 and tensor parallelism keep buffers whole on every rank)");
+                    "a replica: a plain tensor of the same shape in every file of a save that holds DTensors (FSDP2 "
+                    "and tensor parallelism keep buffers whole on every rank)");
                 if (replicas++ == 0)
                     firstReplica = m.name;
             } else if (!same && oneDim && differingDim >= 0) {

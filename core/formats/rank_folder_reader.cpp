@@ -6,6 +6,7 @@
 #include "torch/state_dict_tree.h"
 #include "util/error.h"
 #include "util/load_control.h"
+#include "util/name_list.h"
 #include "util/parallel.h"
 
 #include <algorithm>
@@ -23,9 +24,6 @@ namespace fs = std::filesystem;
 
 // A folder listing longer than this is refused rather than sniffed file by file.
 constexpr size_t kMaxFolderEntries = 100000;
-// Files named in the "left out" finding before the rest is counted.
-constexpr size_t kMaxNamed = 8;
-
 std::string quote(const std::string& s)
 {
     return "'" + oneLineMessage(s, 200) + "'";
@@ -166,16 +164,6 @@ private:
     mutable std::mutex m_lock;
     mutable std::map<size_t, std::shared_ptr<const Source>> m_opened;
 };
-
-std::string listNames(const std::vector<std::string>& names)
-{
-    std::string out;
-    for (size_t i = 0; i < names.size() && i < kMaxNamed; ++i)
-        out += (i ? ", " : "") + names[i];
-    if (names.size() > kMaxNamed)
-        out += ", ... (" + std::to_string(names.size()) + " in all)";
-    return out;
-}
 
 } // namespace
 

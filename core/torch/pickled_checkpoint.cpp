@@ -3,8 +3,9 @@
 #include "quant/quantized_tensors.h"
 #include "torch/optimizer_labels.h"
 #include "util/error.h"
-#include "util/timings.h"
 #include "util/name_index.h"
+#include "util/name_list.h"
+#include "util/timings.h"
 
 #include <algorithm>
 #include <tuple>
@@ -13,16 +14,6 @@
 namespace sl::torch {
 
 namespace {
-
-std::string listOf(const std::vector<std::string>& names, size_t most = 8)
-{
-    std::string list;
-    for (size_t i = 0; i < names.size() && i < most; ++i)
-        list += (i ? ", " : "") + names[i];
-    if (names.size() > most)
-        list += ", ... (" + std::to_string(names.size()) + " in all)";
-    return list;
-}
 
 // Dangerous globals one by one; then what torch.load(weights_only=True) makes of the rest: loads, loads once
 // torch.distributed.tensor or torchao is imported (they allow-list their classes then), or refuses.
@@ -58,14 +49,14 @@ void reportGlobals(const TorchSemantics& sem, Source& out)
             unknown.push_back(name);
     if (!unknown.empty())
         out.addFinding(Severity::Warning,
-            "pickle references classes outside torch's weights-only allowlist (" + listOf(unknown)
+            "pickle references classes outside torch's weights-only allowlist (" + listNames(unknown)
                 + "); torch.load(weights_only=True) refuses this file"
                 + (imports.empty() ? std::string() : " even after " + imports)
                 + " unless torch.serialization.add_safe_globals names them, and weights_only=False imports them");
     else if (!wo.imports.empty() && wo.refused.empty())
         out.addFinding(Severity::Info,
             "torch.load(weights_only=True) reads this file only after " + imports + " (importing allow-lists "
-                + listOf(needImport, 4) + "); without that torch refuses it, and weights_only=False imports them");
+                + listNames(needImport, 4) + "); without that torch refuses it, and weights_only=False imports them");
     for (const auto& p : sem.problems())
         out.addFinding(Severity::Warning, p);
 }

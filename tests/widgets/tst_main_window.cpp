@@ -321,18 +321,8 @@ private slots:
     {
         MainWindow w;
         w.show();
-        auto drop = [](QWidget* target, const QString& path) {
-            QMimeData mime;
-            mime.setUrls({ QUrl::fromLocalFile(path) });
-            QDragEnterEvent enter(QPoint(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-            QApplication::sendEvent(target, &enter);
-            QVERIFY(enter.isAccepted());
-            QDropEvent dropEvent(QPointF(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-            QApplication::sendEvent(target, &dropEvent);
-            QVERIFY(dropEvent.isAccepted());
-        };
-        drop(w.pane(Side::A), kCheckpoint); // onto A's header
-        drop(w.diffView()->viewB()->viewport(), kModel); // onto B's tree
+        dropFiles(w.pane(Side::A), { kCheckpoint }); // onto A's header
+        dropFiles(w.diffView()->viewB()->viewport(), { kModel }); // onto B's tree
         QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
         QCOMPARE(QString::fromStdString(w.pane(Side::A)->source()->path), kCheckpoint);
         QCOMPARE(QString::fromStdString(w.pane(Side::B)->source()->path), kModel);

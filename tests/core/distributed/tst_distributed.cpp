@@ -543,6 +543,21 @@ QString torch2()
     return test::fixturesDir() + QStringLiteral("/torch2");
 }
 
+// The files of a set (names relative to `dir`) given in reverse order, so their ranks must come from their
+// names, as one source; the error when it does not open.
+QString openReversed(const QJsonArray& files, const QString& dir, Source& out)
+{
+    std::vector<std::string> paths;
+    for (qsizetype i = files.size(); i-- > 0;)
+        paths.push_back((dir + "/" + files[i].toString()).toStdString());
+    try {
+        out = openRankFiles(paths, {});
+    } catch (const std::exception& e) {
+        return QString::fromUtf8(e.what());
+    }
+    return {};
+}
+
 QStringList entryNames(const Source& s)
 {
     QStringList out;
@@ -759,16 +774,10 @@ void TstDistributed::perRank()
     QFETCH(QString, set);
     const QJsonObject exp = readJson(fixtures() + "/" + set + ".per-rank.expected.json");
     QVERIFY(!exp.isEmpty());
-    std::vector<std::string> paths;
     const QJsonArray files = exp.value("files").toArray();
-    for (qsizetype i = files.size(); i-- > 0;)
-        paths.push_back(fixture(files[i].toString()));
     Source s;
-    try {
-        s = openRankFiles(paths, {});
-    } catch (const std::exception& e) {
-        QFAIL(e.what());
-    }
+    const QString error = openReversed(files, fixtures(), s);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
     Checker c;
     c.equal(q(s.format), QStringLiteral("per-rank"), "source", "format");
     QStringList order;
@@ -851,17 +860,11 @@ void TstDistributed::torch2PerRank()
     QFETCH(QString, set);
     const QJsonObject truth = readJson(torch2() + "/" + set + ".per-rank.truth.json");
     QVERIFY2(!truth.isEmpty(), qPrintable(set));
-    std::vector<std::string> paths;
     const QJsonArray open = truth.value("open").toArray();
-    for (qsizetype i = open.size(); i-- > 0;) // reversed: the ranks come from the names
-        paths.push_back((torch2() + "/" + open[i].toString()).toStdString());
-    QVERIFY(paths.size() >= 2);
+    QVERIFY(open.size() >= 2);
     Source s;
-    try {
-        s = openRankFiles(paths, {});
-    } catch (const std::exception& e) {
-        QFAIL(e.what());
-    }
+    const QString error = openReversed(open, torch2(), s);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
     Checker c;
     c.equal(q(s.format), QStringLiteral("per-rank"), set, "format");
     c.equal(entryNames(s).join(" "), truthNames(truth).join(" "), set, "entries");
