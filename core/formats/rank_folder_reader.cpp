@@ -183,13 +183,16 @@ RankFolderPlan planRankFolder(const std::string& dir)
     RankFolderPlan plan;
     std::map<std::pair<std::string, std::string>, std::vector<Candidate>> groups; // (set, extension)
     for (const std::string& path : files) {
+        const std::string filename = fs::path(path).filename().string();
         std::string format;
         try {
             format = detectFormat(path);
-        } catch (const LoadError&) {
-            continue; // not a checkpoint (notes, truth files, configs)
+        } catch (const LoadError& e) {
+            // Not a checkpoint (notes, configs); one named as a rank's file is worth a word.
+            if (rankSetName(filename).fromRankWord)
+                plan.leftOut.push_back(filename + " (unreadable: " + e.problem() + ")");
+            continue;
         }
-        const std::string filename = fs::path(path).filename().string();
         if (format != "torch-zip" && format != "torch-legacy") {
             plan.leftOut.push_back(filename + " (" + format + ", not a torch.save file)");
             continue;

@@ -1064,6 +1064,7 @@ void TstDistributed::folderWithStrayFiles()
     const Blob plain = torchSave([](Pickle& k) { k.str("w").tensor("0", { 2, 3 }); });
     QVERIFY(writeFile(dir.filePath("extra.pt"), plain));
     QVERIFY(writeFile(dir.filePath("notes.txt"), Blob { 'h', 'i' }));
+    QVERIFY(writeFile(dir.filePath("shard_rank7.pt"), Blob { 'h', 'i' })); // named as a rank's file, but junk
     // Numbers that are not 0..n-1 are steps or epochs, not ranks.
     QVERIFY(writeFile(dir.filePath("step_100.pt"), plain));
     QVERIFY(writeFile(dir.filePath("step_200.pt"), plain));
@@ -1084,6 +1085,7 @@ void TstDistributed::folderWithStrayFiles()
     QVERIFY2(hasInfo(s, "extra.pt (no rank number in its name)"), qPrintable(findingsText(s)));
     QVERIFY2(hasInfo(s, "step_100.pt (its number is not a rank"), qPrintable(findingsText(s)));
     QVERIFY2(!hasInfo(s, "notes.txt"), qPrintable(findingsText(s)));
+    QVERIFY2(hasInfo(s, "shard_rank7.pt (unreadable: "), qPrintable(findingsText(s)));
     // No DTensors here: identical shapes stay unknown.
     QVERIFY(!entryNamed(s, "w")->shapeKnown);
 }
