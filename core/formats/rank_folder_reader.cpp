@@ -24,6 +24,7 @@ namespace fs = std::filesystem;
 
 // A folder listing longer than this is refused rather than sniffed file by file.
 constexpr size_t kMaxFolderEntries = 100000;
+
 std::string quote(const std::string& s)
 {
     return "'" + oneLineMessage(s, 200) + "'";
@@ -188,9 +189,9 @@ RankFolderPlan planRankFolder(const std::string& dir)
         try {
             format = detectFormat(path);
         } catch (const LoadError& e) {
-            // Not a checkpoint (notes, configs); one named as a rank's file is worth a word.
+            // Not a checkpoint (notes, configs); one named as a rank's file may be a rank's file damaged.
             if (rankSetName(filename).fromRankWord)
-                plan.leftOut.push_back(filename + " (unreadable: " + e.problem() + ")");
+                plan.unreadable.push_back(filename + " (" + e.problem() + ")");
             continue;
         }
         if (format != "torch-zip" && format != "torch-legacy") {
@@ -269,6 +270,13 @@ Source readRankFolder(const std::string& dir, RankFolderPlan plan, const OpenOpt
         throw LoadError(
             infos.front().set.paths.front(), first.starts_with(prefix) ? first.substr(prefix.size()) : first);
     }
+    if (!plan.unreadable.empty())
+        backing->folderFindings.push_back({ Severity::Warning,
+            std::to_string(plan.unreadable.size())
+                + " file(s) in the folder named as a rank's file are no checkpoint StateLens reads, so no set holds "
+                  "them: "
+                + listNames(plan.unreadable),
+            {} });
     if (!plan.leftOut.empty())
         backing->folderFindings.push_back({ Severity::Info,
             std::to_string(plan.leftOut.size())

@@ -8,7 +8,7 @@
 // the last one in the name (shard_0.pt, shard_1.pt) counts only when its numbers are 0 to n-1 (a whole
 // save); otherwise they are more likely steps or epochs. Files with no number, files of other formats
 // (safetensors, live dumps, TorchScript) and sub-folders belong to no set: one info finding names the
-// checkpoints left out.
+// checkpoints left out, and a warning the files named as a rank's that no reader recognises.
 //
 // Containers: each set is one, named by the set. When the rank files hold several state dicts themselves
 // ({"model": sd, "optimizer": osd} per rank), the set gives one container per inner one, named
@@ -38,6 +38,7 @@ struct RankFolderSet {
 struct RankFolderPlan {
     std::vector<RankFolderSet> sets; // by name
     std::vector<std::string> leftOut; // checkpoint files in no set: "name (why)"
+    std::vector<std::string> unreadable; // files named as a rank's that no reader recognises: "name (why)"
 };
 
 // Reads the folder's listing and each file's first bytes (to tell torch.save files from others).
