@@ -99,6 +99,8 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
     default:
         if (e.sharding && e.sharding->kind == Sharding::Kind::DcpChunks && !e.sharding->chunks.empty())
             break; // assembled from its chunks below
+        if (e.sharding && e.sharding->kind == Sharding::Kind::PerRankFiles)
+            return fail("its pieces are in the rank files; values of per-rank sets are not read yet");
         return fail(e.sharding ? "a sharded tensor whose pieces are not in this source" : "no bytes in this source (meta or storage-less)");
     }
     if (loc.kind != TensorLocation::Kind::Mapped && loc.kind != TensorLocation::Kind::Compressed) {
