@@ -652,7 +652,7 @@ void TstDistributed::fixturesArePresent()
 {
     const QStringList singles = expectedFiles(".expected.json");
     QStringList missing;
-    for (const char* stem : { "st_api", "fsdp1_sharded", "fsdp1_local", "dt_fsdp2", "dt_legacy" })
+    for (const char* stem : { "st_api", "fsdp1_sharded", "fsdp1_local", "dt_legacy" })
         for (int r = 0; r < 2; ++r)
             if (!singles.contains(QStringLiteral("%1_rank%2.pt").arg(stem).arg(r)))
                 missing << QStringLiteral("%1_rank%2.pt").arg(stem).arg(r);
@@ -660,7 +660,7 @@ void TstDistributed::fixturesArePresent()
         if (!singles.contains(QStringLiteral("dt_2d_rank%1.pt").arg(r)))
             missing << QStringLiteral("dt_2d_rank%1.pt").arg(r);
     const QStringList sets = expectedFiles(".per-rank.expected.json");
-    for (const char* stem : { "st_api", "fsdp1_sharded", "fsdp1_local", "dt_fsdp2", "dt_2d", "dt_legacy" })
+    for (const char* stem : { "st_api", "fsdp1_sharded", "fsdp1_local", "dt_2d", "dt_legacy" })
         if (!sets.contains(QLatin1String(stem)))
             missing << QLatin1String(stem) + QStringLiteral(".per-rank");
     QVERIFY2(missing.isEmpty(),
@@ -1271,11 +1271,11 @@ void TstDistributed::cliListsRankFilesAsOneSource()
     QCOMPARE(w.value("sharding").toObject().value("kind").toString(), QStringLiteral("per_rank_files"));
     QCOMPARE(w.value("sharding").toObject().value("chunks").toArray().size(), 2);
     // The table lists the same source.
-    auto t = test::runStatelens({ QStringLiteral("ls"), fixtures() + "/dt_2d_rank0.pt", fixtures() + "/dt_2d_rank1.pt",
-        fixtures() + "/dt_2d_rank2.pt", fixtures() + "/dt_2d_rank3.pt" });
+    const QString tp = test::fixturesDir() + "/torch2/fsdp2_tp/model_rank";
+    auto t = test::runStatelens({ QStringLiteral("ls"), tp + "0.pt", tp + "1.pt", tp + "2.pt", tp + "3.pt" });
     QVERIFY2(t.exitCode == 0, t.err.constData());
     QVERIFY(t.out.contains("per-rank"));
-    QVERIFY(t.out.contains("attn.wq"));
+    QVERIFY(t.out.contains("layers.0.attention.wq.weight"));
 }
 
 void TstDistributed::cliErrorsNameTheFile()
