@@ -99,7 +99,15 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
     default:
         if (e.sharding && e.sharding->kind == Sharding::Kind::DcpChunks && !e.sharding->chunks.empty())
             break; // assembled from its chunks below
-        return fail(e.sharding ? "a sharded tensor whose pieces are not in this source" : "no bytes in this source (meta or storage-less)");
+        if (e.sharding)
+            return fail("a sharded tensor whose pieces are not in this source");
+        if (!e.parts.empty()) { // a wrapper subclass (TwoTensor, ...): its inner tensors are listed as parts
+            std::string names;
+            for (const Entry& p : e.parts)
+                names += (names.empty() ? "" : ", ") + p.name;
+            return fail("a tensor subclass whose values are in its parts (" + names + ")");
+        }
+        return fail("no bytes in this source (meta or storage-less)");
     }
     if (loc.kind != TensorLocation::Kind::Mapped && loc.kind != TensorLocation::Kind::Compressed) {
         // DCP: every chunk must sit inside its file, lie inside the tensor, and the chunks must tile it.

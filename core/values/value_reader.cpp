@@ -167,6 +167,134 @@ private:
     DType m_component; // complex: the type of its real and imaginary parts
 };
 
+// ---- sparse COO / CSR / CSC tensors: their dense values, as to_dense() gives them
+
+// The layout of a sparse tensor ("sparse_coo", ...); nullptr for strided ones.
+const std::string* sparseLayout(const Entry& e)
+{
+    const std::string* layout = e.kind == EntryKind::Tensor ? e.attribute("layout") : nullptr;
+    return layout && layout->rfind("sparse_", 0) == 0 ? layout : nullptr;
+}
+
+// Stored values a sparse tensor may have for its dense values to be made: their indices are read whole.
+constexpr uint64_t kMaxSparseValues = uint64_t(1) << 22;
+
+class SparseReader final : public ValueReader {
+public:
+    // Null with `why` when the parts do not make a sparse tensor of the entry's shape.
+    static std::unique_ptr<SparseReader> make(
+        const Source& s, const Entry& e, const std::string& layout, FileCache& files, std::string& why)
+    {
+        const bool coo = layout == "sparse_coo";
+        const bool csc = layout == "sparse_csc";
+        if (!coo && !csc && layout != "sparse_csr") {
+            why = layout + " tensors are not expanded";
+            return nullptr;
+        }
+        const Entry* values = e.part("values");
+        const Entry* indices = coo ? e.part("indices") : e.part("compressed_indices");
+        const Entry* plain = coo ? nullptr : e.part("plain_indices");
+        if (!values || !indices || (!coo && !plain) || !e.shapeKnown) {
+            why = "the sparse tensor's indices or values are missing";
+            return nullptr;
+        }
+        const uint64_t nnz = values->numel();
+        const size_t nd = e.shape.size();
+        if (!decodable(values->dtype, &why) || !decodable(indices->dtype, &why)
+            || (plain && !decodable(plain->dtype, &why)))
+            return nullptr;
+        // Hybrid (dense trailing dimensions) and batched layouts are not expanded.
+        if (values->shape.size() != 1
+            || (coo ? indices->shape != Shape { int64_t(nd), int64_t(nnz) }
+                    : nd != 2 || indices->shape.size() != 1 || plain->shape != Shape { int64_t(nnz) })) {
+            why = "indices " + shapeText(*indices) + " and values " + shapeText(*values) + " are not a plain " + layout
+                + " layout of " + shapeText(e);
+            return nullptr;
+        }
+        if (nnz > kMaxSparseValues) {
+            why = "more than " + std::to_string(kMaxSparseValues) + " stored values: not expanded";
+            return nullptr;
+        }
+        auto r = std::unique_ptr<SparseReader>(new SparseReader());
+        std::vector<uint64_t> flat(static_cast<size_t>(nnz), 0);
+        if (coo) {
+            const TensorBytes tb = TensorBytes::open(s, *indices, files);
+            std::vector<double> row;
+            for (size_t d = 0; d < nd; ++d) {
+                tb.decodeTo(d * nnz, nnz, row);
+                const uint64_t size = static_cast<uint64_t>(e.shape[d]);
+                for (uint64_t k = 0; k < nnz; ++k) {
+                    if (!(row[k] >= 0 && row[k] < static_cast<double>(size))) {
+                        why = "an index lies outside " + shapeText(e);
+                        return nullptr;
+                    }
+                    flat[k] = flat[k] * size + static_cast<uint64_t>(row[k]); // below numel: no overflow
+                }
+            }
+        } else {
+            // compressed_indices[i] .. compressed_indices[i + 1] are the stored values of row (CSC: column) i.
+            const uint64_t outer = static_cast<uint64_t>(e.shape[csc ? 1 : 0]);
+            const uint64_t inner = static_cast<uint64_t>(e.shape[csc ? 0 : 1]);
+            std::vector<double> ptr, idx;
+            if (indices->numel() != outer + 1) {
+                why = "compressed_indices " + shapeText(*indices) + " does not hold one bound per row of "
+                    + shapeText(e);
+                return nullptr;
+            }
+            TensorBytes::open(s, *indices, files).decodeTo(0, outer + 1, ptr);
+            TensorBytes::open(s, *plain, files).decodeTo(0, nnz, idx);
+            if (ptr[0] != 0 || ptr[static_cast<size_t>(outer)] != static_cast<double>(nnz)) {
+                why = "compressed_indices does not run from 0 to the number of stored values";
+                return nullptr;
+            }
+            for (uint64_t i = 0; i < outer; ++i) {
+                const double lo = ptr[static_cast<size_t>(i)], hi = ptr[static_cast<size_t>(i + 1)];
+                if (!(lo <= hi)) {
+                    why = "compressed_indices decreases";
+                    return nullptr;
+                }
+                for (uint64_t k = static_cast<uint64_t>(lo); k < static_cast<uint64_t>(hi); ++k) {
+                    const double j = idx[static_cast<size_t>(k)];
+                    if (!(j >= 0 && j < static_cast<double>(inner))) {
+                        why = "an index lies outside " + shapeText(e);
+                        return nullptr;
+                    }
+                    flat[k] = csc ? static_cast<uint64_t>(j) * outer + i : i * inner + static_cast<uint64_t>(j);
+                }
+            }
+        }
+        std::vector<double> v;
+        TensorBytes::open(s, *values, files).decodeTo(0, nnz, v);
+        r->m_stored.reserve(static_cast<size_t>(nnz));
+        for (uint64_t k = 0; k < nnz; ++k)
+            r->m_stored.emplace_back(flat[k], v[k]);
+        std::sort(
+            r->m_stored.begin(), r->m_stored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        // to_dense() sums repeated indices in an order of its own; not guessed.
+        for (size_t k = 1; k < r->m_stored.size(); ++k)
+            if (r->m_stored[k].first == r->m_stored[k - 1].first) {
+                why = "an index is stored twice (uncoalesced): not expanded";
+                return nullptr;
+            }
+        r->m_numel = e.numel();
+        r->m_note = "dense values of a " + layout + " tensor (zero where nothing is stored), as to_dense() gives them";
+        return r;
+    }
+
+    void read(uint64_t first, uint64_t count, double* out) const override
+    {
+        std::fill(out, out + count, 0.0);
+        auto it = std::lower_bound(m_stored.begin(), m_stored.end(), first,
+            [](const std::pair<uint64_t, double>& a, uint64_t i) { return a.first < i; });
+        for (; it != m_stored.end() && it->first < first + count; ++it)
+            out[it->first - first] = it->second;
+    }
+
+private:
+    SparseReader() = default;
+    std::vector<std::pair<uint64_t, double>> m_stored; // (flat index, value), sorted
+};
+
 // ---- a weight times a scale per block, row or tensor (FP8 / int8 scales, torchao Float8Tensor, LLM.int8,
 // torchao's AffineQuantizedTensor)
 
@@ -1050,8 +1178,8 @@ std::unique_ptr<const ValueReader> openAffine(const Source& s, const Entry& g, F
     if (impl == "Int4CPUAQTTensorImpl") {
         // aten's weight_to_int4pack_kernel lays nibbles out per CPU_CAPABILITY (AVX512: blocks of 64 rows,
         // AVX2: 32, otherwise pairs of rows); torchao's own dequantize() is wrong on another kind of CPU.
-        why = "Int4CPULayout packs nibbles in an order chosen by the CPU of the process that saved it (AVX512, "
-              "AVX2 or neither), which the file does not record: not dequantized";
+        why = "Int4CPULayout's nibble order depends on the CPU of the process that saved it (AVX512, AVX2 or "
+              "other) and is not recorded: not dequantized";
         return nullptr;
     }
     if (!plain && impl != "Float8AQTTensorImpl" && impl != "Float8AQTLayout") {
@@ -1198,7 +1326,7 @@ bool ValueReader::needsReader(const Entry& entry)
 {
     const Entry& e = storedTensorOf(entry);
     return e.kind == EntryKind::Group || e.dtype == DType::Float4_e2m1fn_x2
-        || complexComponent(e.dtype) != DType::Unknown;
+        || complexComponent(e.dtype) != DType::Unknown || sparseLayout(e);
 }
 
 std::unique_ptr<const ValueReader> ValueReader::open(
@@ -1215,6 +1343,8 @@ std::unique_ptr<const ValueReader> ValueReader::open(
     case EntryKind::Tensor:
         break;
     }
+    if (const std::string* layout = sparseLayout(e))
+        return SparseReader::make(source, e, *layout, files, why);
     const bool fp4x2 = e.dtype == DType::Float4_e2m1fn_x2;
     if (!fp4x2 && complexComponent(e.dtype) == DType::Unknown && !decodable(e.dtype, &why))
         return nullptr;
