@@ -1,4 +1,5 @@
-// statelens stats PATH [--filter REGEX] [--format table|json] [--bins N] [--stored] [--container C] [-o FILE]
+// statelens stats PATH [PATH ...] [--filter REGEX] [--format table|json] [--bins N] [--stored] [--container C]
+//                [-o FILE]
 //
 // Reads the values of the source's tensors (only now: every other command leaves tensor bytes alone) and
 // prints, per tensor, min, max, mean, std, NaN/Inf/zero counts, a histogram and a content hash. See
@@ -6,6 +7,8 @@
 
 #include "cli/commands.h"
 
+#include "formats/loader.h"
+#include "formats/rank_files_reader.h"
 #include "report/json_writer.h"
 #include "report/source_report.h"
 #include "rules/rule_engine.h"
@@ -22,7 +25,9 @@ namespace sl::cli {
 namespace {
 
 struct StatsOptionsCli {
-    SideOption source;
+    std::vector<std::string> paths; // several: the files of one per-rank save
+    std::string container;
+    bool containerGiven = false;
     std::string filter;
     std::string format = "table";
     unsigned bins = 16;
@@ -171,7 +176,11 @@ std::string json(const Source& s, const std::vector<values::TensorStatsResult>& 
 
 int runStats(const StatsOptionsCli& o)
 {
-    const Source& s = openSide(o.source);
+    OpenOptions open;
+    if (o.containerGiven)
+        open.container = o.container;
+    const Source& s
+        = keepUntilExit(o.paths.size() == 1 ? openSource(o.paths.front(), open) : openRankFiles(o.paths, open));
     std::vector<size_t> entries;
     if (o.filter.empty()) {
         for (size_t i = 0; i < s.entries.size(); ++i)
@@ -203,9 +212,13 @@ Runner addStatsCommand(CLI::App& app)
 {
     auto o = std::make_shared<StatsOptionsCli>();
     CLI::App* cmd = app.add_subcommand("stats", "Read tensor values: min, max, mean, std, NaN/Inf/zero counts, histogram, content hash");
-    cmd->add_option("path", o->source.path, "The checkpoint whose values to summarise")->required();
-    cmd->add_option("--container", o->source.container, "Select this container instead of the picked one (see `ls --containers`)")
-        ->each([o](const std::string&) { o->source.containerGiven = true; });
+    cmd->add_option("path", o->paths,
+           "The checkpoint whose values to summarise; several files of one per-rank save (model_rank0.pt "
+           "model_rank1.pt ...) are read together, their pieces assembled")
+        ->required();
+    cmd->add_option(
+           "--container", o->container, "Select this container instead of the picked one (see `ls --containers`)")
+        ->each([o](const std::string&) { o->containerGiven = true; });
     cmd->add_option("--filter", o->filter, "Only tensors whose name matches this regular expression (searched anywhere)");
     cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({ "table", "json" }));
     cmd->add_option("--bins", o->bins, "Histogram bins (0: no histogram)")->check(CLI::Range(0u, 4096u));

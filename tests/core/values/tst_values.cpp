@@ -6,6 +6,7 @@
 
 #include "common/test_paths.h"
 #include "formats/loader.h"
+#include "formats/rank_files_reader.h"
 #include "util/load_control.h"
 #include "values/element_decode.h"
 #include "values/init_hints.h"
@@ -263,6 +264,15 @@ template <typename F> Entry withPart(const Entry& g, const std::string& role, F 
         if (p.name == role)
             change(p);
     return e;
+}
+
+// The first piece of a 2-D per-rank tensor as a transposed view: the same bytes in column-major order.
+void storeFirstPieceTransposed(Sharding& sh)
+{
+    Dims& strides = sh.chunks[0].strides;
+    strides = sh.chunks[0].sizes;
+    strides[0] = 1;
+    strides[1] = sh.chunks[0].sizes[0];
 }
 
 Entry withPartShape(const Entry& g, const std::string& role, const Shape& shape)
@@ -990,6 +1000,112 @@ private slots:
         QVERIFY2(r[0].stats->note
                 == "stored values of its int_data part (block_size 100 does not divide dimension 1 of [128, 256])",
             r[0].stats->note.c_str());
+    }
+
+    void perRankValues_data()
+    {
+        QTest::addColumn<QString>("truthFile");
+        for (const char* dir : { "fsdp2", "fsdp2_tp", "float8", "nf4_fsdp2" })
+            for (const QString& f :
+                QDir(torch2Dir() + QLatin1Char('/') + QLatin1String(dir))
+                    .entryList({ QStringLiteral("*.per-rank.truth.json") }, QDir::Files, QDir::Name))
+                QTest::newRow(qPrintable(QLatin1String(dir) + QLatin1Char('/') + f))
+                    << QLatin1String(dir) + QLatin1Char('/') + f;
+    }
+
+    // Per-rank sets (FSDP2, FSDP2 + TP, Float8 under FSDP2) assembled from the ranks' pieces against the
+    // full tensors torch gathered (full_tensor()): every value bit for bit. What is not assembled says why:
+    // _StridedShard pieces interleave rows, a plain tensor held whole by every file has no known global shape,
+    // and NF4 pieces (torchao subclasses inside DTensors) are not kept per rank by the reader.
+    void perRankValues()
+    {
+        QFETCH(QString, truthFile);
+        const QJsonObject truth = readJson(torch2Dir() + QLatin1Char('/') + truthFile);
+        // "open" names rank 0's file alone for the sets made by one process per rank: the others share its stem.
+        const QFileInfo first(
+            torch2Dir() + QLatin1Char('/') + truth.value(QStringLiteral("open")).toArray().first().toString());
+        std::vector<std::string> paths;
+        for (const QString& f :
+            first.dir().entryList({ first.fileName().replace(QStringLiteral("rank0"), QStringLiteral("rank*")) },
+                QDir::Files, QDir::Name))
+            paths.push_back(first.dir().filePath(f).toStdString());
+        QVERIFY(paths.size() >= 2);
+        Source s = openRankFiles(paths, {});
+        values::StatsOptions noHistogram;
+        noHistogram.bins = 0;
+        int checked = 0, refused = 0;
+        for (const QJsonValue& v : truth.value(QStringLiteral("entries")).toArray()) {
+            const QJsonObject want = v.toObject();
+            if (!want.contains(QStringLiteral("values")))
+                continue;
+            const QString name = want.value(QStringLiteral("name")).toString();
+            const QString label = truthFile + QLatin1Char(':') + name;
+            const Entry* e = findEntry(s, name);
+            QVERIFY2(e, qPrintable(label));
+            const auto r = values::computeStats(s, { static_cast<size_t>(e - s.entries.data()) }, noHistogram);
+            const QString placements
+                = want.value(QStringLiteral("placements")).toVariant().toStringList().join(QLatin1Char(' '));
+            QString reason;
+            if (placements.contains(QStringLiteral("_StridedShard")))
+                reason = QStringLiteral("_StridedShard");
+            else if (!want.contains(QStringLiteral("placements")) && !e->shapeKnown)
+                reason = QStringLiteral("shape is not known");
+            else if (want.value(QStringLiteral("values_from")).toString().contains(QStringLiteral("dequantized")))
+                reason = QStringLiteral("pieces are not in this source");
+            if (!reason.isEmpty()) {
+                QVERIFY2(!r[0].stats && QString::fromStdString(r[0].skipped).contains(reason),
+                    qPrintable(label + QStringLiteral(": ") + QString::fromStdString(r[0].skipped)));
+                ++refused;
+                continue;
+            }
+            const QJsonObject values = want.value(QStringLiteral("values")).toObject();
+            checkReaderValues(label, s, *e, r[0], values, values.value(QStringLiteral("sha256_values_f64")).toString());
+            if (QTest::currentTestFailed())
+                return;
+            ++checked;
+        }
+        QVERIFY2(checked > 0 || truthFile.startsWith(QStringLiteral("nf4_fsdp2")), qPrintable(truthFile));
+        qInfo("%s: %d entries assembled and checked, %d refused with their reason", qPrintable(truthFile), checked,
+            refused);
+    }
+
+    // Per-rank pieces that cannot be placed in order are refused with the reason, never misread: a piece
+    // stored as a strided view, partial sums, overlapping pieces, a piece past its file.
+    void hostilePerRankPiecesAreRefused()
+    {
+        const QString dir = torch2Dir() + QStringLiteral("/fsdp2/");
+        const Source s = openRankFiles({ (dir + QStringLiteral("model_rank0.pt")).toStdString(),
+                                           (dir + QStringLiteral("model_rank1.pt")).toStdString() },
+            {});
+        const Entry* good = findEntry(s, QStringLiteral("layers.0.attention.wq.weight"));
+        QVERIFY(good && good->sharding && good->sharding->chunks.size() == 2);
+        values::FileCache files;
+        auto refusal = [&](void (*change)(Sharding&)) {
+            Entry e = *good;
+            auto sh = std::make_shared<Sharding>(*good->sharding);
+            change(*sh);
+            e.sharding = sh;
+            try {
+                (void)values::TensorBytes::open(s, e, files);
+            } catch (const LoadError& err) {
+                return std::string(err.what());
+            }
+            return std::string("accepted");
+        };
+        const std::vector<std::pair<void (*)(Sharding&), const char*>> cases = {
+            { storeFirstPieceTransposed, "strided view" },
+            { [](Sharding& sh) { sh.placements.assign(1, "Partial(sum)"); }, "not boxes of the tensor" },
+            { [](Sharding& sh) { sh.chunks[1].offsets[0] = 8; }, "overlap" },
+            { [](Sharding& sh) { sh.chunks[1].byteOffset = uint64_t(1) << 40; }, "past the end" },
+            { [](Sharding& sh) { sh.chunks.pop_back(); }, "do not cover" },
+        };
+        for (const auto& [change, reason] : cases) {
+            const std::string why = refusal(change);
+            QVERIFY2(why.find(reason) != std::string::npos, why.c_str());
+        }
+        // A replica (the same box in another file) is read once; the pieces still cover the tensor.
+        const std::string replica = refusal([](Sharding& sh) { sh.chunks.push_back(sh.chunks[0]); });
+        QVERIFY2(replica == "accepted", replica.c_str());
     }
 
     // Parts that do not fit their group are refused when the reader opens, never read past.
