@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -601,76 +602,40 @@ private:
     TensorBytes m_tb;
 };
 
-// bitsandbytes' double quantization: absmax holds uint8 codes into nested_quant_map, scaled per block of
-// nested_blocksize by nested_absmax, plus nested_offset, in float32.
-class BnbNestedScales final : public BlockScales {
+// Double quantization: each block's scale is made from a stored value of its own and one of its group of
+// `group` blocks (bitsandbytes: a code into nested_quant_map and nested_absmax; NF4Tensor: a quantized scaler
+// and its quantization_factor).
+class TwoLevelScales final : public BlockScales {
 public:
-    BnbNestedScales(TensorBytes codes, TensorBytes nested, std::vector<float> table, uint64_t block, float offset)
-        : m_codes(std::move(codes))
-        , m_nested(std::move(nested))
-        , m_table(std::move(table))
-        , m_block(block)
-        , m_offset(offset)
+    using Combine = std::function<float(double perBlock, double perGroup)>;
+    TwoLevelScales(TensorBytes perBlock, TensorBytes perGroup, uint64_t group, Combine combine)
+        : m_perBlock(std::move(perBlock))
+        , m_perGroup(std::move(perGroup))
+        , m_group(group)
+        , m_combine(std::move(combine))
     {
     }
     uint64_t blocks() const override
     {
-        uint64_t nested = 0;
-        return __builtin_mul_overflow(m_nested.numel(), m_block, &nested) ? m_codes.numel()
-                                                                          : std::min(m_codes.numel(), nested);
+        uint64_t covered = 0;
+        return __builtin_mul_overflow(m_perGroup.numel(), m_group, &covered) ? m_perBlock.numel()
+                                                                             : std::min(m_perBlock.numel(), covered);
     }
     void get(uint64_t j0, uint64_t j1, std::vector<float>& out) const override
     {
-        std::vector<double> codes, nested;
-        m_codes.decodeTo(j0, j1 - j0 + 1, codes);
-        const uint64_t n0 = j0 / m_block;
-        m_nested.decodeTo(n0, j1 / m_block - n0 + 1, nested);
-        out.resize(codes.size());
+        std::vector<double> own, shared;
+        m_perBlock.decodeTo(j0, j1 - j0 + 1, own);
+        const uint64_t g0 = j0 / m_group;
+        m_perGroup.decodeTo(g0, j1 / m_group - g0 + 1, shared);
+        out.resize(own.size());
         for (uint64_t j = j0; j <= j1; ++j)
-            out[j - j0]
-                = m_table[static_cast<size_t>(codes[j - j0]) & 0xff] * static_cast<float>(nested[j / m_block - n0])
-                + m_offset;
+            out[j - j0] = m_combine(own[j - j0], shared[j / m_group - g0]);
     }
 
 private:
-    TensorBytes m_codes, m_nested;
-    std::vector<float> m_table;
-    uint64_t m_block;
-    float m_offset;
-};
-
-// torchao NF4Tensor.dequantize_scalers: quantized_scalers / quantization_factor per scaler block, plus
-// scaler_mean, each operation in the weight's dtype (float32 arithmetic rounded to it).
-class Nf4Scalers final : public BlockScales {
-public:
-    Nf4Scalers(TensorBytes scalers, TensorBytes factors, uint64_t block, float mean, DType out)
-        : m_scalers(std::move(scalers))
-        , m_factors(std::move(factors))
-        , m_block(block)
-        , m_mean(mean)
-        , m_out(out)
-    {
-    }
-    uint64_t blocks() const override { return m_scalers.numel(); }
-    void get(uint64_t j0, uint64_t j1, std::vector<float>& out) const override
-    {
-        std::vector<double> q, f;
-        m_scalers.decodeTo(j0, j1 - j0 + 1, q);
-        const uint64_t f0 = j0 / m_block;
-        m_factors.decodeTo(f0, j1 / m_block - f0 + 1, f);
-        out.resize(q.size());
-        for (uint64_t j = j0; j <= j1; ++j) {
-            // int8 / factor promotes the int8 to the factor's dtype first
-            const float x = roundTo(static_cast<float>(q[j - j0]), m_out) / static_cast<float>(f[j / m_block - f0]);
-            out[j - j0] = roundTo(roundTo(x, m_out) + m_mean, m_out);
-        }
-    }
-
-private:
-    TensorBytes m_scalers, m_factors;
-    uint64_t m_block;
-    float m_mean;
-    DType m_out;
+    TensorBytes m_perBlock, m_perGroup;
+    uint64_t m_group;
+    Combine m_combine;
 };
 
 // Values i = table[code i] * scale[i / block], rounded to the output dtype; codes are 4-bit (two per byte,
@@ -808,8 +773,12 @@ std::unique_ptr<const ValueReader> openBnb4(const Source& s, const Entry& g, Fil
         std::vector<float> nestedCode;
         if (!readTable(s, *nmap, files, 256, nestedCode, why))
             return nullptr;
-        scales = std::make_unique<BnbNestedScales>(std::move(absmaxBytes), TensorBytes::open(s, *nabs, files),
-            std::move(nestedCode), nestedBlock, std::strtof(off->c_str(), nullptr));
+        // absmax holds uint8 codes into nested_quant_map, scaled by nested_absmax, plus nested_offset (float32).
+        const float offset = std::strtof(off->c_str(), nullptr);
+        scales = std::make_unique<TwoLevelScales>(std::move(absmaxBytes), TensorBytes::open(s, *nabs, files),
+            nestedBlock, [table = std::move(nestedCode), offset](double code, double nested) {
+                return table[static_cast<size_t>(code) & 0xff] * static_cast<float>(nested) + offset;
+            });
     } else if (!decodable(absmax->dtype, &why)) {
         return nullptr;
     } else {
@@ -886,8 +855,15 @@ std::unique_ptr<const ValueReader> openNf4(const Source& s, const Entry& g, File
         return nullptr;
     std::vector<double> m;
     TensorBytes::open(s, mean, files).decodeTo(0, 1, m);
-    auto scales = std::make_unique<Nf4Scalers>(TensorBytes::open(s, scalers, files),
-        TensorBytes::open(s, factor, files), scalerBlock, static_cast<float>(m[0]), g.dtype);
+    // dequantize_scalers: int8 / quantization_factor (the int8 promoted to the factor's dtype), plus
+    // scaler_mean, each operation rounded to the weight's dtype.
+    const float meanValue = static_cast<float>(m[0]);
+    const DType out = g.dtype;
+    auto scales = std::make_unique<TwoLevelScales>(TensorBytes::open(s, scalers, files),
+        TensorBytes::open(s, factor, files), scalerBlock, [meanValue, out](double q, double f) {
+            const float x = roundTo(static_cast<float>(q), out) / static_cast<float>(f);
+            return roundTo(roundTo(x, out) + meanValue, out);
+        });
     std::string note = "dequantized: torchao NF4 (get_original_weight), nf4[nibble] x scaler per block of "
         + std::to_string(l.block) + ", high nibble first; scalers int8 / quantization_factor per "
         + std::to_string(scalerBlock) + " + scaler_mean" + inDType(g.dtype);
