@@ -21,9 +21,11 @@
 //       bitsandbytes.int8   weight * SCB[row] / 127
 //       gptq / awq          scale * (q - zero) per group; GPTQ zero points stored minus one (AutoGPTQ's v1
 //                           format), AWQ nibbles in its interleaved order
-//   - a group that wraps one plain tensor: that tensor (storedTensorOf below).
+//   - a group that wraps one plain tensor: that tensor (storedTensorOf below);
+//   - sparse COO / CSR / CSC tensors: their dense values as to_dense() gives them.
 // Reads take only the bytes a range needs (for packed GPTQ/AWQ, the box of words, zeros and scales under
-// the range's output rows), so memory stays at a few buffers whatever the tensor's size. Every part's
+// the range's output rows), so memory stays at a few buffers whatever the tensor's size; a sparse tensor's
+// indices and values are read whole when its reader opens, capped at 2^22 stored values. Every part's
 // shape and byte count is checked against the others when the reader opens, so a hostile file cannot make
 // a read index past what it holds.
 
