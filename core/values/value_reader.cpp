@@ -237,6 +237,10 @@ public:
             const uint64_t outer = static_cast<uint64_t>(e.shape[csc ? 1 : 0]);
             const uint64_t inner = static_cast<uint64_t>(e.shape[csc ? 0 : 1]);
             std::vector<double> ptr, idx;
+            if (outer >= kMaxWholePart) {
+                why = "more than " + std::to_string(kMaxWholePart) + " rows of compressed indices: not expanded";
+                return nullptr;
+            }
             if (indices->numel() != outer + 1) {
                 why = "compressed_indices " + shapeText(*indices) + " does not hold one bound per row of "
                     + shapeText(e);
@@ -843,7 +847,7 @@ std::unique_ptr<const ValueReader> openNf4(const Source& s, const Entry& g, File
     }
     // get_original_weight's reshapes: two values per byte, one scaler per block, one factor per scaler block.
     const uint64_t blocks = l.numel / l.block;
-    if (l.numel % l.block || data.numel() * 2 != l.numel || scalers.numel() != blocks || blocks % scalerBlock
+    if (l.numel % l.block || data.numel() != l.numel / 2 || scalers.numel() != blocks || blocks % scalerBlock
         || factor.numel() != blocks / scalerBlock || mean.numel() != 1) {
         why = "quantized_data " + shapeText(data) + ", quantized_scalers " + shapeText(scalers)
             + " and quantization_factor " + shapeText(factor) + " do not fit a " + shapeText(g)
@@ -896,7 +900,8 @@ std::unique_ptr<const ValueReader> openOptimState(
         why = std::string("codes are not the ") + (fp8 ? "float8" : "uint8") + " tensor torchao writes";
         return nullptr;
     }
-    if (codes.numel() * (l.bits == 4 ? 2 : 1) != l.numel || scale.numel() == 0 || l.numel % scale.numel()) {
+    const bool codesFit = l.bits == 4 ? l.numel % 2 == 0 && codes.numel() == l.numel / 2 : codes.numel() == l.numel;
+    if (!codesFit || scale.numel() == 0 || l.numel % scale.numel()) {
         why = "codes " + shapeText(codes) + " and scale " + shapeText(scale) + " do not split a " + shapeText(g)
             + " state into equal blocks";
         return nullptr;
@@ -921,12 +926,9 @@ std::unique_ptr<const ValueReader> openOptimState(
         why = "scale and qmap are not float16, bfloat16 or float32 tensors";
         return nullptr;
     }
-    std::string note = "dequantized: torchao " + std::string(cls) + ", "
-        + (fp8                ? "codes.float()"
-                : l.bits == 4 ? "qmap[nibble]"
-                              : "qmap[code]")
-        + " x scale per block of " + std::to_string(l.block) + (l.bits == 4 ? ", high nibble first" : "")
-        + inDType(l.out);
+    const char* code = fp8 ? "codes.float()" : l.bits == 4 ? "qmap[nibble]" : "qmap[code]";
+    std::string note = "dequantized: torchao " + std::string(cls) + ", " + code + " x scale per block of "
+        + std::to_string(l.block) + (l.bits == 4 ? ", high nibble first" : "") + inDType(l.out);
     return CodebookReader::make(TensorBytes::open(s, codes, files),
         std::make_unique<StoredScales>(TensorBytes::open(s, scale, files)), std::move(l), std::move(note), why);
 }
@@ -1142,6 +1144,20 @@ bool numberParam(const Quantization& q, std::string_view key, double& out)
     return *end == '\0' && std::isfinite(out);
 }
 
+// "INT", "FLOAT" or "NONE" from a ZeroPointDomain param: pickled as the enum's value (torchao 0.9: INT = 1,
+// FLOAT = 2, NONE = 3) or by name; "" for anything else.
+std::string zeroPointDomain(const std::string* text)
+{
+    static constexpr std::pair<const char*, const char*> kDomains[]
+        = { { "INT", "1" }, { "FLOAT", "2" }, { "NONE", "3" } };
+    for (const auto& [name, value] : kDomains)
+        if (text
+            && (*text == std::string("ZeroPointDomain(") + value + ")"
+                || *text == std::string("ZeroPointDomain.") + name))
+            return name;
+    return {};
+}
+
 // torchao's AffineQuantizedTensor (torchao.dtypes, deleted in 2026 but in many files) as its dequantize()
 // computes it: the tensor impl's plain data, scale and zero point through dequantize_affine, in the tensor's
 // dtype. Also the weight of a LinearActivationQuantizedTensor, which quantizes activations only.
@@ -1165,11 +1181,8 @@ std::unique_ptr<const ValueReader> openAffine(const Source& s, const Entry& g, F
     const Entry* data = g.part(plain ? "int_data" : "float8_data");
     const Entry* scale = g.part("scale");
     if (!data || !scale) {
-        why = std::string("stored without its ")
-            + (data         ? "scale"
-                    : plain ? "int_data"
-                            : "float8_data")
-            + ": cannot dequantize";
+        const char* missing = data ? "scale" : plain ? "int_data" : "float8_data";
+        why = std::string("stored without its ") + missing + ": cannot dequantize";
         return nullptr;
     }
     if (const std::string* t = q.param("transposed"); t && *t != "False") {
@@ -1180,13 +1193,8 @@ std::unique_ptr<const ValueReader> openAffine(const Source& s, const Entry& g, F
         why = "torchao dequantizes to float32, float16 or bfloat16, not " + std::string(dtypeName(g.dtype));
         return nullptr;
     }
-    // Pickled as the enum's value (torchao 0.9: INT = 1, FLOAT = 2, NONE = 3), or by name.
     const std::string* domainText = q.param("zero_point_domain");
-    const std::string domain = !domainText                                              ? std::string()
-        : *domainText == "ZeroPointDomain(1)" || *domainText == "ZeroPointDomain.INT"   ? std::string("INT")
-        : *domainText == "ZeroPointDomain(2)" || *domainText == "ZeroPointDomain.FLOAT" ? std::string("FLOAT")
-        : *domainText == "ZeroPointDomain(3)" || *domainText == "ZeroPointDomain.NONE"  ? std::string("NONE")
-                                                                                        : std::string();
+    const std::string domain = zeroPointDomain(domainText);
     if (domain.empty()) {
         why = "its zero_point_domain (" + (domainText ? *domainText : std::string("absent"))
             + ") is not one torchao 0.9 knows";
