@@ -1,4 +1,4 @@
-// statelens stats PATH [--filter REGEX] [--format table|json] [--bins N] [--stored] [--container C] [-o FILE]
+// statelens stats PATH... [--filter REGEX] [--format table|json] [--bins N] [--stored] [--container C] [-o FILE]
 //
 // Reads the values of the source's tensors (only now: every other command leaves tensor bytes alone) and
 // prints, per tensor, min, max, mean, std, NaN/Inf/zero counts, a histogram and a content hash. See

@@ -157,6 +157,7 @@ void adoptLocation(Entry& e, const Entry& local)
 void setChunkBytes(ShardChunk& c, const Entry& local)
 {
     c.file = local.location.file;
+    c.strides = local.location.strides;
     if (local.location.kind == TensorLocation::Kind::Mapped) {
         c.byteOffset = local.location.offset;
         c.byteLength = local.location.length;

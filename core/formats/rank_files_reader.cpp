@@ -337,6 +337,7 @@ void mergeEntries(const MergeInput& in, Source& out)
                         c.byteOffset = e->location.offset;
                         c.byteLength = e->location.length;
                     }
+                    c.strides = e->location.strides;
                     c.label = label;
                     const Shape& mesh = e->sharding->meshShape;
                     const uint64_t meshSize = shapeVolume(mesh);
@@ -373,6 +374,7 @@ void mergeEntries(const MergeInput& in, Source& out)
                     c.byteOffset = e->location.offset;
                     c.byteLength = e->location.length;
                 }
+                c.strides = e->location.strides;
                 c.label = label;
                 sh->chunks.push_back(std::move(c));
             }

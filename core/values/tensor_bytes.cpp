@@ -97,19 +97,38 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
     case TensorLocation::Kind::Unavailable:
         return fail("the file that holds its bytes is missing or unreadable");
     default:
-        if (e.sharding && e.sharding->kind == Sharding::Kind::DcpChunks && !e.sharding->chunks.empty())
+        if (e.sharding && !e.sharding->chunks.empty()
+            && (e.sharding->kind == Sharding::Kind::DcpChunks || e.sharding->kind == Sharding::Kind::PerRankFiles))
             break; // assembled from its chunks below
-        if (e.sharding && e.sharding->kind == Sharding::Kind::PerRankFiles)
-            return fail("its pieces are in the rank files; values of per-rank sets are not read yet");
-        return fail(e.sharding ? "a sharded tensor whose pieces are not in this source" : "no bytes in this source (meta or storage-less)");
+        if (e.sharding)
+            return fail("a sharded tensor whose pieces are not in this source");
+        if (!e.parts.empty()) { // a wrapper subclass (TwoTensor, ...): its inner tensors are listed as parts
+            std::string names;
+            for (const Entry& p : e.parts)
+                names += (names.empty() ? "" : ", ") + p.name;
+            return fail("a tensor subclass whose values are in its parts (" + names + ")");
+        }
+        return fail("no bytes in this source (meta or storage-less)");
     }
     if (loc.kind != TensorLocation::Kind::Mapped && loc.kind != TensorLocation::Kind::Compressed) {
-        // DCP: every chunk must sit inside its file, lie inside the tensor, and the chunks must tile it.
+        // DCP chunks and the pieces of per-rank files: every chunk must sit inside its file, lie inside the
+        // tensor, and the chunks must tile it.
         const size_t nd = t.m_sizes.size();
         uint64_t covered = 0;
+        // Pieces that are not boxes of the tensor: partial sums, or rows interleaved by _StridedShard.
+        for (const std::string& p : e.sharding->placements)
+            if (p.rfind("Partial", 0) == 0 || p.rfind("_StridedShard", 0) == 0)
+                return fail("its pieces are not boxes of the tensor (" + p + "); not assembled");
+        std::vector<const ShardChunk*> boxes;
         for (const ShardChunk& c : e.sharding->chunks) {
             if (c.offsets.size() != nd || c.sizes.size() != nd)
                 return fail("a chunk's rank differs from the tensor's");
+            // Replicas (the same box in several rank files) are read from the first.
+            if (e.sharding->kind == Sharding::Kind::PerRankFiles
+                && std::any_of(boxes.begin(), boxes.end(),
+                    [&](const ShardChunk* b) { return b->offsets == c.offsets && b->sizes == c.sizes; }))
+                continue;
+            boxes.push_back(&c);
             if (c.file < 0 || static_cast<size_t>(c.file) >= source.files.size())
                 return fail("a chunk's bytes are not located");
             Chunk ch;
@@ -137,6 +156,9 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
             ch.strides.assign(nd, 1);
             for (size_t d = nd; d-- > 1;)
                 ch.strides[d - 1] = ch.strides[d] * std::max<int64_t>(ch.sizes[d], 1);
+            for (size_t d = 0; d < c.strides.size(); ++d) // a rank's local tensor may be a view
+                if (c.strides.size() != nd || (c.sizes[d] > 1 && c.strides[d] != ch.strides[d]))
+                    return fail("a piece is stored as a strided view; not assembled");
             if (__builtin_add_overflow(covered, elems, &covered))
                 return fail("its chunks do not cover the tensor");
             t.m_chunks.push_back(std::move(ch));

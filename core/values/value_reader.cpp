@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -49,7 +50,14 @@ const char* outName(DType d)
     return d == DType::Float16 || d == DType::BFloat16 ? dtypeName(d).data() : "float32";
 }
 
-// "[1, 32]" -> {1, 32}; empty when absent or not a list of sizes.
+// ", rounded to bfloat16" for the 16-bit floats a library rounds its result to, else ", in float32".
+std::string inDType(DType d)
+{
+    return d == DType::Float16 || d == DType::BFloat16 ? std::string(", rounded to ") + outName(d)
+                                                       : std::string(", in float32");
+}
+
+// "[1, 32]" or "(1, 32)" -> {1, 32}; empty when absent or not a list of sizes.
 std::vector<uint64_t> listParam(const Quantization& q, std::string_view key)
 {
     std::vector<uint64_t> out;
@@ -62,7 +70,7 @@ std::vector<uint64_t> listParam(const Quantization& q, std::string_view key)
             char* end = nullptr;
             out.push_back(std::strtoull(p, &end, 10));
             p = end;
-        } else if (*p == '[' || *p == ']' || *p == ',' || *p == ' ') {
+        } else if (std::strchr("[](), ", *p)) {
             ++p;
         } else {
             return {};
@@ -160,13 +168,173 @@ private:
     DType m_component; // complex: the type of its real and imaginary parts
 };
 
-// ---- a weight times a scale per block, row or tensor (FP8 / int8 scales, torchao Float8Tensor, LLM.int8)
+// ---- sparse COO / CSR / CSC tensors: their dense values, as to_dense() gives them
+
+// The layout of a sparse tensor ("sparse_coo", ...); nullptr for strided ones.
+const std::string* sparseLayout(const Entry& e)
+{
+    const std::string* layout = e.kind == EntryKind::Tensor ? e.attribute("layout") : nullptr;
+    return layout && layout->rfind("sparse_", 0) == 0 ? layout : nullptr;
+}
+
+// Stored values a sparse tensor may have for its dense values to be made: their indices are read whole.
+constexpr uint64_t kMaxSparseValues = uint64_t(1) << 22;
+
+class SparseReader final : public ValueReader {
+public:
+    // Null with `why` when the parts do not make a sparse tensor of the entry's shape.
+    static std::unique_ptr<SparseReader> make(
+        const Source& s, const Entry& e, const std::string& layout, FileCache& files, std::string& why)
+    {
+        const bool coo = layout == "sparse_coo";
+        const bool csc = layout == "sparse_csc";
+        if (!coo && !csc && layout != "sparse_csr") {
+            why = layout + " tensors are not expanded";
+            return nullptr;
+        }
+        const Entry* values = e.part("values");
+        const Entry* indices = coo ? e.part("indices") : e.part("compressed_indices");
+        const Entry* plain = coo ? nullptr : e.part("plain_indices");
+        if (!values || !indices || (!coo && !plain) || !e.shapeKnown) {
+            why = "the sparse tensor's indices or values are missing";
+            return nullptr;
+        }
+        const uint64_t nnz = values->numel();
+        const size_t nd = e.shape.size();
+        if (!decodable(values->dtype, &why) || !decodable(indices->dtype, &why)
+            || (plain && !decodable(plain->dtype, &why)))
+            return nullptr;
+        // Hybrid (dense trailing dimensions) and batched layouts are not expanded.
+        if (values->shape.size() != 1
+            || (coo ? indices->shape != Shape { int64_t(nd), int64_t(nnz) }
+                    : nd != 2 || indices->shape.size() != 1 || plain->shape != Shape { int64_t(nnz) })) {
+            why = "indices " + shapeText(*indices) + " and values " + shapeText(*values) + " are not a plain " + layout
+                + " layout of " + shapeText(e);
+            return nullptr;
+        }
+        if (nnz > kMaxSparseValues) {
+            why = "more than " + std::to_string(kMaxSparseValues) + " stored values: not expanded";
+            return nullptr;
+        }
+        auto r = std::unique_ptr<SparseReader>(new SparseReader());
+        std::vector<uint64_t> flat(static_cast<size_t>(nnz), 0);
+        if (coo) {
+            const TensorBytes tb = TensorBytes::open(s, *indices, files);
+            std::vector<double> row;
+            for (size_t d = 0; d < nd; ++d) {
+                tb.decodeTo(d * nnz, nnz, row);
+                const uint64_t size = static_cast<uint64_t>(e.shape[d]);
+                for (uint64_t k = 0; k < nnz; ++k) {
+                    if (!(row[k] >= 0 && row[k] < static_cast<double>(size))) {
+                        why = "an index lies outside " + shapeText(e);
+                        return nullptr;
+                    }
+                    flat[k] = flat[k] * size + static_cast<uint64_t>(row[k]); // below numel: no overflow
+                }
+            }
+        } else {
+            // compressed_indices[i] .. compressed_indices[i + 1] are the stored values of row (CSC: column) i.
+            const uint64_t outer = static_cast<uint64_t>(e.shape[csc ? 1 : 0]);
+            const uint64_t inner = static_cast<uint64_t>(e.shape[csc ? 0 : 1]);
+            std::vector<double> ptr, idx;
+            if (outer >= kMaxWholePart) {
+                why = "more than " + std::to_string(kMaxWholePart) + " rows of compressed indices: not expanded";
+                return nullptr;
+            }
+            if (indices->numel() != outer + 1) {
+                why = "compressed_indices " + shapeText(*indices) + " does not hold one bound per row of "
+                    + shapeText(e);
+                return nullptr;
+            }
+            TensorBytes::open(s, *indices, files).decodeTo(0, outer + 1, ptr);
+            TensorBytes::open(s, *plain, files).decodeTo(0, nnz, idx);
+            if (ptr[0] != 0 || ptr[static_cast<size_t>(outer)] != static_cast<double>(nnz)) {
+                why = "compressed_indices does not run from 0 to the number of stored values";
+                return nullptr;
+            }
+            for (uint64_t i = 0; i < outer; ++i) {
+                const double lo = ptr[static_cast<size_t>(i)], hi = ptr[static_cast<size_t>(i + 1)];
+                if (!(lo <= hi)) {
+                    why = "compressed_indices decreases";
+                    return nullptr;
+                }
+                for (uint64_t k = static_cast<uint64_t>(lo); k < static_cast<uint64_t>(hi); ++k) {
+                    const double j = idx[static_cast<size_t>(k)];
+                    if (!(j >= 0 && j < static_cast<double>(inner))) {
+                        why = "an index lies outside " + shapeText(e);
+                        return nullptr;
+                    }
+                    flat[k] = csc ? static_cast<uint64_t>(j) * outer + i : i * inner + static_cast<uint64_t>(j);
+                }
+            }
+        }
+        std::vector<double> v;
+        TensorBytes::open(s, *values, files).decodeTo(0, nnz, v);
+        r->m_stored.reserve(static_cast<size_t>(nnz));
+        for (uint64_t k = 0; k < nnz; ++k)
+            r->m_stored.emplace_back(flat[k], v[k]);
+        std::sort(
+            r->m_stored.begin(), r->m_stored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        // to_dense() sums repeated indices in an order of its own; not guessed.
+        for (size_t k = 1; k < r->m_stored.size(); ++k)
+            if (r->m_stored[k].first == r->m_stored[k - 1].first) {
+                why = "an index is stored twice (uncoalesced): not expanded";
+                return nullptr;
+            }
+        r->m_numel = e.numel();
+        r->m_note = "dense values of a " + layout + " tensor (zero where nothing is stored), as to_dense() gives them";
+        return r;
+    }
+
+    void read(uint64_t first, uint64_t count, double* out) const override
+    {
+        std::fill(out, out + count, 0.0);
+        auto it = std::lower_bound(m_stored.begin(), m_stored.end(), first,
+            [](const std::pair<uint64_t, double>& a, uint64_t i) { return a.first < i; });
+        for (; it != m_stored.end() && it->first < first + count; ++it)
+            out[it->first - first] = it->second;
+    }
+
+private:
+    SparseReader() = default;
+    std::vector<std::pair<uint64_t, double>> m_stored; // (flat index, value), sorted
+};
+
+// ---- a weight times a scale per block, row or tensor (FP8 / int8 scales, torchao Float8Tensor, LLM.int8,
+// torchao's AffineQuantizedTensor)
+
+// How a stored code, its block's scale and zero point become a value.
+struct Recipe {
+    enum class Kind : uint8_t {
+        Float32, // code.float() * scale [* factor], in float32, then rounded to the output dtype
+        // torchao's dequantize_affine (quant_primitives.py) per ZeroPointDomain, each step in the output
+        // dtype as torch computes it (a float32 operation rounded to that dtype):
+        AffineNone, //  code.to(out) * scale
+        AffineInt, //   (code.to(int32) - zero_point.to(int32)).to(out) * scale
+        AffineFloat, // ((code - mid).to(out) * scale) + zero_point, mid = (quant_min + quant_max + 1) / 2
+        Divide, // code.to(out) / scale, in float32, rounded to out: torchao.float8's to_original_precision()
+    };
+    Kind kind = Kind::Float32;
+    float factor = 1; // Float32: bitsandbytes' 1/127
+    const Entry* zero = nullptr; // AffineInt (optional), AffineFloat
+    float mid = 0; // AffineFloat
+    std::string what; // AffineX: the note's description of the scheme
+};
+
+// torch's .to(torch.int32) of an integer (wrapping as the int64 -> int32 cast does) or a float (truncated);
+// saturated where C++ would have no defined answer.
+int32_t toInt32(double v)
+{
+    if (!(v > -9.2e18 && v < 9.2e18))
+        return v > 0 ? INT32_MAX : INT32_MIN;
+    return static_cast<int32_t>(static_cast<int64_t>(v));
+}
 
 class ScaledReader final : public ValueReader {
 public:
     // Null with `why` when the scale does not tile the weight.
     static std::unique_ptr<ScaledReader> make(const Source& s, const Entry& g, const Entry& weight, const Entry& scale,
-        float factor, FileCache& files, std::string& why)
+        const Recipe& how, FileCache& files, std::string& why)
     {
         if (!weight.shapeKnown || !scale.shapeKnown || weight.shape.empty()) {
             why = "the weight's or the scale's shape is not known";
@@ -174,46 +342,30 @@ public:
         }
         if (!decodable(weight.dtype, &why) || !decodable(scale.dtype, &why))
             return nullptr;
-        auto r = std::unique_ptr<ScaledReader>(
-            new ScaledReader(TensorBytes::open(s, weight, files), TensorBytes::open(s, scale, files)));
-        const size_t n = weight.shape.size();
-        Shape sshape = scale.shape;
-        if (r->m_s.numel() == 1) { // one scale for the tensor
-            sshape.clear();
-            sshape.resize(n, 1);
-        } else {
-            while (sshape.size() < n)
-                sshape.push_back(1); // [rows] scales a [rows, cols] weight per row
-        }
-        if (sshape.size() != n) {
-            why = "scale shape " + shapeText(scale) + " does not tile weight shape " + shapeText(weight);
+        const bool affine = how.kind != Recipe::Kind::Float32 && how.kind != Recipe::Kind::Divide;
+        if (how.zero && (!how.zero->shapeKnown || !decodable(how.zero->dtype, &why)))
+            return nullptr;
+        if (affine && (scale.dtype == DType::Float64 || (how.zero && how.zero->dtype == DType::Float64))) {
+            why = "float64 scales or zero points (torch would compute in float64) are not modelled";
             return nullptr;
         }
-        // The block edge per dimension: the stated block_size (torchao), else the power of two whose
-        // ceil-division gives the scale's size (a [200, 300] weight in 128 x 128 blocks has [2, 3] scales,
-        // which 100 x 100 blocks would also give), else the plain ceil-division.
+        auto r = std::unique_ptr<ScaledReader>(
+            new ScaledReader(TensorBytes::open(s, weight, files), TensorBytes::open(s, scale, files)));
+        if (how.zero)
+            r->m_zero.emplace(TensorBytes::open(s, *how.zero, files));
+        const size_t n = weight.shape.size();
         const std::vector<uint64_t> stated
             = g.quantization ? listParam(*g.quantization, "block_size") : std::vector<uint64_t> {};
-        for (size_t d = 0; d < n; ++d) {
-            const uint64_t w = static_cast<uint64_t>(weight.shape[d]), sd = static_cast<uint64_t>(sshape[d]);
-            uint64_t b = 1;
-            if (stated.size() == n && stated[d] > 0) {
-                b = stated[d];
-            } else if (sd > 0) {
-                while (b < (uint64_t(1) << 40) && ceilDiv(w, b) > sd)
-                    b *= 2;
-                if (ceilDiv(w, b) != sd)
-                    b = std::max<uint64_t>(ceilDiv(w, sd), 1);
-            }
-            if (sd == 0 || (w && ceilDiv(w, b) != sd)) {
-                why = "scale shape " + shapeText(scale) + " does not tile weight shape " + shapeText(weight);
-                return nullptr;
-            }
-            r->m_block.push_back(b);
+        if (affine ? !affineGrid(weight, scale, stated, *r, why) : !inferredGrid(weight, scale, stated, *r, why))
+            return nullptr;
+        if (r->m_zero && r->m_zero->numel() != r->m_s.numel()) {
+            why = "zero_point " + shapeText(*how.zero) + " does not match scale " + shapeText(scale);
+            return nullptr;
         }
         r->m_dims.assign(weight.shape.begin(), weight.shape.end());
-        r->m_sdims.assign(sshape.begin(), sshape.end());
-        r->m_factor = factor;
+        r->m_kind = how.kind;
+        r->m_factor = how.factor;
+        r->m_mid = how.mid;
         r->m_out = g.dtype;
         r->m_numel = r->m_w.numel();
         std::string blocks;
@@ -223,14 +375,17 @@ public:
             perRow = perRow && (d == 0 || r->m_sdims[d] == 1);
         }
         const bool perTensor = r->m_s.numel() == 1;
-        r->m_note = "dequantized: " + std::string(dtypeName(weight.dtype)) + " x " + scale.name
-            + (perTensor     ? " (one per tensor)"
-                    : perRow ? " per row"
-                             : " per [" + blocks + "] block")
-            + (factor != 1.0f ? " / 127" : "") + ", in float32"
-            + (r->m_out == DType::Float16 || r->m_out == DType::BFloat16
-                    ? std::string(", rounded to ") + outName(r->m_out)
-                    : std::string());
+        const std::string granularity = perTensor ? " (one per tensor)"
+            : perRow                              ? " per row"
+                                                  : " per [" + blocks + "] block";
+        if (affine || how.kind == Recipe::Kind::Divide)
+            r->m_note = "dequantized: " + how.what + granularity + inDType(r->m_out);
+        else
+            r->m_note = "dequantized: " + std::string(dtypeName(weight.dtype)) + " x " + scale.name + granularity
+                + (how.factor != 1.0f ? " / 127" : "") + ", in float32"
+                + (r->m_out == DType::Float16 || r->m_out == DType::BFloat16
+                        ? std::string(", rounded to ") + outName(r->m_out)
+                        : std::string());
         return r;
     }
 
@@ -242,8 +397,10 @@ public:
         const uint64_t bc = m_block.back(), sc = static_cast<uint64_t>(m_sdims.back());
         const uint64_t r0 = first / cols, r1 = (first + count - 1) / cols;
         const uint64_t s0 = scaleRow(r0), s1 = scaleRow(r1);
-        std::vector<double> scales;
+        std::vector<double> scales, zeros;
         m_s.decodeTo(s0 * sc, (s1 - s0 + 1) * sc, scales);
+        if (m_zero)
+            m_zero->decodeTo(s0 * sc, (s1 - s0 + 1) * sc, zeros);
         thread_local std::vector<uint8_t> buffer;
         decode(m_w.dtype(), m_w.read(first, count, buffer), static_cast<size_t>(count), out);
         // In runs that share one scale (a row's stretch inside one block), so the inner loop has no division.
@@ -251,13 +408,9 @@ public:
         for (uint64_t k = 0; k < count;) {
             const uint64_t blockEnd = std::min((c / bc + 1) * bc, cols);
             const uint64_t run = std::min(blockEnd - c, count - k);
-            const float scale = static_cast<float>(scales[static_cast<size_t>((sr - s0) * sc + c / bc)]);
-            for (uint64_t e = k + run; k < e; ++k) {
-                float v = static_cast<float>(out[k]) * scale;
-                if (m_factor != 1.0f)
-                    v *= m_factor;
-                out[k] = roundTo(v, m_out);
-            }
+            const size_t at = static_cast<size_t>((sr - s0) * sc + c / bc);
+            apply(out + k, run, static_cast<float>(scales[at]), zeros.empty() ? 0.0 : zeros[at]);
+            k += run;
             c += run;
             if (c == cols && k < count) {
                 c = 0;
@@ -272,6 +425,115 @@ private:
         , m_s(std::move(s))
     {
     }
+
+    // The block edge per dimension: the stated block_size (torchao's Float8Tensor), else the power of two
+    // whose ceil-division gives the scale's size (a [200, 300] weight in 128 x 128 blocks has [2, 3] scales,
+    // which 100 x 100 blocks would also give), else the plain ceil-division.
+    static bool inferredGrid(
+        const Entry& weight, const Entry& scale, const std::vector<uint64_t>& stated, ScaledReader& r, std::string& why)
+    {
+        const size_t n = weight.shape.size();
+        Shape sshape = scale.shape;
+        if (r.m_s.numel() == 1) { // one scale for the tensor
+            sshape.clear();
+            sshape.resize(n, 1);
+        } else {
+            while (sshape.size() < n)
+                sshape.push_back(1); // [rows] scales a [rows, cols] weight per row
+        }
+        if (sshape.size() != n) {
+            why = "scale shape " + shapeText(scale) + " does not tile weight shape " + shapeText(weight);
+            return false;
+        }
+        for (size_t d = 0; d < n; ++d) {
+            const uint64_t w = static_cast<uint64_t>(weight.shape[d]), sd = static_cast<uint64_t>(sshape[d]);
+            uint64_t b = 1;
+            if (stated.size() == n && stated[d] > 0) {
+                b = stated[d];
+            } else if (sd > 0) {
+                while (b < (uint64_t(1) << 40) && ceilDiv(w, b) > sd)
+                    b *= 2;
+                if (ceilDiv(w, b) != sd)
+                    b = std::max<uint64_t>(ceilDiv(w, sd), 1);
+            }
+            if (sd == 0 || (w && ceilDiv(w, b) != sd)) {
+                why = "scale shape " + shapeText(scale) + " does not tile weight shape " + shapeText(weight);
+                return false;
+            }
+            r.m_block.push_back(b);
+        }
+        r.m_sdims.assign(sshape.begin(), sshape.end());
+        return true;
+    }
+
+    // torchao's view of the scale (_get_reduction_params): block_size divides each dimension, and the scale
+    // holds one value per block whatever its own shape.
+    static bool affineGrid(
+        const Entry& weight, const Entry& scale, const std::vector<uint64_t>& block, ScaledReader& r, std::string& why)
+    {
+        const size_t n = weight.shape.size();
+        if (block.size() != n) {
+            why = "block_size does not give one size per dimension of " + shapeText(weight);
+            return false;
+        }
+        uint64_t cells = 1;
+        for (size_t d = 0; d < n; ++d) {
+            const uint64_t w = static_cast<uint64_t>(weight.shape[d]), b = block[d];
+            if (b == 0 || b > w || w % b) {
+                why = "block_size " + std::to_string(b) + " does not divide dimension " + std::to_string(d) + " of "
+                    + shapeText(weight);
+                return false;
+            }
+            r.m_block.push_back(b);
+            r.m_sdims.push_back(static_cast<int64_t>(w / b));
+            cells *= w / b; // at most the weight's numel: no overflow
+        }
+        if (r.m_s.numel() != cells) {
+            why = "scale " + shapeText(scale) + " does not hold one value per block of " + shapeText(weight);
+            return false;
+        }
+        return true;
+    }
+
+    // `n` decoded codes sharing one scale (and zero point) become values, in place.
+    void apply(double* v, uint64_t n, float scale, double zero) const
+    {
+        switch (m_kind) {
+        case Recipe::Kind::Float32:
+            for (uint64_t i = 0; i < n; ++i) {
+                float x = static_cast<float>(v[i]) * scale;
+                if (m_factor != 1.0f)
+                    x *= m_factor;
+                v[i] = roundTo(x, m_out);
+            }
+            return;
+        case Recipe::Kind::AffineNone:
+            for (uint64_t i = 0; i < n; ++i)
+                v[i] = roundTo(roundTo(static_cast<float>(v[i]), m_out) * scale, m_out);
+            return;
+        case Recipe::Kind::Divide: // a 0-d float32 scale keeps float32 arithmetic (checked under torch 2.6)
+            for (uint64_t i = 0; i < n; ++i)
+                v[i] = roundTo(roundTo(static_cast<float>(v[i]), m_out) / scale, m_out);
+            return;
+        case Recipe::Kind::AffineInt: {
+            const uint32_t z = static_cast<uint32_t>(toInt32(zero));
+            for (uint64_t i = 0; i < n; ++i) {
+                const int32_t d = static_cast<int32_t>(static_cast<uint32_t>(toInt32(v[i])) - z); // int32 wraps
+                v[i] = roundTo(roundTo(static_cast<float>(d), m_out) * scale, m_out);
+            }
+            return;
+        }
+        case Recipe::Kind::AffineFloat: {
+            const float z = static_cast<float>(zero);
+            for (uint64_t i = 0; i < n; ++i) {
+                const float x = roundTo(static_cast<float>(v[i]) - m_mid, m_out);
+                v[i] = roundTo(roundTo(x * scale, m_out) + z, m_out);
+            }
+            return;
+        }
+        }
+    }
+
     // The scale row (over all dimensions but the last) of weight row r.
     uint64_t scaleRow(uint64_t r) const
     {
@@ -286,90 +548,144 @@ private:
         return sr;
     }
     TensorBytes m_w, m_s;
+    std::optional<TensorBytes> m_zero;
     std::vector<int64_t> m_dims, m_sdims;
     std::vector<uint64_t> m_block;
-    float m_factor = 1;
+    Recipe::Kind m_kind = Recipe::Kind::Float32;
+    float m_factor = 1, m_mid = 0;
     DType m_out = DType::Float32;
 };
 
-// ---- bitsandbytes 4-bit (NF4, FP4)
+// ---- a code table times a scale per block of consecutive values: bitsandbytes 4-bit (NF4, FP4), torchao's
+// NF4Tensor and its low-bit optimizer states (OptimState8bit, OptimState4bit, OptimStateFp8)
 
-class Bnb4Reader final : public ValueReader {
+// A small table read whole (code maps): exactly `size` values, or false with `why`.
+bool readTable(
+    const Source& s, const Entry& part, FileCache& files, uint64_t size, std::vector<float>& out, std::string& why)
+{
+    if (!decodable(part.dtype, &why))
+        return false;
+    const TensorBytes tb = TensorBytes::open(s, part, files);
+    if (tb.numel() != size) {
+        why = part.name + " has " + std::to_string(tb.numel()) + " values, not " + std::to_string(size);
+        return false;
+    }
+    std::vector<double> v;
+    tb.decodeTo(0, size, v);
+    out.assign(v.begin(), v.end());
+    return true;
+}
+
+// "64" -> 64 when it is a block size a reader can use; 0 otherwise.
+uint64_t blockParam(const std::string* text)
+{
+    const uint64_t b = text ? std::strtoull(text->c_str(), nullptr, 10) : 0;
+    return b <= (uint64_t(1) << 32) ? b : 0;
+}
+
+// The scale of every block, made for the blocks a read covers.
+class BlockScales {
 public:
-    static std::unique_ptr<Bnb4Reader> make(const Source& s, const Entry& g, FileCache& files, std::string& why)
+    virtual ~BlockScales() = default;
+    virtual uint64_t blocks() const = 0; // how many blocks have a scale
+    // Scales of blocks [j0, j1] into `out`.
+    virtual void get(uint64_t j0, uint64_t j1, std::vector<float>& out) const = 0;
+};
+
+// One stored value per block (bitsandbytes absmax, the optimizer states' scale).
+class StoredScales final : public BlockScales {
+public:
+    explicit StoredScales(TensorBytes tb)
+        : m_tb(std::move(tb))
     {
-        const Quantization& q = *g.quantization;
-        const Entry* weight = g.part("weight");
-        const Entry* absmax = g.part("absmax");
-        const Entry* qmap = g.part("quant_map");
-        const std::string* bs = q.param("blocksize");
-        if (!weight || !absmax || !qmap) {
-            why = "stored without its absmax or quant_map: cannot dequantize";
-            return nullptr;
-        }
-        if (!g.shapeKnown || !bs) {
-            why = "the original shape or blocksize is not known (quant_state not read)";
-            return nullptr;
-        }
-        auto r = std::unique_ptr<Bnb4Reader>(
-            new Bnb4Reader(TensorBytes::open(s, *weight, files), TensorBytes::open(s, *absmax, files)));
-        r->m_numel = g.numel();
-        r->m_block = std::strtoull(bs->c_str(), nullptr, 10);
-        r->m_out = g.dtype;
-        if (r->m_block == 0 || r->m_block > (uint64_t(1) << 32)) {
-            why = "blocksize " + *bs + " is not a positive block size";
-            return nullptr;
-        }
+    }
+    uint64_t blocks() const override { return m_tb.numel(); }
+    void get(uint64_t j0, uint64_t j1, std::vector<float>& out) const override
+    {
+        std::vector<double> v;
+        m_tb.decodeTo(j0, j1 - j0 + 1, v);
+        out.assign(v.begin(), v.end());
+    }
+
+private:
+    TensorBytes m_tb;
+};
+
+// Double quantization: each block's scale is made from a stored value of its own and one of its group of
+// `group` blocks (bitsandbytes: a code into nested_quant_map and nested_absmax; NF4Tensor: a quantized scaler
+// and its quantization_factor).
+class TwoLevelScales final : public BlockScales {
+public:
+    using Combine = std::function<float(double perBlock, double perGroup)>;
+    TwoLevelScales(TensorBytes perBlock, TensorBytes perGroup, uint64_t group, Combine combine)
+        : m_perBlock(std::move(perBlock))
+        , m_perGroup(std::move(perGroup))
+        , m_group(group)
+        , m_combine(std::move(combine))
+    {
+    }
+    uint64_t blocks() const override
+    {
+        uint64_t covered = 0;
+        return __builtin_mul_overflow(m_perGroup.numel(), m_group, &covered) ? m_perBlock.numel()
+                                                                             : std::min(m_perBlock.numel(), covered);
+    }
+    void get(uint64_t j0, uint64_t j1, std::vector<float>& out) const override
+    {
+        std::vector<double> own, shared;
+        m_perBlock.decodeTo(j0, j1 - j0 + 1, own);
+        const uint64_t g0 = j0 / m_group;
+        m_perGroup.decodeTo(g0, j1 / m_group - g0 + 1, shared);
+        out.resize(own.size());
+        for (uint64_t j = j0; j <= j1; ++j)
+            out[j - j0] = m_combine(own[j - j0], shared[j / m_group - g0]);
+    }
+
+private:
+    TensorBytes m_perBlock, m_perGroup;
+    uint64_t m_group;
+    Combine m_combine;
+};
+
+// Values i = table[code i] * scale[i / block], rounded to the output dtype; codes are 4-bit (two per byte,
+// the high nibble first, as all of these libraries pack them) or 8-bit.
+class CodebookReader final : public ValueReader {
+public:
+    struct Layout {
+        unsigned bits = 4;
+        std::vector<float> table; // 2^bits values
+        uint64_t numel = 0;
+        uint64_t block = 0;
+        DType out = DType::Float32;
+    };
+    // Null with `why` when the codes or the scales do not cover `numel` values.
+    static std::unique_ptr<CodebookReader> make(
+        TensorBytes codes, std::unique_ptr<const BlockScales> scales, Layout l, std::string note, std::string& why)
+    {
         uint64_t storedBytes = 0;
-        if (__builtin_mul_overflow(r->m_w.numel(), static_cast<uint64_t>(r->m_w.itemSize()), &storedBytes)
-            || storedBytes < ceilDiv(r->m_numel, 2)) {
-            why = "the packed weight holds " + std::to_string(storedBytes) + " bytes, fewer than "
-                + std::to_string(r->m_numel) + " 4-bit values need";
+        if (__builtin_mul_overflow(codes.numel(), static_cast<uint64_t>(codes.itemSize()), &storedBytes)
+            || storedBytes < (l.bits == 4 ? ceilDiv(l.numel, 2) : l.numel)) {
+            why = "the codes hold " + std::to_string(storedBytes) + " bytes, fewer than " + std::to_string(l.numel)
+                + " " + std::to_string(l.bits) + "-bit values need";
             return nullptr;
         }
-        const uint64_t blocks = ceilDiv(r->m_numel, r->m_block);
-        if (r->m_absmax.numel() < blocks) {
-            why = "absmax has " + std::to_string(r->m_absmax.numel()) + " values; " + std::to_string(blocks)
+        if (l.block == 0) {
+            why = "the block size is not positive";
+            return nullptr;
+        }
+        const uint64_t blocks = ceilDiv(l.numel, l.block);
+        if (scales->blocks() < blocks) {
+            why = "the scales cover " + std::to_string(scales->blocks()) + " blocks; " + std::to_string(blocks)
                 + " blocks need one each";
             return nullptr;
         }
-        if (!readTable(s, *qmap, files, 16, r->m_code, why))
-            return nullptr;
-        const std::string* dq = q.param("double_quant");
-        if (dq && *dq == "true") {
-            const Entry* nabs = g.part("nested_absmax");
-            const Entry* nmap = g.part("nested_quant_map");
-            const std::string* nbs = q.param("nested_blocksize");
-            const std::string* off = q.param("nested_offset");
-            if (!nabs || !nmap || !nbs || !off) {
-                why = "double-quantized, but nested_absmax, nested_quant_map, nested_blocksize or nested_offset is "
-                      "missing";
-                return nullptr;
-            }
-            if (absmax->dtype != DType::UInt8) { // its values index the 256-entry nested code
-                why = "double-quantized absmax should be uint8 codes, not " + std::string(dtypeName(absmax->dtype));
-                return nullptr;
-            }
-            r->m_nestedBlock = std::strtoull(nbs->c_str(), nullptr, 10);
-            r->m_offset = std::strtof(off->c_str(), nullptr);
-            if (r->m_nestedBlock == 0 || r->m_nestedBlock > (uint64_t(1) << 32)) {
-                why = "nested_blocksize " + *nbs + " is not a positive block size";
-                return nullptr;
-            }
-            r->m_nestedAbsmax.emplace(TensorBytes::open(s, *nabs, files));
-            if (!decodable(nabs->dtype, &why) || r->m_nestedAbsmax->numel() < ceilDiv(blocks, r->m_nestedBlock)) {
-                why = "nested_absmax has too few values for its blocks";
-                return nullptr;
-            }
-            if (!readTable(s, *nmap, files, 256, r->m_nestedCode, why))
-                return nullptr;
-        } else if (!decodable(absmax->dtype, &why)) {
+        if (l.table.size() != (size_t(1) << l.bits)) {
+            why = "the code table does not hold a value per code";
             return nullptr;
         }
-        const std::string* type = q.param("quant_type");
-        r->m_note = "dequantized: bitsandbytes " + (type ? *type : std::string("4-bit"))
-            + ", quant_map x absmax per block of " + *bs + (r->m_nestedAbsmax ? " (absmax double-quantized)" : "")
-            + ", high nibble first, rounded to " + outName(r->m_out);
+        auto r = std::unique_ptr<CodebookReader>(new CodebookReader(std::move(codes), std::move(scales), std::move(l)));
+        r->m_numel = r->m_l.numel;
+        r->m_note = std::move(note);
         return r;
     }
 
@@ -378,69 +694,249 @@ public:
         if (!count)
             return;
         const uint64_t last = first + count - 1;
-        // The packed bytes under [first, last], whatever the storage dtype.
-        const uint64_t item = m_w.itemSize();
-        const uint64_t b0 = first / 2, b1 = last / 2;
+        const bool nibbles = m_l.bits == 4;
+        // The bytes under [first, last], whatever the storage dtype.
+        const uint64_t item = m_codes.itemSize();
+        const uint64_t b0 = nibbles ? first / 2 : first, b1 = nibbles ? last / 2 : last;
         const uint64_t e0 = b0 / item, e1 = b1 / item;
         thread_local std::vector<uint8_t> scratch;
-        const uint8_t* packed = m_w.read(e0, e1 - e0 + 1, scratch) + (b0 - e0 * item);
-        // absmax of the blocks under the range.
-        const uint64_t j0 = first / m_block, j1 = last / m_block;
-        std::vector<double> absmax;
-        m_absmax.decodeTo(j0, j1 - j0 + 1, absmax);
-        std::vector<float> scale(absmax.size());
-        if (m_nestedAbsmax) {
-            const uint64_t n0 = j0 / m_nestedBlock, n1 = j1 / m_nestedBlock;
-            std::vector<double> nested;
-            m_nestedAbsmax->decodeTo(n0, n1 - n0 + 1, nested);
-            for (uint64_t j = j0; j <= j1; ++j) {
-                const float code = m_nestedCode[static_cast<size_t>(absmax[j - j0]) & 0xff];
-                scale[j - j0] = code * static_cast<float>(nested[j / m_nestedBlock - n0]) + m_offset;
-            }
-        } else {
-            for (size_t k = 0; k < absmax.size(); ++k)
-                scale[k] = static_cast<float>(absmax[k]);
-        }
+        const uint8_t* bytes = m_codes.read(e0, e1 - e0 + 1, scratch) + (b0 - e0 * item);
+        const uint64_t j0 = first / m_l.block;
+        std::vector<float> scale;
+        m_scales->get(j0, last / m_l.block, scale);
         // Block by block, so the inner loop has no division.
         for (uint64_t i = first, k = 0; k < count;) {
-            const uint64_t j = i / m_block;
-            const uint64_t end = std::min((j + 1) * m_block, first + count);
+            const uint64_t j = i / m_l.block;
+            const uint64_t end = std::min((j + 1) * m_l.block, first + count);
             const float sc = scale[j - j0];
             for (; i < end; ++i, ++k) {
-                const uint8_t byte = packed[(i >> 1) - b0];
-                out[k] = roundTo(m_code[(i & 1) ? (byte & 0x0f) : (byte >> 4)] * sc, m_out);
+                const unsigned code
+                    = nibbles ? ((i & 1) ? bytes[(i >> 1) - b0] & 0x0f : bytes[(i >> 1) - b0] >> 4) : bytes[i - b0];
+                out[k] = roundTo(m_l.table[code] * sc, m_l.out);
             }
         }
     }
 
 private:
-    Bnb4Reader(TensorBytes w, TensorBytes absmax)
-        : m_w(std::move(w))
-        , m_absmax(std::move(absmax))
+    CodebookReader(TensorBytes codes, std::unique_ptr<const BlockScales> scales, Layout l)
+        : m_codes(std::move(codes))
+        , m_scales(std::move(scales))
+        , m_l(std::move(l))
     {
     }
-    static bool readTable(
-        const Source& s, const Entry& part, FileCache& files, uint64_t size, std::vector<float>& out, std::string& why)
-    {
-        if (!decodable(part.dtype, &why))
-            return false;
-        const TensorBytes tb = TensorBytes::open(s, part, files);
-        if (tb.numel() != size) {
-            why = part.name + " has " + std::to_string(tb.numel()) + " values, not " + std::to_string(size);
-            return false;
-        }
-        std::vector<double> v;
-        tb.decodeTo(0, size, v);
-        out.assign(v.begin(), v.end());
-        return true;
-    }
-    TensorBytes m_w, m_absmax;
-    std::optional<TensorBytes> m_nestedAbsmax;
-    std::vector<float> m_code, m_nestedCode;
-    uint64_t m_block = 64, m_nestedBlock = 256;
-    float m_offset = 0;
-    DType m_out = DType::Float32;
+    TensorBytes m_codes;
+    std::unique_ptr<const BlockScales> m_scales;
+    Layout m_l;
 };
+
+std::unique_ptr<const ValueReader> openBnb4(const Source& s, const Entry& g, FileCache& files, std::string& why)
+{
+    const Quantization& q = *g.quantization;
+    const Entry* weight = g.part("weight");
+    const Entry* absmax = g.part("absmax");
+    const Entry* qmap = g.part("quant_map");
+    const std::string* bs = q.param("blocksize");
+    if (!weight || !absmax || !qmap) {
+        why = "stored without its absmax or quant_map: cannot dequantize";
+        return nullptr;
+    }
+    if (!g.shapeKnown || !bs) {
+        why = "the original shape or blocksize is not known (quant_state not read)";
+        return nullptr;
+    }
+    CodebookReader::Layout l;
+    l.numel = g.numel();
+    l.block = blockParam(bs);
+    l.out = g.dtype;
+    if (l.block == 0) {
+        why = "blocksize " + *bs + " is not a positive block size";
+        return nullptr;
+    }
+    TensorBytes codes = TensorBytes::open(s, *weight, files);
+    TensorBytes absmaxBytes = TensorBytes::open(s, *absmax, files);
+    if (!readTable(s, *qmap, files, 16, l.table, why))
+        return nullptr;
+    std::unique_ptr<const BlockScales> scales;
+    const std::string* dq = q.param("double_quant");
+    if (dq && *dq == "true") {
+        const Entry* nabs = g.part("nested_absmax");
+        const Entry* nmap = g.part("nested_quant_map");
+        const std::string* nbs = q.param("nested_blocksize");
+        const std::string* off = q.param("nested_offset");
+        if (!nabs || !nmap || !nbs || !off) {
+            why = "double-quantized, but nested_absmax, nested_quant_map, nested_blocksize or nested_offset is "
+                  "missing";
+            return nullptr;
+        }
+        if (absmax->dtype != DType::UInt8) { // its values index the 256-entry nested code
+            why = "double-quantized absmax should be uint8 codes, not " + std::string(dtypeName(absmax->dtype));
+            return nullptr;
+        }
+        const uint64_t nestedBlock = blockParam(nbs);
+        if (nestedBlock == 0) {
+            why = "nested_blocksize " + *nbs + " is not a positive block size";
+            return nullptr;
+        }
+        if (!decodable(nabs->dtype, &why))
+            return nullptr;
+        std::vector<float> nestedCode;
+        if (!readTable(s, *nmap, files, 256, nestedCode, why))
+            return nullptr;
+        // absmax holds uint8 codes into nested_quant_map, scaled by nested_absmax, plus nested_offset (float32).
+        const float offset = std::strtof(off->c_str(), nullptr);
+        scales = std::make_unique<TwoLevelScales>(std::move(absmaxBytes), TensorBytes::open(s, *nabs, files),
+            nestedBlock, [table = std::move(nestedCode), offset](double code, double nested) {
+                return table[static_cast<size_t>(code) & 0xff] * static_cast<float>(nested) + offset;
+            });
+    } else if (!decodable(absmax->dtype, &why)) {
+        return nullptr;
+    } else {
+        scales = std::make_unique<StoredScales>(std::move(absmaxBytes));
+    }
+    const std::string* type = q.param("quant_type");
+    std::string note = "dequantized: bitsandbytes " + (type ? *type : std::string("4-bit"))
+        + ", quant_map x absmax per block of " + *bs + (dq && *dq == "true" ? " (absmax double-quantized)" : "")
+        + ", high nibble first, rounded to " + outName(g.dtype);
+    return CodebookReader::make(std::move(codes), std::move(scales), std::move(l), std::move(note), why);
+}
+
+// The dtype torch gives a product of two float tensors (float16, bfloat16 or float32); Unknown for others.
+DType productDType(DType a, DType b)
+{
+    for (DType t : { a, b })
+        if (t != DType::Float32 && t != DType::Float16 && t != DType::BFloat16)
+            return DType::Unknown;
+    return a == b ? a : DType::Float32;
+}
+
+// The first part named in `roles` that is missing, or nullptr when all are there.
+const char* missingPart(const Entry& g, std::initializer_list<const char*> roles)
+{
+    for (const char* r : roles)
+        if (!g.part(r))
+            return r;
+    return nullptr;
+}
+
+// torchao's NF4Tensor as get_original_weight() computes it: nf4[nibble] * scaler, the high nibble first.
+std::unique_ptr<const ValueReader> openNf4(const Source& s, const Entry& g, FileCache& files, std::string& why)
+{
+    if (const char* m
+        = missingPart(g, { "quantized_data", "quantized_scalers", "quantization_factor", "scaler_mean", "nf4" })) {
+        why = std::string("stored without its ") + m + ": cannot dequantize";
+        return nullptr;
+    }
+    const Entry& data = *g.part("quantized_data");
+    const Entry& scalers = *g.part("quantized_scalers");
+    const Entry& factor = *g.part("quantization_factor");
+    const Entry& mean = *g.part("scaler_mean");
+    const Entry& nf4 = *g.part("nf4");
+    CodebookReader::Layout l;
+    l.block = blockParam(g.quantization->param("block_size"));
+    const uint64_t scalerBlock = blockParam(g.quantization->param("scaler_block_size"));
+    l.numel = g.numel();
+    l.out = g.dtype;
+    if (!g.shapeKnown || l.block == 0 || l.block % 2 || scalerBlock == 0) {
+        why = "the shape, block_size or scaler_block_size is not known or not a positive even block size";
+        return nullptr;
+    }
+    if (productDType(g.dtype, g.dtype) == DType::Unknown || nf4.dtype != g.dtype || factor.dtype != g.dtype
+        || mean.dtype != g.dtype) {
+        why = "nf4, quantization_factor and scaler_mean are not all in the weight's dtype (float32, float16 or "
+              "bfloat16), as torchao writes them";
+        return nullptr;
+    }
+    if (data.dtype != DType::UInt8 || scalers.dtype != DType::Int8) {
+        why = "quantized_data and quantized_scalers are not the uint8 and int8 tensors torchao writes";
+        return nullptr;
+    }
+    // get_original_weight's reshapes: two values per byte, one scaler per block, one factor per scaler block.
+    const uint64_t blocks = l.numel / l.block;
+    if (l.numel % l.block || data.numel() != l.numel / 2 || scalers.numel() != blocks || blocks % scalerBlock
+        || factor.numel() != blocks / scalerBlock || mean.numel() != 1) {
+        why = "quantized_data " + shapeText(data) + ", quantized_scalers " + shapeText(scalers)
+            + " and quantization_factor " + shapeText(factor) + " do not fit a " + shapeText(g)
+            + " weight in blocks of " + std::to_string(l.block) + " and scaler blocks of "
+            + std::to_string(scalerBlock);
+        return nullptr;
+    }
+    if (!readTable(s, nf4, files, 16, l.table, why))
+        return nullptr;
+    std::vector<double> m;
+    TensorBytes::open(s, mean, files).decodeTo(0, 1, m);
+    // dequantize_scalers: int8 / quantization_factor (the int8 promoted to the factor's dtype), plus
+    // scaler_mean, each operation rounded to the weight's dtype.
+    const float meanValue = static_cast<float>(m[0]);
+    const DType out = g.dtype;
+    auto scales = std::make_unique<TwoLevelScales>(TensorBytes::open(s, scalers, files),
+        TensorBytes::open(s, factor, files), scalerBlock, [meanValue, out](double q, double f) {
+            const float x = roundTo(static_cast<float>(q), out) / static_cast<float>(f);
+            return roundTo(roundTo(x, out) + meanValue, out);
+        });
+    std::string note = "dequantized: torchao NF4 (get_original_weight), nf4[nibble] x scaler per block of "
+        + std::to_string(l.block) + ", high nibble first; scalers int8 / quantization_factor per "
+        + std::to_string(scalerBlock) + " + scaler_mean" + inDType(g.dtype);
+    return CodebookReader::make(
+        TensorBytes::open(s, data, files), std::move(scales), std::move(l), std::move(note), why);
+}
+
+// torchao's low-bit optimizer states (prototype/low_bit_optim) as their dequantize() computes them:
+// qmap[code] (OptimState8bit; OptimState4bit with two codes per byte, high nibble first) or the float8 code
+// itself (OptimStateFp8) times the scale of its block, block = values / scales.
+std::unique_ptr<const ValueReader> openOptimState(
+    const Source& s, const Entry& g, std::string_view cls, FileCache& files, std::string& why)
+{
+    const bool fp8 = cls == "OptimStateFp8";
+    if (const char* m = fp8 ? missingPart(g, { "codes", "scale" }) : missingPart(g, { "codes", "scale", "qmap" })) {
+        why = std::string("stored without its ") + m + ": cannot dequantize";
+        return nullptr;
+    }
+    const Entry& codes = *g.part("codes");
+    const Entry& scale = *g.part("scale");
+    CodebookReader::Layout l;
+    l.bits = cls == "OptimState4bit" ? 4 : 8;
+    l.numel = g.numel();
+    if (!g.shapeKnown || !codes.shapeKnown || !scale.shapeKnown) {
+        why = "the shape of the state, its codes or its scale is not known";
+        return nullptr;
+    }
+    if (fp8 ? dtypeItemSize(codes.dtype) != 1 || !dtypeIsFloatingPoint(codes.dtype) || !decodable(codes.dtype)
+            : codes.dtype != DType::UInt8) {
+        why = std::string("codes are not the ") + (fp8 ? "float8" : "uint8") + " tensor torchao writes";
+        return nullptr;
+    }
+    const bool codesFit = l.bits == 4 ? l.numel % 2 == 0 && codes.numel() == l.numel / 2 : codes.numel() == l.numel;
+    if (!codesFit || scale.numel() == 0 || l.numel % scale.numel()) {
+        why = "codes " + shapeText(codes) + " and scale " + shapeText(scale) + " do not split a " + shapeText(g)
+            + " state into equal blocks";
+        return nullptr;
+    }
+    l.block = l.numel / scale.numel();
+    if (fp8) {
+        // codes.float() * scale: a table of the 256 float8 values.
+        uint8_t all[256];
+        for (int b = 0; b < 256; ++b)
+            all[b] = static_cast<uint8_t>(b);
+        double decoded[256];
+        decode(codes.dtype, all, 256, decoded);
+        l.table.assign(decoded, decoded + 256);
+        l.out = productDType(DType::Float32, scale.dtype);
+    } else {
+        const Entry& qmap = *g.part("qmap");
+        if (!readTable(s, qmap, files, uint64_t(1) << l.bits, l.table, why))
+            return nullptr;
+        l.out = productDType(qmap.dtype, scale.dtype);
+    }
+    if (l.out == DType::Unknown || !decodable(scale.dtype, &why)) {
+        why = "scale and qmap are not float16, bfloat16 or float32 tensors";
+        return nullptr;
+    }
+    const char* code = fp8 ? "codes.float()" : l.bits == 4 ? "qmap[nibble]" : "qmap[code]";
+    std::string note = "dequantized: torchao " + std::string(cls) + ", " + code + " x scale per block of "
+        + std::to_string(l.block) + (l.bits == 4 ? ", high nibble first" : "") + inDType(l.out);
+    return CodebookReader::make(TensorBytes::open(s, codes, files),
+        std::make_unique<StoredScales>(TensorBytes::open(s, scale, files)), std::move(l), std::move(note), why);
+}
 
 // ---- GPTQ and AWQ: int32 words packing 32 / bits values, zero points and scales per group of inputs
 
@@ -642,6 +1138,115 @@ private:
     DType m_outDtype = DType::Float16;
 };
 
+// A number param ("-448", "15"); false when absent or not a number.
+bool numberParam(const Quantization& q, std::string_view key, double& out)
+{
+    const std::string* text = q.param(key);
+    if (!text || text->empty())
+        return false;
+    char* end = nullptr;
+    out = std::strtod(text->c_str(), &end);
+    return *end == '\0' && std::isfinite(out);
+}
+
+// "INT", "FLOAT" or "NONE" from a ZeroPointDomain param: pickled as the enum's value (torchao 0.9: INT = 1,
+// FLOAT = 2, NONE = 3) or by name; "" for anything else.
+std::string zeroPointDomain(const std::string* text)
+{
+    static constexpr std::pair<const char*, const char*> kDomains[]
+        = { { "INT", "1" }, { "FLOAT", "2" }, { "NONE", "3" } };
+    for (const auto& [name, value] : kDomains)
+        if (text
+            && (*text == std::string("ZeroPointDomain(") + value + ")"
+                || *text == std::string("ZeroPointDomain.") + name))
+            return name;
+    return {};
+}
+
+// torchao's AffineQuantizedTensor (torchao.dtypes, deleted in 2026 but in many files) as its dequantize()
+// computes it: the tensor impl's plain data, scale and zero point through dequantize_affine, in the tensor's
+// dtype. Also the weight of a LinearActivationQuantizedTensor, which quantizes activations only.
+std::unique_ptr<const ValueReader> openAffine(const Source& s, const Entry& g, FileCache& files, std::string& why)
+{
+    const Quantization& q = *g.quantization;
+    const std::string* implParam = q.param("tensor_impl");
+    const std::string impl = implParam ? *implParam : std::string("an unknown tensor impl");
+    const bool plain = impl == "PlainAQTTensorImpl" || impl == "PlainAQTLayout";
+    if (impl == "Int4CPUAQTTensorImpl") {
+        // aten's weight_to_int4pack_kernel lays nibbles out per CPU_CAPABILITY (AVX512: blocks of 64 rows,
+        // AVX2: 32, otherwise pairs of rows); torchao's own dequantize() is wrong on another kind of CPU.
+        why = "Int4CPULayout's nibble order depends on the CPU of the process that saved it (AVX512, AVX2 or "
+              "other) and is not recorded: not dequantized";
+        return nullptr;
+    }
+    if (!plain && impl != "Float8AQTTensorImpl" && impl != "Float8AQTLayout") {
+        why = "torchao.AffineQuantizedTensor with " + impl + " is not dequantized";
+        return nullptr;
+    }
+    const Entry* data = g.part(plain ? "int_data" : "float8_data");
+    const Entry* scale = g.part("scale");
+    if (!data || !scale) {
+        const char* missing = data ? "scale" : plain ? "int_data" : "float8_data";
+        why = std::string("stored without its ") + missing + ": cannot dequantize";
+        return nullptr;
+    }
+    if (const std::string* t = q.param("transposed"); t && *t != "False") {
+        why = "its tensor impl is marked transposed (the data keeps the other shape): not dequantized";
+        return nullptr;
+    }
+    if (g.dtype != DType::Float32 && g.dtype != DType::Float16 && g.dtype != DType::BFloat16) {
+        why = "torchao dequantizes to float32, float16 or bfloat16, not " + std::string(dtypeName(g.dtype));
+        return nullptr;
+    }
+    const std::string* domainText = q.param("zero_point_domain");
+    const std::string domain = zeroPointDomain(domainText);
+    if (domain.empty()) {
+        why = "its zero_point_domain (" + (domainText ? *domainText : std::string("absent"))
+            + ") is not one torchao 0.9 knows";
+        return nullptr;
+    }
+    Recipe how;
+    how.zero = g.part("zero_point");
+    std::string formula;
+    if (domain == "NONE") {
+        if (how.zero) {
+            why = "a zero_point with ZeroPointDomain.NONE (torchao refuses it)";
+            return nullptr;
+        }
+        how.kind = Recipe::Kind::AffineNone;
+        formula = data->name + " x scale";
+    } else {
+        if (dtypeIsFloatingPoint(data->dtype)) {
+            why = "ZeroPointDomain." + domain + " needs integer data, not " + std::string(dtypeName(data->dtype));
+            return nullptr;
+        }
+        if (domain == "INT") {
+            how.kind = Recipe::Kind::AffineInt;
+            formula = how.zero ? "(int_data - zero_point) x scale" : "int_data x scale";
+        } else {
+            // quant_min and quant_max default to the data dtype's range (_get_and_check_qmin_qmax).
+            const bool isUnsigned = data->dtype == DType::UInt8;
+            const unsigned bits = dtypeItemSize(data->dtype) * 8;
+            double lo = isUnsigned ? 0.0 : -std::ldexp(1.0, static_cast<int>(bits) - 1);
+            double hi = isUnsigned ? 255.0 : std::ldexp(1.0, static_cast<int>(bits) - 1) - 1;
+            if ((q.param("quant_min") && !numberParam(q, "quant_min", lo))
+                || (q.param("quant_max") && !numberParam(q, "quant_max", hi))) {
+                why = "quant_min or quant_max is not a number";
+                return nullptr;
+            }
+            how.kind = Recipe::Kind::AffineFloat;
+            how.mid = static_cast<float>((hi + lo + 1) / 2);
+            char mid[32];
+            std::snprintf(mid, sizeof mid, "%g", static_cast<double>(how.mid));
+            formula = "(int_data - " + std::string(mid) + ") x scale" + (how.zero ? " + zero_point" : "");
+        }
+    }
+    const std::string* wrapper = q.param("wrapper");
+    how.what = (wrapper ? "the weight of a " + *wrapper + ", " : std::string()) + "torchao dequantize_affine (" + impl
+        + ", ZeroPointDomain." + domain + "): " + formula;
+    return ScaledReader::make(s, g, *data, *scale, how, files, why);
+}
+
 std::unique_ptr<const ValueReader> openGroup(const Source& s, const Entry& g, FileCache& files, std::string& why)
 {
     if (!g.quantization) {
@@ -656,19 +1261,36 @@ std::unique_ptr<const ValueReader> openGroup(const Source& s, const Entry& g, Fi
         if (!sc)
             sc = g.part("weight_scale");
         if (w && sc)
-            return ScaledReader::make(s, g, *w, *sc, 1.0f, files, why);
+            return ScaledReader::make(s, g, *w, *sc, {}, files, why);
     } else if (scheme == "torchao.Float8Tensor") {
         const Entry* w = g.part("qdata");
         const Entry* sc = g.part("scale");
         if (w && sc)
-            return ScaledReader::make(s, g, *w, *sc, 1.0f, files, why);
+            return ScaledReader::make(s, g, *w, *sc, {}, files, why);
+    } else if (scheme == "torchao.Float8TrainingTensor") {
+        const Entry* w = g.part("_data");
+        const Entry* sc = g.part("_scale");
+        Recipe how;
+        how.kind = Recipe::Kind::Divide;
+        how.what = "torchao.float8 to_original_precision(): _data.to(orig_dtype) / _scale";
+        if (w && sc)
+            return ScaledReader::make(s, g, *w, *sc, how, files, why);
+    } else if (scheme == "torchao.AffineQuantizedTensor") {
+        return openAffine(s, g, files, why);
+    } else if (scheme == "torchao.NF4Tensor") {
+        return openNf4(s, g, files, why);
+    } else if (scheme == "torchao.OptimState8bit" || scheme == "torchao.OptimState4bit"
+        || scheme == "torchao.OptimStateFp8") {
+        return openOptimState(s, g, std::string_view(scheme).substr(8), files, why);
     } else if (scheme == "bitsandbytes.int8") {
         const Entry* w = g.part("weight");
         const Entry* sc = g.part("SCB");
+        Recipe how;
+        how.factor = 7.874015718698502e-3f; // bitsandbytes' 1/127
         if (w && sc && w->shape.size() == 2)
-            return ScaledReader::make(s, g, *w, *sc, 7.874015718698502e-3f, files, why); // bitsandbytes' 1/127
+            return ScaledReader::make(s, g, *w, *sc, how, files, why);
     } else if (starts("bitsandbytes.")) {
-        return Bnb4Reader::make(s, g, files, why);
+        return openBnb4(s, g, files, why);
     } else if (scheme == "gptq" || scheme == "awq") {
         return PackedIntReader::make(s, g, files, why);
     } else {
@@ -701,7 +1323,7 @@ bool ValueReader::needsReader(const Entry& entry)
 {
     const Entry& e = storedTensorOf(entry);
     return e.kind == EntryKind::Group || e.dtype == DType::Float4_e2m1fn_x2
-        || complexComponent(e.dtype) != DType::Unknown;
+        || complexComponent(e.dtype) != DType::Unknown || sparseLayout(e);
 }
 
 std::unique_ptr<const ValueReader> ValueReader::open(
@@ -718,6 +1340,8 @@ std::unique_ptr<const ValueReader> ValueReader::open(
     case EntryKind::Tensor:
         break;
     }
+    if (const std::string* layout = sparseLayout(e))
+        return SparseReader::make(source, e, *layout, files, why);
     const bool fp4x2 = e.dtype == DType::Float4_e2m1fn_x2;
     if (!fp4x2 && complexComponent(e.dtype) == DType::Unknown && !decodable(e.dtype, &why))
         return nullptr;

@@ -10,14 +10,22 @@
 //       fp8.* / int8.*      weight * weight_scale_inv or weight_scale, per block, row, or tensor (DeepSeek-V3,
 //                           compressed-tensors, vLLM)
 //       torchao.Float8Tensor  qdata * scale expanded to its blocks
+//       torchao.AffineQuantizedTensor (plain and float8 tensor impls; also the weight inside a
+//                           LinearActivationQuantizedTensor)  torchao's dequantize_affine for its
+//                           zero_point_domain (NONE, INT, FLOAT), each step in the tensor's dtype
+//       torchao.NF4Tensor   nf4[nibble] * scaler per block, the scalers double-quantized (int8 /
+//                           quantization_factor + scaler_mean), as get_original_weight() computes them
+//       torchao.OptimState8bit/4bit/Fp8  qmap[code] (or the float8 code) * scale per block
 //       bitsandbytes.nf4/fp4  quant_map[nibble] * absmax per block (double-quantized absmax first rebuilt
 //                           from nested_quant_map, nested_absmax and nested_offset), high nibble first
 //       bitsandbytes.int8   weight * SCB[row] / 127
 //       gptq / awq          scale * (q - zero) per group; GPTQ zero points stored minus one (AutoGPTQ's v1
 //                           format), AWQ nibbles in its interleaved order
-//   - a group that wraps one plain tensor: that tensor (storedTensorOf below).
+//   - a group that wraps one plain tensor: that tensor (storedTensorOf below);
+//   - sparse COO / CSR / CSC tensors: their dense values as to_dense() gives them.
 // Reads take only the bytes a range needs (for packed GPTQ/AWQ, the box of words, zeros and scales under
-// the range's output rows), so memory stays at a few buffers whatever the tensor's size. Every part's
+// the range's output rows), so memory stays at a few buffers whatever the tensor's size; a sparse tensor's
+// indices and values are read whole when its reader opens, capped at 2^22 stored values. Every part's
 // shape and byte count is checked against the others when the reader opens, so a hostile file cannot make
 // a read index past what it holds.
 

@@ -122,6 +122,61 @@ private slots:
         QCOMPARE(rows[0].toObject().value(QStringLiteral("note")).toString(), QStringLiteral("stored values of its qweight part (dequantizing is off)"));
     }
 
+    // Issue 11 end to end: `diff float_bf16.pt int8wo.pt --values` compares the bfloat16 weights with torchao's
+    // dequantization of their int8 copies (torch 2.6 / torchao 0.9 files and the generator's against_float),
+    // and `stats` of a per-rank FSDP2 save reads the tensors assembled from both ranks' pieces.
+    void torchaoValuesAndPerRankStats()
+    {
+        const QString dir = sl::test::fixturesDir() + QStringLiteral("/torch2");
+        const auto r = runStatelens({ QStringLiteral("diff"), dir + QStringLiteral("/torchao/float_bf16.pt"),
+            dir + QStringLiteral("/torchao/int8wo.pt"), QStringLiteral("--values"), QStringLiteral("--format"),
+            QStringLiteral("json") });
+        QFile f(dir + QStringLiteral("/torchao/int8wo.pt.truth.json"));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QMap<QString, QJsonObject> truth;
+        for (const QJsonValue& v :
+            QJsonDocument::fromJson(f.readAll()).object().value(QStringLiteral("entries")).toArray())
+            truth[v.toObject().value(QStringLiteral("name")).toString()]
+                = v.toObject().value(QStringLiteral("against_float")).toObject();
+        const QJsonArray rows = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("rows")).toArray();
+        QCOMPARE(rows.size(), 4);
+        for (const QJsonValue& v : rows) {
+            const QJsonObject row = v.toObject();
+            const QString name = row.value(QStringLiteral("b")).toString();
+            QVERIFY2(row.value(QStringLiteral("max_abs_diff")).toDouble()
+                    == truth[name].value(QStringLiteral("max_abs_diff")).toDouble(),
+                qPrintable(name));
+            QVERIFY2(std::fabs(row.value(QStringLiteral("cosine")).toDouble()
+                         - truth[name].value(QStringLiteral("cosine")).toDouble())
+                    < 1e-12,
+                qPrintable(name));
+            if (name.endsWith(QStringLiteral(".weight")))
+                QVERIFY2(row.value(QStringLiteral("value_note"))
+                             .toString()
+                             .startsWith(QStringLiteral("B dequantized: torchao dequantize_affine")),
+                    qPrintable(name));
+        }
+        const auto st = runStatelens({ QStringLiteral("stats"), dir + QStringLiteral("/fsdp2/model_rank0.pt"),
+            dir + QStringLiteral("/fsdp2/model_rank1.pt"), QStringLiteral("--format"), QStringLiteral("json"),
+            QStringLiteral("--filter"), QStringLiteral("^tok_embeddings") });
+        QCOMPARE(st.exitCode, 0);
+        const QJsonArray tensors = QJsonDocument::fromJson(st.out).object().value(QStringLiteral("tensors")).toArray();
+        QCOMPARE(tensors.size(), 1);
+        QFile pr(dir + QStringLiteral("/fsdp2/model.per-rank.truth.json"));
+        QVERIFY(pr.open(QIODevice::ReadOnly));
+        for (const QJsonValue& v :
+            QJsonDocument::fromJson(pr.readAll()).object().value(QStringLiteral("entries")).toArray())
+            if (v.toObject().value(QStringLiteral("name")).toString() == QStringLiteral("tok_embeddings.weight")) {
+                const QJsonObject want = v.toObject().value(QStringLiteral("values")).toObject();
+                QCOMPARE(tensors[0].toObject().value(QStringLiteral("numel")).toInteger(),
+                    want.value(QStringLiteral("numel")).toInteger());
+                QCOMPARE(tensors[0].toObject().value(QStringLiteral("min")).toDouble(),
+                    want.value(QStringLiteral("min")).toDouble());
+                QCOMPARE(tensors[0].toObject().value(QStringLiteral("max")).toDouble(),
+                    want.value(QStringLiteral("max")).toDouble());
+            }
+    }
+
     // A mistyped command gets one line saying so, not the window (or Qt's abort without a display).
     void mistypedCommand()
     {
