@@ -170,6 +170,21 @@ std::string listJoin(const std::vector<std::string>& v)
     return out;
 }
 
+// Keys as one sorted line, so a mismatch shows both lists whole.
+QString sorted(QStringList l)
+{
+    l.sort();
+    return l.join(QStringLiteral(", "));
+}
+
+QString keyList(const QJsonValue& v)
+{
+    QStringList l;
+    for (const auto& k : v.toArray())
+        l << k.toString();
+    return sorted(l);
+}
+
 bool isPlainTensorClass(const QString& cls)
 {
     return cls == QStringLiteral("torch.Tensor") || cls == QStringLiteral("torch.nn.parameter.Parameter");
@@ -382,16 +397,7 @@ private slots:
             if (row.a >= 0 && row.b >= 0)
                 mapped << q(rowKeyA(row, a)) + QStringLiteral(" -> ") + q(rowName(row, a, b));
         }
-        auto sorted = [](QStringList l) {
-            l.sort();
-            return l.join(QStringLiteral(", "));
-        };
-        auto list = [&](const char* key) {
-            QStringList l;
-            for (const auto& k : kase.value(QLatin1String(key)).toArray())
-                l << k.toString();
-            return sorted(l);
-        };
+        auto list = [&](const char* key) { return keyList(kase.value(QLatin1String(key))); };
         const bool ok = kase.value(QStringLiteral("ok")).toBool();
         QCOMPARE(sorted(have[RowStatus::Unexpected]), ok ? QString() : list("unexpected"));
         QCOMPARE(sorted(have[RowStatus::Missing]), ok ? QString() : list("missing"));
@@ -423,16 +429,7 @@ private slots:
             for (const Entry& e : c.entries)
                 named[QLatin1String(container) + QLatin1Char(':') + q(e.attribute("from") ? *e.attribute("from") : std::string())] << q(e.name);
         }
-        auto sorted = [](QStringList l) {
-            l.sort();
-            return l.join(QStringLiteral(", "));
-        };
-        auto list = [&](const char* key) {
-            QStringList l;
-            for (const auto& k : kase.value(QLatin1String(key)).toArray())
-                l << k.toString();
-            return sorted(l);
-        };
+        auto list = [&](const char* key) { return keyList(kase.value(QLatin1String(key))); };
         QCOMPARE(sorted(named[QStringLiteral("model:missing")]), list("missing"));
         QCOMPARE(sorted(named[QStringLiteral("checkpoint:unexpected")]), list("unexpected"));
         QCOMPARE(sorted(named[QStringLiteral("model:size mismatch")]), list("size_mismatch"));
