@@ -16,11 +16,15 @@ void addTwoSides(CLI::App* cmd, TwoSides& sides)
            "checkpoint). Each is a file, a folder or a quoted pattern ('ckpt/model_rank*.pt'); more than two paths "
            "are grouped into the two sides by rank set (model_rank0.pt model_rank1.pt model.sldump.json)")
         ->required();
-    for (auto [side, letter] : { std::pair { &sides.a, "a" }, std::pair { &sides.b, "b" } })
+    // A plain pair, not a structured binding: clang 14 cannot capture those in lambdas.
+    for (const auto& option : { std::pair { &sides.a, "a" }, std::pair { &sides.b, "b" } }) {
+        auto* side = option.first;
+        const char* letter = option.second;
         cmd->add_option(std::string("--container-") + letter, side->container,
                std::string("Select this container of ") + (*letter == 'a' ? "A" : "B")
                    + " instead of the picked one (see `ls --containers`)")
             ->each([side](const std::string&) { side->containerGiven = true; });
+    }
 }
 
 void splitTwoSides(TwoSides& sides, const std::string& command)
