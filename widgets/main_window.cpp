@@ -473,7 +473,12 @@ void MainWindow::snapshotChanged()
     }
     if (!current.isEmpty())
         m_view->select(m_model->findPath(current));
-    m_summary->setSummary(snap->diff.summary, snap->complete());
+    QStringList executes;
+    if (!snap->a->weightsOnly.executes.empty())
+        executes << QStringLiteral("A");
+    if (!snap->b->weightsOnly.executes.empty())
+        executes << QStringLiteral("B");
+    m_summary->setSummary(snap->diff.summary, snap->complete(), executes);
     m_editor->setHits(snap->diff.ruleHits);
     m_editor->setIssues(snap->issues);
     updateDetails();

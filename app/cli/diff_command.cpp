@@ -1,11 +1,12 @@
-// statelens diff A B [--rules FILE] [--format text|json|md|csv|html|junit] [-o FILE] [--fail-on-dtype]
+// statelens diff A B [--rules FILE] [--format text|json|md|csv|html|junit] [-o FILE] [--fail-on-dtype] [--fail-on LEVEL]
 //                    [--container-a C] [--container-b C] [--suggest] [--values] [--match-content]
 //
 // --values reads the tensor bytes of every pair that has both sides and adds how far apart they are;
 // --match-content pairs unexpected and missing keys whose bytes are equal and offers rules for them.
 //
 // Exit codes: 0 when a strict load_state_dict of A into B would succeed after the rules (no missing,
-// unexpected or shape_mismatch rows; with --fail-on-dtype no dtype_mismatch either), 1 when it would not,
+// unexpected or shape_mismatch rows; with --fail-on-dtype no dtype_mismatch either; with --fail-on danger no
+// danger finding on either source), 1 when it would not,
 // 2 on an error (unreadable input, bad rule file).
 
 #include "cli/commands.h"
@@ -34,6 +35,7 @@ struct DiffOptionsCli {
     std::string format = "text";
     std::string output;
     bool failOnDtype = false;
+    std::string failOn = "none";
     bool suggest = false;
     bool values = false;
     bool matchContent = false;
@@ -127,6 +129,12 @@ int runDiff(const DiffOptionsCli& o)
     writeTimer.stop();
     if (t)
         printTimings(timings);
+    // --fail-on gates on either source's findings, as `ls --fail-on` does on one.
+    auto any = [&](Severity s) { return a.countFindings(s) + b.countFindings(s) > 0; };
+    if ((o.failOn == "danger" || o.failOn == "warning") && any(Severity::Danger))
+        return 1;
+    if (o.failOn == "warning" && any(Severity::Warning))
+        return 1;
     return diff.summary.loadSucceeds(o.failOnDtype) ? 0 : 1;
 }
 
@@ -143,6 +151,8 @@ Runner addDiffCommand(CLI::App& app)
         ->check(CLI::IsMember({ "text", "json", "md", "markdown", "csv", "html", "junit" }));
     cmd->add_option("-o,--output", o->output, "Write the report here (atomically) instead of stdout");
     cmd->add_flag("--fail-on-dtype", o->failOnDtype, "Also exit 1 on dtype mismatches (a strict load casts them)");
+    cmd->add_option("--fail-on", o->failOn, "Also exit 1 when either source has a finding of this severity or worse (danger: loading it would run code, or it is not what torch reads)")
+        ->check(CLI::IsMember({ "none", "warning", "danger" }));
     cmd->add_flag("--suggest", o->suggest, "Add the suggested rules to the report");
     cmd->add_flag("--values", o->values, "Read both sides' tensor bytes and compare the values of every pair (equal bytes, max abs/rel diff, cosine)");
     cmd->add_flag("--match-content", o->matchContent, "Pair unexpected and missing keys whose bytes are equal, and suggest rules for them");

@@ -1,6 +1,8 @@
 #include "dcp_metadata.h"
 
 #include "pickle/global_policy.h"
+#include "pickle/opcode_scan.h"
+#include "torch/load_safety.h"
 #include "pickle/unpickler.h"
 #include "pickle/value.h"
 #include "util/error.h"
@@ -23,7 +25,7 @@ class DcpSemantics : public InertSemantics {
 public:
     Value* global(Unpickler& u, std::string_view module, std::string_view name) override
     {
-        auto [m, n] = mapLegacyName(module, name);
+        auto [m, n] = mapLegacyName(module, name, u.protocol());
         auto* g = u.arena().make<GlobalValue>(m, n, KnownGlobal::Unknown);
         if (m == "torch")
             if (auto d = dtypeFromName(n))
@@ -343,21 +345,27 @@ bool expectedGlobal(std::string_view module, std::string_view name)
     return false;
 }
 
-void reportGlobals(const DcpSemantics& sem, MetadataFile& out)
+constexpr std::string_view kMetadataLoader = "DCP's pickle.load of .metadata";
+
+// Dangers from the opcode scan (every import, however reached); then classes a DCP save does not use.
+void reportGlobals(const DcpSemantics& sem, const torch::LoadSafety& safety, MetadataFile& out)
 {
+    std::vector<Finding> verdict;
+    WeightsOnlyLoad load;
+    safety.report(verdict, load, kMetadataLoader);
+    out.executes = load.executes;
+    for (auto& f : verdict)
+        if (f.severity == Severity::Danger)
+            out.findings.push_back(std::move(f));
     std::string others;
     size_t otherCount = 0;
     for (const auto& [qualified, count] : sem.globals) {
         size_t dot = qualified.rfind('.');
         std::string_view module(qualified.data(), dot);
         std::string_view name(qualified.data() + dot + 1, qualified.size() - dot - 1);
-        GlobalVerdict v = classifyGlobal(module, name);
-        if (v.risk == GlobalRisk::Dangerous) {
-            out.findings.push_back({ Severity::Danger,
-                "the .metadata pickle references " + qualified + ", which " + v.reason
-                    + "; torch reads .metadata with pickle.load and would run it (StateLens did not run anything)",
-                {} });
-        } else if (!expectedGlobal(module, name)) {
+        if (classifyGlobal(module, name, pickle::kUsedAsValue).risk == GlobalRisk::Dangerous)
+            continue; // named above
+        if (!expectedGlobal(module, name)) {
             if (otherCount++ < 8)
                 others += (others.empty() ? "" : ", ") + qualified;
         }
@@ -382,15 +390,19 @@ MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadCont
     Value* root = nullptr;
     if (pickle.empty())
         throw LoadError(name, "the .metadata file is empty");
+    // Scanned before the unpickler runs, so an error that stops the read still names the dangers seen.
+    torch::LoadSafety safety;
+    safety.add("the .metadata pickle", scanPickle(pickle));
+    auto fail = [&](const std::string& problem) { return LoadError(name, safety.withDangers(problem, kMetadataLoader)); };
     if (pickle[0] != 0x80)
-        throw LoadError(name, "is not a torch.distributed.checkpoint .metadata file (not a pickle of protocol 2 or later)");
+        throw fail("is not a torch.distributed.checkpoint .metadata file (not a pickle of protocol 2 or later)");
     try {
         Unpickler u(pickle, arena, sem);
         u.setControl(control);
         root = u.load();
         out.protocol = u.protocol();
     } catch (const FormatError& e) {
-        throw LoadError(name, std::string("corrupt .metadata pickle: ") + e.what());
+        throw fail(std::string("corrupt .metadata pickle: ") + e.what());
     }
 
     // A Metadata by role: an object whose fields hold a state_dict_metadata dict (subclasses and
@@ -398,10 +410,9 @@ MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadCont
     const DictValue* fields = fieldsOf(root);
     const DictValue* sdm = asDict(field(fields, "state_dict_metadata"));
     if (!sdm)
-        throw LoadError(name,
-            "is not a torch.distributed.checkpoint .metadata file: the pickle holds " + className(root)
-                + ", not a Metadata object with state_dict_metadata");
-    reportGlobals(sem, out);
+        throw fail("is not a torch.distributed.checkpoint .metadata file: the pickle holds " + className(root)
+            + ", not a Metadata object with state_dict_metadata");
+    reportGlobals(sem, safety, out);
     if (const GlobalValue* c = asObject(root)->cls(); c && c->name != "Metadata")
         out.findings.push_back({ Severity::Info, "the metadata object is a " + qualifiedName(*c) + "; read as a DCP Metadata", {} });
 

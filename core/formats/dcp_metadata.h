@@ -83,6 +83,7 @@ struct MetadataFile {
     size_t pickleBytes = 0; // the .metadata's size, which bounds the work spent on its items
     std::vector<std::pair<std::string, std::string>> info; // for Source::metadata
     std::vector<Finding> findings; // about the pickle itself (globals, malformed parts)
+    std::vector<std::string> executes; // imports of the pickle that run code (torch/load_safety.h)
 };
 
 // Parses .metadata bytes. `name` names the file in errors. Throws LoadError when the bytes are not a

@@ -8,6 +8,8 @@
 #include "formats/safetensors_reader.h"
 #include "formats/torch_legacy_reader.h"
 #include "formats/torch_zip_reader.h"
+#include "pickle/opcode_scan.h"
+#include "torch/load_safety.h"
 #include "formats/torchscript_reader.h"
 #include "io/mapped_file.h"
 #include "io/tar_archive.h"
@@ -70,6 +72,18 @@ bool endsWith(std::string_view s, std::string_view suffix)
     return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+// A file that is no format StateLens reads may still be a pickle: torch.load runs its first pickle before
+// it checks the magic number, so what that pickle calls is named in the error.
+std::string withPickleDangers(std::string message, Bytes b)
+{
+    constexpr uint64_t kScanned = 16u << 20;
+    if (b.empty() || std::string_view("\x80(cNI]})lLdSVF").find(static_cast<char>(b[0])) == std::string_view::npos)
+        return message;
+    torch::LoadSafety safety;
+    safety.add("its pickle", pickle::scanPickle(b.subspan(0, std::min<uint64_t>(b.size(), kScanned))));
+    return safety.withDangers(std::move(message));
+}
+
 // Sniffs bytes; `path` only names the file in errors, unless `byName`: then bytes that match nothing but sit
 // under a .safetensors name go to that reader, whose error (HeaderTooLarge, InvalidHeaderLength, ...) says more
 // than a hex dump. detectFormat does not guess from names. Zips are told apart (torch.save or TorchScript)
@@ -91,7 +105,7 @@ std::string sniff(const std::string& path, Bytes b, bool byName = false, bool lo
             if (!zip.entries().empty()) {
                 std::string_view first = zip.entries().front().name;
                 std::string prefix(first.substr(0, first.find('/') + 1));
-                if (isTorchScriptArchive(zip, prefix))
+                if (loadsAsTorchScript(zip, prefix))
                     return "torchscript";
             }
         } catch (const FormatError&) {
@@ -125,7 +139,7 @@ std::string sniff(const std::string& path, Bytes b, bool byName = false, bool lo
             throw LoadError(path, "is a Hugging Face model config (JSON), not checkpoint data");
         throw LoadError(path, "is a JSON file without a \"weight_map\", neither checkpoint data nor a shard index");
     }
-    throw LoadError(path, "unrecognised format (first bytes: " + hexPrefix(b) + ")");
+    throw LoadError(path, withPickleDangers("unrecognised format (first bytes: " + hexPrefix(b) + ")", b));
 }
 
 std::string indexInDirectory(const std::string& dir)

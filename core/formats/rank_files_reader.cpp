@@ -595,7 +595,8 @@ void mergeWeightsOnly(const std::vector<Source>& sources, Source& out)
     out.weightsOnly.checked = true;
     for (const Source& s : sources)
         for (auto [from, into] : { std::pair { &s.weightsOnly.imports, &out.weightsOnly.imports },
-                 std::pair { &s.weightsOnly.refused, &out.weightsOnly.refused } })
+                 std::pair { &s.weightsOnly.refused, &out.weightsOnly.refused },
+                 std::pair { &s.weightsOnly.executes, &out.weightsOnly.executes } })
             for (const auto& name : *from)
                 if (std::find(into->begin(), into->end(), name) == into->end())
                     into->push_back(name);

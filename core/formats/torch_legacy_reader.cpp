@@ -2,6 +2,7 @@
 
 #include "io/byte_reader.h"
 #include "io/tar_archive.h"
+#include "pickle/opcode_scan.h"
 #include "pickle/unpickler.h"
 #include "torch/pickled_checkpoint.h"
 #include "util/error.h"
@@ -160,6 +161,9 @@ void readTarLayout(const std::shared_ptr<torch::PickledCheckpoint>& ck, Bytes al
             sem.addPrebuilt(key, tv);
         }
     }
+    for (const TarMember* m : { find("sys_info"), main })
+        if (m)
+            ck->safety.add("the tar's " + m->name + " member", pickle::scanPickle(all.subspan(m->offset, m->size), m->offset));
     pickle::Unpickler u(all.subspan(main->offset, main->size), ck->arena, sem, main->offset);
     ck->root = u.load();
 }
@@ -187,6 +191,7 @@ Source readTorchLegacy(const std::shared_ptr<const MappedFile>& file, const Open
     out.path = file->path();
     out.format = "torch-legacy";
     out.files.push_back(file->path());
+    torch::LoadSafety safety;
     try {
         Bytes all = file->bytes();
         if (looksLikeTar(all)) {
@@ -198,6 +203,23 @@ Source readTorchLegacy(const std::shared_ptr<const MappedFile>& file, const Open
         }
         auto ck = std::make_shared<torch::PickledCheckpoint>(torch::TorchSemantics::PersistentIds::Legacy);
         ck->file = file;
+        // torch.load runs all five pickles (magic number, protocol, sys_info, the object, storage keys), and
+        // the first before it checks anything: each is scanned before any is run.
+        {
+            static constexpr const char* kPickles[] = { "the magic-number pickle", "the protocol pickle",
+                "the sys_info pickle", "the main pickle", "the storage-key pickle" };
+            uint64_t at = 0;
+            for (const char* what : kPickles) {
+                if (at >= all.size())
+                    break;
+                pickle::PickleScan scan = pickle::scanPickle(all.subspan(at), at);
+                safety.add(what, scan);
+                if (!scan.complete)
+                    break;
+                at += scan.consumed;
+            }
+            ck->safety = safety;
+        }
         size_t pos = 0;
         pickle::InertSemantics inert;
         auto runPickle = [&](pickle::Semantics& sem) {
@@ -269,7 +291,7 @@ Source readTorchLegacy(const std::shared_ptr<const MappedFile>& file, const Open
         const std::string* container = options.container ? &*options.container : nullptr;
         torch::finishSource(ck, out, container, options.timings);
     } catch (const FormatError& e) {
-        throw LoadError(file->path(), e.what());
+        throw LoadError(file->path(), safety.withDangers(e.what()));
     }
     return out;
 }

@@ -2,6 +2,7 @@
 
 #include "formats/torchscript_reader.h"
 #include "io/zip_archive.h"
+#include "pickle/opcode_scan.h"
 #include "pickle/unpickler.h"
 #include "torch/pickled_checkpoint.h"
 #include "util/error.h"
@@ -36,9 +37,10 @@ bool isTorchScriptArchive(const ZipArchive& zip, const std::string& prefix)
     return false;
 }
 
-namespace {
-
-} // namespace
+bool loadsAsTorchScript(const ZipArchive& zip, const std::string& prefix)
+{
+    return isTorchScriptArchive(zip, prefix) && (!zip.find(prefix + "data.pkl") || zip.find(prefix + "constants.pkl"));
+}
 
 Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
 {
@@ -46,6 +48,8 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
     out.path = file->path();
     out.format = "torch-zip";
     out.files.push_back(file->path());
+    // Filled before the unpickler runs, so an error that stops the read still names the dangers seen.
+    torch::LoadSafety safety;
     try {
         PhaseTimer directoryTimer(options.timings, "zip central directory");
         ZipArchive zip(file->bytes());
@@ -58,11 +62,38 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         const std::string prefix(first.substr(0, slash + 1));
 
         // The loader sends every zip here (it does not parse the central directory twice to tell them apart).
-        if (isTorchScriptArchive(zip, prefix))
-            return readTorchScript(file, options);
+        // torch.load hands an archive to torch.jit.load only when it has constants.pkl; any other archive
+        // with a data.pkl is unpickled as torch.save wrote it, whatever else it holds (a code/ folder).
         const ZipEntry* pkl = zip.find(prefix + "data.pkl");
+        if (loadsAsTorchScript(zip, prefix))
+            return readTorchScript(file, options);
         if (!pkl)
             throw FormatError("no " + prefix + "data.pkl record; not a torch.save archive");
+        if (isTorchScriptArchive(zip, prefix))
+            out.addFinding(Severity::Warning,
+                "the archive has TorchScript records but no constants.pkl, so torch.load unpickles its data.pkl as a "
+                "torch.save file");
+
+        // Every data.pkl candidate, at the opcode level: with duplicate names torch 1.13 and 2.6 read
+        // different records, and a second data.pkl is a place to hide a payload from other tools.
+        for (const ZipEntry& e : zip.entries()) {
+            if (e.name != prefix + "data.pkl")
+                continue;
+            std::vector<uint8_t> inflated;
+            Bytes bytes = zip.contents(e, inflated, kMaxInflatedPickle);
+            safety.add(prefix + "data.pkl", pickle::scanPickle(bytes, e.method == 0 ? zip.dataOffset(e) : 0));
+        }
+        {
+            size_t shown = 0;
+            for (size_t i : zip.duplicates())
+                if (++shown <= 5)
+                    out.addFinding(Severity::Danger,
+                        "the archive holds more than one record named '" + std::string(zip.entries()[i].name)
+                            + "'; readers disagree which one they read (torch 1.13 and 2.6 differ), so what StateLens "
+                              "shows may not be what torch.load gets");
+            if (shown > 5)
+                out.addFinding(Severity::Danger, std::to_string(shown) + " duplicated record names in all");
+        }
 
         // Small text records: versions and byte order.
         for (const char* rec : { "version", ".data/version", "byteorder", ".format_version", ".storage_alignment",
@@ -102,6 +133,7 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         }
         auto ck = std::make_shared<torch::PickledCheckpoint>(torch::TorchSemantics::PersistentIds::Zip);
         ck->file = file;
+        ck->safety = safety;
         if (const std::string* order = meta("byteorder"); order && *order == "big") {
             ck->context.bigEndian = true;
             out.addFinding(Severity::Info, "tensor data is big-endian (byteorder record)");
@@ -189,7 +221,7 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         const std::string* container = options.container ? &*options.container : nullptr;
         torch::finishSource(ck, out, container, options.timings);
     } catch (const FormatError& e) {
-        throw LoadError(file->path(), e.what());
+        throw LoadError(file->path(), safety.withDangers(e.what()));
     }
     return out;
 }

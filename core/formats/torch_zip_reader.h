@@ -25,5 +25,8 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
 
 // TorchScript archives are zips too; they carry constants.pkl, bytecode.pkl or code/ records.
 bool isTorchScriptArchive(const ZipArchive& zip, const std::string& prefix);
+// Whether torch.load hands the archive to torch.jit.load: only when it has constants.pkl (or, pre-1.4, no
+// data.pkl at all). Any other archive with a data.pkl is unpickled as a torch.save file, code/ or not.
+bool loadsAsTorchScript(const ZipArchive& zip, const std::string& prefix);
 
 } // namespace sl

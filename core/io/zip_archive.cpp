@@ -140,7 +140,8 @@ void ZipArchive::parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint6
             r.fail("zip entry '" + std::string(e.name) + "' points outside the archive");
         // First occurrence wins for lookups; duplicates stay visible in entries().
         m_entries.push_back(e);
-        m_byName.insert(m_entries.size() - 1, nameAt);
+        if (m_byName.insert(m_entries.size() - 1, nameAt) != m_entries.size() - 1)
+            m_duplicates.push_back(m_entries.size() - 1);
     }
 }
 

@@ -45,6 +45,9 @@ public:
 
     const std::vector<ZipEntry>& entries() const { return m_entries; }
     const ZipEntry* find(std::string_view name) const;
+    // Records whose name an earlier record already has, by position in entries(). Which of two such
+    // records a reader takes differs between readers (torch 1.13 and 2.6 disagree), so it is reported.
+    const std::vector<size_t>& duplicates() const { return m_duplicates; }
 
     // Offset of the record's first data byte, relative to `data` (add baseOffset() for the file offset).
     // Reads the local header; throws FormatError when it is malformed or the data runs past the end.
@@ -78,6 +81,7 @@ private:
     Bytes m_data;
     uint64_t m_base = 0;
     std::vector<ZipEntry> m_entries;
+    std::vector<size_t> m_duplicates;
     NameIndex m_byName; // positions in m_entries
 };
 

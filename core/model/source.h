@@ -37,7 +37,16 @@ struct WeightsOnlyLoad {
     bool checked = false; // the format is read by torch.load (torch.save zip or legacy files, rank files)
     std::vector<std::string> imports; // import these first: they allow-list classes the pickles reference
     std::vector<std::string> refused; // globals nothing allow-lists: refused unless add_safe_globals names them
+    std::vector<std::string> executes; // imports that run code (also filled for DCP, whose pickles torch.load
+                                       // does not read, without `checked`)
     bool loads() const { return checked && imports.empty() && refused.empty(); }
+    // The load-safety verdict: "weights-only" (torch's weights-only unpickler loads it, perhaps after the
+    // imports listed), "imports" (torch.load(weights_only=False) would import and build classes outside
+    // that allowlist) or "executes" (it would call something that runs code).
+    std::string_view verdict() const
+    {
+        return !executes.empty() ? "executes" : !refused.empty() ? "imports" : "weights-only";
+    }
 };
 
 class Source;

@@ -2,6 +2,7 @@
 
 #include "report/json_writer.h"
 #include "report/source_report.h"
+#include "util/name_list.h"
 
 #include <algorithm>
 #include <cmath>
@@ -657,6 +658,39 @@ std::string diffVerdict(const DiffSummary& s, bool failOnDtype)
     return out;
 }
 
+namespace {
+
+// The sources' findings worth a reader's attention in a diff (dangers and warnings), side by side.
+struct SideFinding {
+    const char* side; // "A (checkpoint)" or "B (model)"
+    const Finding* finding;
+};
+std::vector<SideFinding> sourceFindings(const DiffReportInput& in, bool includeWarnings = true)
+{
+    std::vector<SideFinding> out;
+    for (int side = 0; side < 2; ++side)
+        for (const Finding& f : (side == 0 ? in.a : in.b).findings)
+            if (f.severity == Severity::Danger || (includeWarnings && f.severity == Severity::Warning))
+                out.push_back({ side == 0 ? "A (checkpoint)" : "B (model)", &f });
+    return out;
+}
+
+// The verdict, led by the danger when loading a side would run code: never a bare "would succeed" then.
+std::string verdictWithSafety(const DiffReportInput& in)
+{
+    std::string out;
+    for (int side = 0; side < 2; ++side) {
+        const Source& src = side == 0 ? in.a : in.b;
+        if (src.weightsOnly.executes.empty())
+            continue;
+        out += std::string("DANGER: loading ") + (side == 0 ? "the checkpoint" : "the model") + " would run code ("
+            + listNames(src.weightsOnly.executes, 3) + "); ";
+    }
+    return out + diffVerdict(in.diff.summary, in.failOnDtype);
+}
+
+} // namespace
+
 std::string_view diffReportFormatName(DiffReportFormat f)
 {
     switch (f) {
@@ -718,6 +752,18 @@ std::string diffToJson(const DiffReportInput& in)
     {
         JsonWriter w;
         writeSourceJson(w, in.b);
+        append(w);
+    }
+    // Both sources' findings (every severity), so a CI gate on the diff sees what `ls` would show.
+    out += ",\"source_findings\":";
+    {
+        JsonWriter w;
+        w.beginObject();
+        w.key("a");
+        writeFindingsJson(w, in.a.findings);
+        w.key("b");
+        writeFindingsJson(w, in.b.findings);
+        w.endObject();
         append(w);
     }
     out += ",\"rules\":";
@@ -1014,8 +1060,20 @@ std::string diffToText(const DiffReportInput& in)
         }
     }
 
+    if (auto found = sourceFindings(in); !found.empty()) {
+        out += "\nsource findings:\n";
+        for (const auto& f : found) {
+            out += "  ";
+            out += f.side;
+            out += " [";
+            out += severityName(f.finding->severity);
+            out += "] ";
+            appendVisible(out, f.finding->message);
+            out += '\n';
+        }
+    }
     out += '\n';
-    out += diffVerdict(s, in.failOnDtype);
+    out += verdictWithSafety(in);
     out += '\n';
     return out;
 }
@@ -1039,8 +1097,21 @@ std::string diffToMarkdown(const DiffReportInput& in)
         out += " |\n";
     }
     out += "\n**";
-    appendMarkdownText(out, diffVerdict(s, in.failOnDtype));
+    appendMarkdownText(out, verdictWithSafety(in));
     out += "**\n\n";
+    if (auto found = sourceFindings(in); !found.empty()) {
+        out += "## Source findings\n\n| side | severity | finding |\n|---|---|---|\n";
+        for (const auto& f : found) {
+            out += "| ";
+            out += f.side;
+            out += " | ";
+            out += severityName(f.finding->severity);
+            out += " | ";
+            appendMarkdownText(out, f.finding->message);
+            out += " |\n";
+        }
+        out += '\n';
+    }
 
     out += "| status | rows |\n|---|---:|\n";
     for (RowStatus st : kAllStatuses) {
@@ -1353,9 +1424,23 @@ std::string diffToHtml(const DiffReportInput& in)
         out += "</td></tr>\n";
     }
     out += "</table>\n";
-    out += ctx.loadSucceeds() ? "<p class=\"verdict\">" : "<p class=\"verdict fail\">";
-    appendXmlText(out, diffVerdict(s, in.failOnDtype));
+    const bool dangerous = !in.a.weightsOnly.executes.empty() || !in.b.weightsOnly.executes.empty();
+    out += ctx.loadSucceeds() && !dangerous ? "<p class=\"verdict\">" : "<p class=\"verdict fail\">";
+    appendXmlText(out, verdictWithSafety(in));
     out += "</p>\n";
+    if (auto found = sourceFindings(in); !found.empty()) {
+        out += "<h2>Source findings</h2>\n<table class=\"sources\">\n";
+        for (const auto& f : found) {
+            out += "<tr><th>";
+            out += f.side;
+            out += "</th><td>";
+            out += severityName(f.finding->severity);
+            out += "</td><td>";
+            appendXmlText(out, f.finding->message);
+            out += "</td></tr>\n";
+        }
+        out += "</table>\n";
+    }
 
     // Status toggles with the counts; matches start hidden (the script applies this; without it all show).
     out += "<div class=\"controls\">\n";
@@ -1570,6 +1655,11 @@ std::string diffToJunit(const DiffReportInput& in)
 
     size_t rowTests = 1; // the strict load as a whole
     size_t rowFailures = loadOk ? 0 : 1;
+    // One case per source for its load safety: a failure when it holds danger findings.
+    const auto dangers = sourceFindings(in, false);
+    rowTests += 2;
+    for (int side = 0; side < 2; ++side)
+        rowFailures += (side == 0 ? in.a : in.b).countFindings(Severity::Danger) ? 1 : 0;
     for (RowStatus st : kAllStatuses) {
         if (st == RowStatus::Match)
             continue;
@@ -1606,7 +1696,23 @@ std::string diffToJunit(const DiffReportInput& in)
     out += in.failOnDtype ? "true" : "false";
     out += "\"/>\n</properties>\n";
 
-    const std::string verdict = diffVerdict(s, in.failOnDtype);
+    const std::string verdict = verdictWithSafety(in);
+    for (int side = 0; side < 2; ++side) {
+        const char* label = side == 0 ? "A (checkpoint)" : "B (model)";
+        out += "<testcase classname=\"source_findings\" name=\"";
+        out += label;
+        out += "\">";
+        std::string message;
+        for (const auto& f : dangers)
+            if (std::string_view(f.side) == label)
+                message += (message.empty() ? "" : "; ") + f.finding->message;
+        if (!message.empty()) {
+            out += "<failure type=\"danger\" message=\"";
+            appendXmlAttr(out, message);
+            out += "\"/>";
+        }
+        out += "</testcase>\n";
+    }
     out += "<testcase classname=\"load_state_dict\" name=\"strict=True\">";
     if (!loadOk) {
         out += "<failure type=\"load_state_dict\" message=\"";

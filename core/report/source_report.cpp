@@ -83,13 +83,16 @@ void writeSourceJson(JsonWriter& w, const Source& s)
     for (const auto& [k, v] : s.metadata)
         w.field(k, v);
     w.endObject();
-    if (s.weightsOnly.checked) {
-        // For CI gates: "yes", "after_import" (run the imports first) or "no" (refused).
+    if (s.weightsOnly.checked || !s.weightsOnly.executes.empty()) {
+        // For CI gates: "yes", "after_import" (run the imports first) or "no" (refused); and the load-safety
+        // verdict, "weights-only", "imports" or "executes" (see WeightsOnlyLoad::verdict).
         const WeightsOnlyLoad& wo = s.weightsOnly;
         w.key("weights_only");
         w.beginObject();
         w.field("loads", wo.loads() ? "yes" : wo.refused.empty() ? "after_import" : "no");
-        for (auto [key, list] : { std::pair { "imports", &wo.imports }, std::pair { "refused", &wo.refused } }) {
+        w.field("verdict", wo.verdict());
+        for (auto [key, list] : { std::pair { "imports", &wo.imports }, std::pair { "refused", &wo.refused },
+                 std::pair { "executes", &wo.executes } }) {
             w.key(key);
             w.beginArray();
             for (const auto& name : *list)
@@ -377,6 +380,24 @@ void rowCells(const Entry& e, RowCells& r)
 
 } // namespace
 
+std::string loadSafetyLine(const Source& s)
+{
+    const WeightsOnlyLoad& wo = s.weightsOnly;
+    if (!wo.checked && wo.executes.empty())
+        return {};
+    std::string line = "load safety: " + std::string(wo.verdict()) + " (";
+    if (!wo.executes.empty()) {
+        line += "loading it would run code: see the danger findings";
+    } else if (!wo.refused.empty()) {
+        line += "torch.load(weights_only=False) would import classes outside torch's allowlist";
+    } else {
+        line += "torch.load(weights_only=True) loads it";
+        for (size_t i = 0; i < wo.imports.size(); ++i)
+            line += std::string(i ? ", " : " after ") + "`import " + wo.imports[i] + "`";
+    }
+    return line + ")\n";
+}
+
 std::string sourceToTable(const Source& s)
 {
     // Pass 1: column widths. Pass 2: the rows, written straight into the output.
@@ -465,6 +486,7 @@ std::string sourceToTable(const Source& s)
     }
     out += "\n" + std::to_string(s.entries.size()) + " entries, " + humanCount(s.totalParameters()) + " parameters, "
         + humanBytes(s.totalBytes()) + "\n";
+    out += loadSafetyLine(s);
     if (!s.findings.empty()) {
         out += "\nfindings:\n";
         for (const auto& f : s.findings) {

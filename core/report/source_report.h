@@ -15,6 +15,10 @@ void writeFindingsJson(JsonWriter& w, const std::vector<Finding>& findings);
 
 // {"source": {...}, "entries": [...], "findings": [...]}
 std::string sourceToJson(const Source& s);
+// "load safety: executes (...)": the verdict of WeightsOnlyLoad in one line, or nothing when the source's
+// format runs no pickle.
+std::string loadSafetyLine(const Source& s);
+
 // A table of entries with a header and the findings underneath.
 std::string sourceToTable(const Source& s);
 

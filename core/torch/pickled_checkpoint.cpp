@@ -15,49 +15,11 @@ namespace sl::torch {
 
 namespace {
 
-// Dangerous globals one by one; then what torch.load(weights_only=True) makes of the rest: loads, loads once
-// torch.distributed.tensor or torchao is imported (they allow-list their classes then), or refuses.
-void reportGlobals(const TorchSemantics& sem, Source& out)
+// The load-safety verdict from the reader's opcode scans, then what the unpickler could not rebuild.
+void reportGlobals(const PickledCheckpoint& ck, Source& out)
 {
-    WeightsOnlyLoad& wo = out.weightsOnly;
-    wo = WeightsOnlyLoad {};
-    wo.checked = true;
-    std::vector<std::string> needImport; // the globals an import allow-lists
-    for (const auto& [name, use] : sem.globals()) {
-        if (use.risk == GlobalRisk::Dangerous) {
-            out.addFinding(Severity::Danger,
-                "pickle references " + name + ", which " + use.reason
-                    + "; torch.load would import it (StateLens did not run anything)");
-            wo.refused.push_back(name);
-        } else if (use.risk == GlobalRisk::Unknown) {
-            if (use.allowedByImport.empty()) {
-                wo.refused.push_back(name);
-            } else {
-                needImport.push_back(name.substr(name.rfind('.') + 1)); // DTensor, AffineQuantizedTensor, ...
-                if (std::find(wo.imports.begin(), wo.imports.end(), use.allowedByImport) == wo.imports.end())
-                    wo.imports.push_back(use.allowedByImport);
-            }
-        }
-    }
-    std::sort(wo.imports.begin(), wo.imports.end());
-    std::string imports;
-    for (size_t i = 0; i < wo.imports.size(); ++i)
-        imports += (i ? (i + 1 == wo.imports.size() ? " and " : ", ") : "") + std::string("`import ") + wo.imports[i] + "`";
-    std::vector<std::string> unknown;
-    for (const auto& name : wo.refused)
-        if (sem.globals().at(name).risk == GlobalRisk::Unknown)
-            unknown.push_back(name);
-    if (!unknown.empty())
-        out.addFinding(Severity::Warning,
-            "pickle references classes outside torch's weights-only allowlist (" + listNames(unknown)
-                + "); torch.load(weights_only=True) refuses this file"
-                + (imports.empty() ? std::string() : " even after " + imports)
-                + " unless torch.serialization.add_safe_globals names them, and weights_only=False imports them");
-    else if (!wo.imports.empty() && wo.refused.empty())
-        out.addFinding(Severity::Info,
-            "torch.load(weights_only=True) reads this file only after " + imports + " (importing allow-lists "
-                + listNames(needImport, 4) + "); without that torch refuses it, and weights_only=False imports them");
-    for (const auto& p : sem.problems())
+    ck.safety.report(out);
+    for (const auto& p : ck.semantics.problems())
         out.addFinding(Severity::Warning, p);
 }
 
@@ -220,7 +182,7 @@ void finishSource(const std::shared_ptr<PickledCheckpoint>& ckpt, Source& out, c
         + ckpt->ownedPickle.size() / 64 + 1;
     ckpt->scan = scanContainers(ckpt->root, graphSize);
     scanTimer.stop();
-    reportGlobals(ckpt->semantics, out);
+    reportGlobals(*ckpt, out);
     fillEntries(*ckpt, out, container, timings);
     out.backing = ckpt;
 }

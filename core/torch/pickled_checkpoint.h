@@ -6,6 +6,7 @@
 #include "model/source.h"
 #include "pickle/value.h"
 #include "torch/state_dict_tree.h"
+#include "torch/load_safety.h"
 #include "torch/torch_semantics.h"
 #include "io/mapped_file.h"
 
@@ -31,6 +32,7 @@ struct PickledCheckpoint : SourceBacking {
     pickle::Value* root = nullptr;
     ContainerScan scan;
     EntryContext context;
+    LoadSafety safety; // every pickle torch.load would run, scanned by the reader before the unpickler runs
 };
 
 // Scans containers, selects `container` (or picks one when null), builds entries and adds the findings

@@ -138,7 +138,7 @@ Value* TorchSemantics::global(Unpickler& u, std::string_view rawModule, std::str
     // The names may be memoised strings pushed again by BINGET for a few bytes each; the lookups below
     // copy them, so that work counts against the pickle's budget (else a 1 MB pickle runs for minutes).
     u.charge(rawModule.size() + rawName.size());
-    auto [module, name] = mapLegacyName(rawModule, rawName);
+    auto [module, name] = mapLegacyName(rawModule, rawName, u.protocol());
     Known k = lookupKnown(module, name);
     auto* g = u.arena().make<GlobalValue>(module, name, k.id);
     g->dtype = k.dtype;
@@ -146,7 +146,8 @@ Value* TorchSemantics::global(Unpickler& u, std::string_view rawModule, std::str
     std::string q = qualifiedName(*g);
     auto it = m_globals.find(q);
     if (it == m_globals.end()) {
-        GlobalVerdict v = classifyGlobal(module, name);
+        // How the global is used is the opcode scan's to say (torch/load_safety.h); here only its name counts.
+        GlobalVerdict v = classifyGlobal(module, name, kUsedAsValue);
         it = m_globals.emplace(std::move(q), GlobalUse { v.risk, std::move(v.reason), 0, std::string(allowlistingImport(module, name)) })
                  .first;
     }

@@ -2,9 +2,14 @@
 // mode, then what the torch readers do with the object graph: scanContainers, pickContainer, buildEntries
 // for every container, shortRepr. Graphs from hostile pickles can be cyclic, deeply nested and shared
 // (memo GET), so every walk over them is exercised here.
+// It also holds the load-safety verdict to the VM: when the unpickler resolved an import that executes,
+// the opcode scan (pickle/opcode_scan.h, what the verdict is made from) must call the pickle dangerous too,
+// so mutations around a known GLOBAL never make the verdict safer than what the VM saw.
 
 #include "fuzz_common.h"
 
+#include "pickle/global_policy.h"
+#include "pickle/opcode_scan.h"
 #include "pickle/unpickler.h"
 #include "torch/state_dict_tree.h"
 #include "torch/torch_semantics.h"
@@ -37,6 +42,22 @@ void walk(sl::pickle::Value* root)
     }
 }
 
+void scanNeverSafer(sl::Bytes bytes, const TorchSemantics& sem)
+{
+    using namespace sl::pickle;
+    bool vmDanger = false;
+    for (const auto& [qualified, use] : sem.globals())
+        vmDanger |= use.risk == GlobalRisk::Dangerous;
+    if (!vmDanger)
+        return;
+    PickleScan scan = scanPickle(bytes);
+    for (const auto& g : scan.globals)
+        if (g.module == "?" || classifyGlobal(g.module, g.name, g.uses).risk == GlobalRisk::Dangerous)
+            return;
+    sl::fuzz::die("the unpickler resolved an import that executes, the opcode scan calls it safe",
+        sem.globals().begin()->first.c_str());
+}
+
 void runTorch(sl::Bytes bytes, TorchSemantics::PersistentIds mode)
 {
     sl::pickle::Arena arena;
@@ -61,6 +82,8 @@ void runTorch(sl::Bytes bytes, TorchSemantics::PersistentIds mode)
     } catch (const sl::FormatError&) {
         // The expected way to refuse a malformed pickle.
     }
+    if (mode != TorchSemantics::PersistentIds::Tar)
+        scanNeverSafer(bytes, sem);
 }
 
 } // namespace

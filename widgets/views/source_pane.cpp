@@ -56,6 +56,7 @@ SourcePane::SourcePane(const QString& role, QWidget* parent)
     top->addWidget(m_cancel);
     layout->addLayout(top);
     m_summary->setWordWrap(true);
+    m_summary->setTextFormat(Qt::RichText);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
     layout->addWidget(m_summary);
     m_findings->setMaximumHeight(46); // a few lines; the details panel has room for more
@@ -195,11 +196,20 @@ void SourcePane::showSource()
         return;
     }
     const Source& s = *m_source;
-    m_summary->setText(tr("%1 · %2 entries · %3 parameters · %4")
-                           .arg(QString::fromStdString(s.format))
-                           .arg(s.entries.size())
-                           .arg(QString::fromStdString(humanCount(s.totalParameters())),
-                               QString::fromStdString(humanBytes(s.totalBytes()))));
+    QString summary = tr("%1 · %2 entries · %3 parameters · %4")
+                          .arg(QString::fromStdString(s.format))
+                          .arg(s.entries.size())
+                          .arg(QString::fromStdString(humanCount(s.totalParameters())),
+                              QString::fromStdString(humanBytes(s.totalBytes())))
+                          .toHtmlEscaped();
+    // The load-safety verdict (model/source.h), coloured like the findings it sums up.
+    if (s.weightsOnly.checked || !s.weightsOnly.executes.empty()) {
+        const std::string_view verdict = s.weightsOnly.verdict();
+        const char* colour = verdict == "executes" ? "#c62828" : verdict == "imports" ? "#b26a00" : "#2e7d32";
+        summary += QStringLiteral(" · %1 <b style='color:%2'>%3</b>")
+                       .arg(tr("load safety:"), QLatin1String(colour), QString::fromLatin1(verdict.data(), qsizetype(verdict.size())));
+    }
+    m_summary->setText(summary);
     for (const auto& c : s.containers) {
         const QString path = QString::fromStdString(c.path);
         m_containers->addItem(QStringLiteral("%1 (%2, %3 tensors)")

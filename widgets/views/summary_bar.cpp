@@ -77,7 +77,7 @@ SummaryBar::SummaryBar(QWidget* parent)
     setSummary({}, false);
 }
 
-void SummaryBar::setSummary(const DiffSummary& summary, bool complete)
+void SummaryBar::setSummary(const DiffSummary& summary, bool complete, const QStringList& executes)
 {
     for (RowStatus s : kButtonOrder) {
         QToolButton* b = m_buttons[static_cast<size_t>(s)];
@@ -93,8 +93,15 @@ void SummaryBar::setSummary(const DiffSummary& summary, bool complete)
     const QColor c = StatusStyle::color(ok ? RowStatus::Match : RowStatus::ShapeMismatch, palette());
     const size_t failing = summary.count(RowStatus::Missing) + summary.count(RowStatus::Unexpected)
         + summary.count(RowStatus::ShapeMismatch) + summary.count(RowStatus::CopyError);
-    m_verdict->setText(ok ? QStringLiteral("<b style='color:%1'>%2</b>").arg(c.name(), tr("load_state_dict(strict=True) succeeds"))
-                          : QStringLiteral("<b style='color:%1'>%2</b>").arg(c.name(), tr("load_state_dict(strict=True) fails: %n row(s)", nullptr, static_cast<int>(failing))));
+    QString verdict = ok ? QStringLiteral("<b style='color:%1'>%2</b>").arg(c.name(), tr("load_state_dict(strict=True) succeeds"))
+                         : QStringLiteral("<b style='color:%1'>%2</b>").arg(c.name(), tr("load_state_dict(strict=True) fails: %n row(s)", nullptr, static_cast<int>(failing)));
+    // Never a bare "succeeds" when loading a side would run code.
+    if (!executes.isEmpty())
+        verdict = QStringLiteral("<b style='color:%1'>%2</b> · ")
+                      .arg(StatusStyle::color(RowStatus::ShapeMismatch, palette()).name(),
+                          tr("DANGER: loading %1 would run code").arg(executes.join(tr(" and "))))
+            + verdict;
+    m_verdict->setText(verdict);
 }
 
 AlignedTreeModel::Filter SummaryBar::filter() const

@@ -6,6 +6,7 @@
 #include "diff/diff.h"
 #include "models/aligned_tree_model.h"
 
+#include <QStringList>
 #include <QWidget>
 
 #include <array>
@@ -22,7 +23,8 @@ class SummaryBar : public QWidget {
 public:
     explicit SummaryBar(QWidget* parent = nullptr);
 
-    void setSummary(const DiffSummary& summary, bool complete);
+    // `executes`: the sides whose loading would run code ("A", "B"); a dangerous side leads the verdict.
+    void setSummary(const DiffSummary& summary, bool complete, const QStringList& executes = {});
     AlignedTreeModel::Filter filter() const;
     void setFilterError(const QString& error); // empty clears
     QLineEdit* filterEdit() const { return m_text; }

@@ -1,0 +1,427 @@
+#include "opcode_scan.h"
+
+#include "pickle/global_policy.h"
+
+#include <cstring>
+#include <map>
+#include <string_view>
+#include <unordered_map>
+
+namespace sl::pickle {
+
+namespace {
+
+// What the shadow stack knows about a value: enough to name STACK_GLOBAL's operands and getattr lookups.
+struct Item {
+    enum Kind : uint8_t { Other, Str, Global, Pair, Mark } kind = Other;
+    uint32_t global = 0; // index into the scan's globals (Global)
+    uint32_t first = 0, second = 0; // indices into the pair pool (Pair)
+    std::string_view s; // Str
+};
+
+class Scanner {
+public:
+    Scanner(Bytes data, uint64_t base, uint32_t nested, PickleScan& out)
+        : m_data(data)
+        , m_base(base)
+        , m_nested(nested)
+        , m_out(out)
+    {
+    }
+
+    void run()
+    {
+        while (m_pos < m_data.size()) {
+            m_opStart = m_pos;
+            uint8_t op = m_data[m_pos++];
+            if (!step(op))
+                return;
+        }
+        problem("ends without STOP");
+    }
+
+private:
+    bool problem(const std::string& what)
+    {
+        if (m_out.problems.size() < 20)
+            m_out.problems.push_back("at offset " + std::to_string(m_base + m_opStart) + ": " + what);
+        return false;
+    }
+    bool need(uint64_t n) { return n <= m_data.size() - m_pos; }
+    uint64_t readUInt(unsigned n)
+    {
+        uint64_t v = 0;
+        for (unsigned i = 0; i < n; ++i)
+            v |= uint64_t(m_data[m_pos + i]) << (8 * i);
+        m_pos += n;
+        return v;
+    }
+    std::string_view bytesAt(uint64_t n)
+    {
+        std::string_view v(reinterpret_cast<const char*>(m_data.data() + m_pos), n);
+        m_pos += n;
+        return v;
+    }
+    bool line(std::string_view& out)
+    {
+        const void* nl = std::memchr(m_data.data() + m_pos, '\n', m_data.size() - m_pos);
+        if (!nl)
+            return problem("line without a newline");
+        size_t len = static_cast<size_t>(static_cast<const uint8_t*>(nl) - (m_data.data() + m_pos));
+        out = bytesAt(len);
+        ++m_pos;
+        if (!out.empty() && out.back() == '\r')
+            out.remove_suffix(1);
+        return true;
+    }
+
+    void push(Item i) { m_stack.push_back(i); }
+    Item pop()
+    {
+        if (m_stack.empty() || (!m_marks.empty() && m_stack.size() == m_marks.back()))
+            return {}; // underflow: the real unpickler fails here; the scan keeps what it has seen
+        Item i = m_stack.back();
+        m_stack.pop_back();
+        return i;
+    }
+    // Pops everything above the last MARK; returns the popped items' first two (for INST/OBJ/TUPLE).
+    std::vector<Item> popMark()
+    {
+        std::vector<Item> items;
+        if (m_marks.empty())
+            return items;
+        size_t at = std::min(m_marks.back(), m_stack.size());
+        items.assign(m_stack.begin() + static_cast<std::ptrdiff_t>(at), m_stack.end());
+        m_stack.resize(at);
+        m_marks.pop_back();
+        return items;
+    }
+
+    uint32_t addGlobal(std::string_view module, std::string_view name, const char* opcode)
+    {
+        auto mapped = mapLegacyName(module, name, m_protocol);
+        std::string m(mapped.first), n(mapped.second);
+        std::string key = m + '\n' + n;
+        auto it = m_globalIndex.find(key);
+        if (it == m_globalIndex.end()) {
+            ScannedGlobal g;
+            g.module = std::move(m);
+            g.name = std::move(n);
+            g.opcode = opcode;
+            g.offset = m_base + m_opStart;
+            g.nestedDepth = m_depth;
+            m_out.globals.push_back(std::move(g));
+            it = m_globalIndex.emplace(std::move(key), static_cast<uint32_t>(m_out.globals.size() - 1)).first;
+        }
+        ++m_out.globals[it->second].count;
+        return it->second;
+    }
+    void markUse(const Item& i, uint8_t use)
+    {
+        if (i.kind == Item::Global)
+            m_out.globals[i.global].uses |= use;
+    }
+
+    void memoPut(uint64_t index, const Item& item)
+    {
+        if (index < m_memo.size()) {
+            m_memo[index] = item;
+        } else if (index < m_memo.size() + 4096) {
+            m_memo.resize(index + 1);
+            m_memo[index] = item;
+        } else {
+            m_sparseMemo[index] = item;
+        }
+    }
+    Item memoGet(uint64_t index) const
+    {
+        if (index < m_memo.size())
+            return m_memo[index];
+        auto it = m_sparseMemo.find(index);
+        return it == m_sparseMemo.end() ? Item {} : it->second;
+    }
+    Item top() const { return m_stack.empty() ? Item {} : m_stack.back(); }
+
+    // A bytes literal that holds a pickle: what a nested loader (torch.load of BytesIO, pickle.loads) runs.
+    void nestedBytes(std::string_view b)
+    {
+        Bytes inner(reinterpret_cast<const uint8_t*>(b.data()), b.size());
+        if (m_nested == 0 || !looksLikeBinaryPickle(inner))
+            return;
+        PickleScan sub = scanPickle(inner, m_base + (m_pos - b.size()), m_nested - 1);
+        for (auto& g : sub.globals) {
+            g.nestedDepth += 1;
+            m_out.globals.push_back(std::move(g));
+        }
+    }
+
+    void callOn(Item callable, Item args)
+    {
+        // getattr(<imported class>, "NAME") with a plain public name reads an attribute (an enum member)
+        // and calls nothing; its result is tracked as an import of its own so calling it is seen.
+        if (callable.kind == Item::Global && args.kind == Item::Pair) {
+            const ScannedGlobal& g = m_out.globals[callable.global];
+            Item a = m_pairs[args.first], b = m_pairs[args.second];
+            bool plain = b.kind == Item::Str && !b.s.empty() && b.s[0] != '_'
+                && b.s.find('.') == std::string_view::npos;
+            if (g.module == "builtins" && g.name == "getattr" && a.kind == Item::Global && plain) {
+                m_out.globals[callable.global].uses |= kAttributeLookup;
+                m_getattr = callable.global;
+                const ScannedGlobal& owner = m_out.globals[a.global];
+                std::string attr = owner.name + "." + std::string(b.s);
+                std::string module = owner.module;
+                int saved = m_protocol;
+                m_protocol = 5; // the names are already mapped
+                Item r { Item::Global, addGlobal(module, attr, "REDUCE"), 0, 0, {} };
+                m_out.globals[r.global].attribute = true;
+                m_protocol = saved;
+                push(r);
+                return;
+            }
+        }
+        markUse(callable, kCalled);
+        // Calling what a getattr lookup returned makes getattr the gadget it is.
+        if (callable.kind == Item::Global && m_out.globals[callable.global].attribute)
+            m_out.globals[m_getattr].uses |= kCalled;
+        push({});
+    }
+
+    bool step(uint8_t op)
+    {
+        switch (op) {
+        case '(': // MARK
+            m_marks.push_back(m_stack.size());
+            return true;
+        case '.': // STOP
+            m_out.consumed = m_pos;
+            m_out.complete = true;
+            return false;
+        case '0': // POP
+            if (!m_marks.empty() && m_stack.size() == m_marks.back())
+                m_marks.pop_back();
+            else
+                pop();
+            return true;
+        case '1': // POP_MARK
+            popMark();
+            return true;
+        case '2': // DUP
+            push(top());
+            return true;
+        case 'N': case 0x88: case 0x89: case '}': case ']': case ')': case 0x8f: // constants, empty containers
+            push({});
+            return true;
+        case 0x80: // PROTO
+            if (!need(1))
+                return problem("truncated");
+            m_protocol = m_data[m_pos++];
+            return true;
+        case 0x95: // FRAME
+            if (!need(8))
+                return problem("truncated");
+            m_pos += 8;
+            return true;
+        case 'K': case 'h': case 'q': case 0x82: // 1-byte argument
+        case 'M': case 0x83: // 2-byte
+        case 'J': case 'j': case 'r': case 0x84: // 4-byte
+        case 'G': { // 8-byte float
+            unsigned n = (op == 'K' || op == 'h' || op == 'q' || op == 0x82) ? 1 : (op == 'M' || op == 0x83) ? 2 : op == 'G' ? 8 : 4;
+            if (!need(n))
+                return problem("truncated");
+            uint64_t v = readUInt(n);
+            if (op == 'h' || op == 'j')
+                push(memoGet(v));
+            else if (op == 'q' || op == 'r')
+                memoPut(v, top());
+            else
+                push({});
+            return true;
+        }
+        case 0x94: // MEMOIZE
+            memoPut(m_memo.size() + m_sparseMemo.size(), top());
+            return true;
+        case 'I': case 'L': case 'F': case 'P': case 'S': case 'V': case 'g': case 'p': { // text argument
+            std::string_view l;
+            if (!line(l))
+                return false;
+            if (op == 'g' || op == 'p') {
+                uint64_t v = 0;
+                for (char c : l)
+                    v = (c >= '0' && c <= '9' && v < (uint64_t(1) << 40)) ? v * 10 + uint64_t(c - '0') : v;
+                if (op == 'g')
+                    push(memoGet(v));
+                else
+                    memoPut(v, top());
+            } else if (op == 'S' && l.size() >= 2 && (l.front() == '\'' || l.front() == '"')) {
+                push({ Item::Str, 0, 0, 0, l.substr(1, l.size() - 2) });
+            } else if (op == 'V') {
+                push({ Item::Str, 0, 0, 0, l });
+            } else {
+                push({});
+            }
+            return true;
+        }
+        case 'U': case 0x8c: case 'C': case 0x8a: // 1-byte length
+        case 'T': case 'X': case 'B': case 0x8b: // 4-byte length
+        case 0x8d: case 0x8e: case 0x96: { // 8-byte length
+            unsigned w = (op == 'U' || op == 0x8c || op == 'C' || op == 0x8a) ? 1 : (op == 0x8d || op == 0x8e || op == 0x96) ? 8 : 4;
+            if (!need(w))
+                return problem("truncated");
+            uint64_t n = readUInt(w);
+            if (!need(n))
+                return problem("a length of " + std::to_string(n) + " runs past the end");
+            std::string_view b = bytesAt(n);
+            if (op == 'U' || op == 0x8c || op == 'T' || op == 'X' || op == 0x8d)
+                push({ Item::Str, 0, 0, 0, b });
+            else
+                push({});
+            if (op == 'C' || op == 'B' || op == 0x8e || op == 0x96)
+                nestedBytes(b);
+            return true;
+        }
+        case 'c': // GLOBAL
+        case 'i': { // INST
+            std::string_view module, name;
+            if (!line(module) || !line(name))
+                return false;
+            uint32_t g = addGlobal(module, name, op == 'c' ? "GLOBAL" : "INST");
+            if (op == 'c') {
+                push({ Item::Global, g, 0, 0, {} });
+            } else {
+                m_out.globals[g].uses |= kCalled;
+                popMark();
+                push({});
+            }
+            return true;
+        }
+        case 0x93: { // STACK_GLOBAL
+            Item name = pop();
+            Item module = pop();
+            if (module.kind != Item::Str || name.kind != Item::Str) {
+                // A module or name the scan cannot read is still an import; report it rather than guess.
+                push({ Item::Global, addGlobal("?", "?", "STACK_GLOBAL"), 0, 0, {} });
+                problem("STACK_GLOBAL whose module and name are not literal strings");
+                return true;
+            }
+            push({ Item::Global, addGlobal(module.s, name.s, "STACK_GLOBAL"), 0, 0, {} });
+            return true;
+        }
+        case 'R': { // REDUCE
+            Item args = pop();
+            Item callable = pop();
+            callOn(callable, args);
+            return true;
+        }
+        case 0x81: { // NEWOBJ
+            pop();
+            markUse(pop(), kInstantiated);
+            push({});
+            return true;
+        }
+        case 0x92: { // NEWOBJ_EX
+            pop();
+            pop();
+            markUse(pop(), kInstantiated);
+            push({});
+            return true;
+        }
+        case 'o': { // OBJ: MARK cls args... OBJ calls cls(*args)
+            auto items = popMark();
+            if (!items.empty())
+                markUse(items.front(), kCalled);
+            push({});
+            return true;
+        }
+        case 'b': // BUILD: the object stays, its state goes
+            pop();
+            return true;
+        case 'Q': // BINPERSID
+            pop();
+            push({});
+            return true;
+        case 0x85: case 0x86: case 0x87: { // TUPLE1-3
+            unsigned n = op - 0x84;
+            Item items[3];
+            for (unsigned i = n; i-- > 0;)
+                items[i] = pop();
+            pushTuple(items, n);
+            return true;
+        }
+        case 't': { // TUPLE
+            auto items = popMark();
+            pushTuple(items.data(), items.size());
+            return true;
+        }
+        case 'l': case 'd': case 0x91: // LIST, DICT, FROZENSET
+            popMark();
+            push({});
+            return true;
+        case 'a': // APPEND
+            pop();
+            return true;
+        case 's': // SETITEM
+            pop();
+            pop();
+            return true;
+        case 'e': case 'u': case 0x90: // APPENDS, SETITEMS, ADDITEMS
+            popMark();
+            return true;
+        case 0x97: // NEXT_BUFFER
+            push({});
+            return true;
+        case 0x98: // READONLY_BUFFER
+            return true;
+        default:
+            return problem("unknown opcode 0x" + hex(op));
+        }
+    }
+
+    static std::string hex(uint8_t b)
+    {
+        const char* d = "0123456789abcdef";
+        return { d[b >> 4], d[b & 15] };
+    }
+
+    void pushTuple(const Item* items, size_t n)
+    {
+        if (n == 2) {
+            m_pairs.push_back(items[0]);
+            m_pairs.push_back(items[1]);
+            push({ Item::Pair, 0, static_cast<uint32_t>(m_pairs.size() - 2), static_cast<uint32_t>(m_pairs.size() - 1), {} });
+        } else {
+            push({});
+        }
+    }
+
+    Bytes m_data;
+    uint64_t m_base;
+    uint32_t m_nested;
+    uint32_t m_depth = 0;
+    PickleScan& m_out;
+    size_t m_pos = 0;
+    size_t m_opStart = 0;
+    int m_protocol = 0;
+    std::vector<Item> m_stack;
+    std::vector<size_t> m_marks;
+    std::vector<Item> m_memo;
+    std::map<uint64_t, Item> m_sparseMemo;
+    std::vector<Item> m_pairs;
+    uint32_t m_getattr = 0; // builtins.getattr's index, once a lookup has used it
+    std::unordered_map<std::string, uint32_t> m_globalIndex;
+};
+
+} // namespace
+
+bool looksLikeBinaryPickle(Bytes data)
+{
+    return data.size() >= 3 && data[0] == 0x80 && data[1] >= 2 && data[1] <= 5;
+}
+
+PickleScan scanPickle(Bytes data, uint64_t baseOffset, uint32_t nestedDepth)
+{
+    PickleScan out;
+    Scanner(data, baseOffset, nestedDepth, out).run();
+    return out;
+}
+
+} // namespace sl::pickle

@@ -1,0 +1,222 @@
+// The load-safety verdict on hostile pickles (tests/fixtures/hostile, made by make_hostile_fixtures.py with
+// torch 1.13, which proved torch.load runs the payloads it could run harmlessly) and on every benign real
+// file: each hostile case is "executes" and names what it calls, through the core and through the CLI's
+// exit codes (`ls --fail-on danger` exits 1, a read that stops exits 2 and still names the danger); no
+// benign real checkpoint is "executes"; and the opcode scan itself names imports however they are reached.
+
+#include "common/test_paths.h"
+
+#include "formats/loader.h"
+#include "pickle/global_policy.h"
+#include "pickle/opcode_scan.h"
+#include "util/error.h"
+
+#include <QDirIterator>
+#include <QElapsedTimer>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QtTest>
+
+using namespace sl;
+
+namespace {
+
+QString hostileDir() { return test::fixturesDir() + QStringLiteral("/hostile"); }
+
+QJsonArray cases()
+{
+    QFile f(hostileDir() + QStringLiteral("/hostile.truth.json"));
+    if (!f.open(QIODevice::ReadOnly))
+        return {};
+    return QJsonDocument::fromJson(f.readAll()).object().value(QStringLiteral("cases")).toArray();
+}
+
+QString dangerText(const Source& s)
+{
+    QString all;
+    for (const auto& f : s.findings)
+        if (f.severity == Severity::Danger)
+            all += QString::fromStdString(f.message) + QLatin1Char('\n');
+    return all;
+}
+
+pickle::PickleScan scan(const QByteArray& p)
+{
+    return pickle::scanPickle(Bytes(reinterpret_cast<const uint8_t*>(p.constData()), size_t(p.size())));
+}
+
+const pickle::ScannedGlobal* findGlobal(const pickle::PickleScan& s, const std::string& qualified)
+{
+    for (const auto& g : s.globals)
+        if (g.qualified() == qualified)
+            return &g;
+    return nullptr;
+}
+
+} // namespace
+
+class TestHostilePickles : public QObject {
+    Q_OBJECT
+private slots:
+    void corpus_data()
+    {
+        QTest::addColumn<QJsonObject>("c");
+        const QJsonArray all = cases();
+        QVERIFY2(all.size() >= 40, "hostile.truth.json is missing or short");
+        for (const auto& v : all)
+            QTest::newRow(v.toObject().value(QStringLiteral("file")).toString().toUtf8().constData()) << v.toObject();
+    }
+
+    void corpus()
+    {
+        QFETCH(QJsonObject, c);
+        const QString path = hostileDir() + QLatin1Char('/') + c.value(QStringLiteral("file")).toString();
+        const QString verdict = c.value(QStringLiteral("verdict")).toString();
+        QStringList names;
+        for (const auto& n : c.value(QStringLiteral("executes")).toArray())
+            names << n.toString();
+        const bool stops = c.value(QStringLiteral("stops")).toBool();
+
+        // Through the core.
+        QString seen;
+        QElapsedTimer clock;
+        clock.start();
+        try {
+            Source s = openSource(path.toStdString());
+            QVERIFY2(!stops, "the read was expected to stop");
+            QCOMPARE(QString::fromUtf8(s.weightsOnly.verdict()), verdict);
+            seen = dangerText(s);
+            QCOMPARE(s.countFindings(Severity::Danger) > 0, verdict == QLatin1String("executes"));
+        } catch (const LoadError& e) {
+            QVERIFY2(stops, e.what());
+            seen = QString::fromUtf8(e.what());
+            QVERIFY2(seen.contains(QLatin1String("DANGER")), e.what());
+        }
+        QVERIFY2(clock.elapsed() < 20000, "took too long");
+        for (const auto& n : names)
+            QVERIFY2(seen.contains(n), qPrintable(n + QStringLiteral(" not named in: ") + seen));
+
+        // Through the CLI: the exit code a CI gate sees.
+        auto plain = test::runStatelens({ QStringLiteral("ls"), path });
+        QCOMPARE(plain.exitCode, c.value(QStringLiteral("ls_exit")).toInt());
+        auto gate = test::runStatelens({ QStringLiteral("ls"), path, QStringLiteral("--fail-on"), QStringLiteral("danger") });
+        QCOMPARE(gate.exitCode, stops ? 2 : verdict == QLatin1String("executes") ? 1 : 0);
+        if (stops)
+            QVERIFY2(gate.err.contains("DANGER") && gate.err.count('\n') == 1, gate.err.constData());
+
+        // `diff` carries the verdict too: CI users run diff, not ls.
+        if (stops || c.value(QStringLiteral("file")).toString().startsWith(QLatin1String("dcp/")))
+            return;
+        const QString plainModel = hostileDir() + QStringLiteral("/benign/plain.pt");
+        auto diff = test::runStatelens({ QStringLiteral("diff"), path, plainModel, QStringLiteral("--fail-on"), QStringLiteral("danger") });
+        const bool executes = verdict == QLatin1String("executes");
+        QCOMPARE(diff.exitCode, executes ? 1 : 0);
+        QCOMPARE(diff.out.contains("DANGER: loading the checkpoint would run code"), executes);
+        QVERIFY(!executes || !diff.out.contains("\na strict load_state_dict would succeed"));
+        auto json = test::runStatelens({ QStringLiteral("diff"), path, plainModel, QStringLiteral("--format"), QStringLiteral("json") });
+        const QJsonObject doc = QJsonDocument::fromJson(json.out).object();
+        int dangers = 0;
+        for (const auto& f : doc.value(QStringLiteral("source_findings")).toObject().value(QStringLiteral("a")).toArray())
+            dangers += f.toObject().value(QStringLiteral("severity")).toString() == QLatin1String("danger");
+        QCOMPARE(dangers > 0, executes);
+        QCOMPARE(doc.value(QStringLiteral("a")).toObject().value(QStringLiteral("weights_only")).toObject()
+                     .value(QStringLiteral("verdict")).toString(), verdict);
+        auto junit = test::runStatelens({ QStringLiteral("diff"), path, plainModel, QStringLiteral("--format"), QStringLiteral("junit") });
+        QCOMPARE(junit.out.contains("name=\"A (checkpoint)\"><failure type=\"danger\""), executes);
+    }
+
+    // Every benign real checkpoint: never "executes" (the lists are tuned so they come out weights-only or
+    // imports), whatever else is wrong with it.
+    void realFilesNeverExecute()
+    {
+        const QString real = test::realFixturesDir();
+        if (real.isEmpty())
+            QSKIP("../shared/fixtures/real is not here");
+        int opened = 0;
+        QStringList wrong;
+        QDirIterator it(real, QDir::Files | QDir::Hidden, QDirIterator::Subdirectories);
+        while (it.hasNext()) {
+            QString file = it.next();
+            if (file.endsWith(QLatin1String(".md")) || file.endsWith(QLatin1String(".tsv")))
+                continue;
+            QString open = file.endsWith(QLatin1String("/.metadata")) ? QFileInfo(file).absolutePath() : file;
+            try {
+                Source s = openSource(open.toStdString());
+                ++opened;
+                if (s.weightsOnly.verdict() == "executes" || dangerText(s).contains(QLatin1String("would run it")))
+                    wrong << open + QStringLiteral(": ") + dangerText(s);
+            } catch (const LoadError& e) {
+                if (QString::fromUtf8(e.what()).contains(QLatin1String("DANGER")))
+                    wrong << open + QStringLiteral(": ") + QString::fromUtf8(e.what());
+            }
+        }
+        QVERIFY(opened > 150);
+        QVERIFY2(wrong.isEmpty(), qPrintable(wrong.join(QLatin1Char('\n'))));
+    }
+
+    // The scan names imports however the pickle reaches them, and follows how each is used.
+    void scanFollowsTheStack()
+    {
+        // STACK_GLOBAL operands pushed, memoised, popped and fetched again; a decoy string in between.
+        const QByteArray proto4("\x80\x04", 2), proto2("\x80\x02", 2), pop("0"), tuple1("\x85"), tuple2("\x86");
+        auto str = [](const char* t) { return QByteArray(1, '\x8c') + char(qstrlen(t)) + t; };
+        const QByteArray stackGlobal(1, '\x93'), newObj(1, '\x81');
+        QByteArray p = proto4 + str("os") + QByteArray("q\0", 2) + pop + str("decoy") + pop + QByteArray("h\0", 2)
+            + str("system") + stackGlobal + str("true") + tuple1 + "R.";
+        auto s = scan(p);
+        QVERIFY(s.complete);
+        auto* g = findGlobal(s, "os.system");
+        QVERIFY(g);
+        QVERIFY(g->uses & pickle::kCalled);
+        QCOMPARE(int(pickle::classifyGlobal(g->module, g->name, g->uses).risk), int(pickle::GlobalRisk::Dangerous));
+
+        // An enum member read with getattr(<class>, "NAME") calls nothing: getattr is no gadget there.
+        QByteArray e = proto2 + "cbuiltins\ngetattr\ncmylib\nColor\n" + str("RED") + tuple2 + "R";
+        s = scan(e + ".");
+        g = findGlobal(s, "builtins.getattr");
+        QVERIFY(g);
+        QCOMPARE(int(g->uses), int(pickle::kAttributeLookup));
+        QCOMPARE(int(pickle::classifyGlobal(g->module, g->name, g->uses).risk), int(pickle::GlobalRisk::Unknown));
+        // ... and calling what it returned makes it one.
+        s = scan(e + str("x") + tuple1 + "R.");
+        g = findGlobal(s, "builtins.getattr");
+        QVERIFY(g && (g->uses & pickle::kCalled));
+        QCOMPARE(int(pickle::classifyGlobal(g->module, g->name, g->uses).risk), int(pickle::GlobalRisk::Dangerous));
+
+        // A class constructed by NEWOBJ stays an import; a lower-case function called by REDUCE executes.
+        QByteArray n = proto4 + str("mylib") + str("Config") + stackGlobal + ")" + newObj + pop + str("mylib")
+            + str("wipe") + stackGlobal + ")R.";
+        s = scan(n);
+        QVERIFY(findGlobal(s, "mylib.Config") && findGlobal(s, "mylib.wipe"));
+        QCOMPARE(int(pickle::classifyGlobal("mylib", "Config", findGlobal(s, "mylib.Config")->uses).risk),
+            int(pickle::GlobalRisk::Unknown));
+        QCOMPARE(int(pickle::classifyGlobal("mylib", "wipe", findGlobal(s, "mylib.wipe")->uses).risk),
+            int(pickle::GlobalRisk::Dangerous));
+
+        // Protocol 2 maps Python 2 names, as Python's unpickler does.
+        s = scan(proto2 + "c__builtin__\neval\n" + str("1") + tuple1 + "R.");
+        QVERIFY(findGlobal(s, "builtins.eval"));
+        // Truncated input: the scan reports what it saw and stops.
+        s = scan(proto2 + "cos\nsystem\n" + QByteArray(1, '\x8c') + QByteArray(1, '\xff'));
+        QVERIFY(!s.complete && findGlobal(s, "os.system") && !s.problems.empty());
+    }
+
+    // The scan is linear: a 32 MB pickle of memo traffic takes well under a second.
+    void scanIsLinear()
+    {
+        QByteArray p("\x80\x04");
+        p.reserve(32 << 20);
+        while (p.size() < (32 << 20))
+            p += QByteArray("\x8c\x01xq\x01h\x01" "00", 9);
+        p += "N.";
+        QElapsedTimer clock;
+        clock.start();
+        auto s = scan(p);
+        QVERIFY(s.complete);
+        QVERIFY2(clock.elapsed() < 5000, qPrintable(QString::number(clock.elapsed())));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestHostilePickles)
+#include "tst_hostile_pickles.moc"
