@@ -682,7 +682,8 @@ Value* TorchSemantics::persistentLoad(Unpickler& u, Value* pid)
             + std::to_string(want));
     std::string_view key = keyOf(t->items[2]);
     if (key.empty())
-        u.fail("storage key is not a string");
+        u.fail(asStr(t->items[2]) ? "storage key is empty; torch.load cannot find its record"
+                                  : "storage key is not a string");
     int64_t numel = 0;
     if (!toInt(t->items[4], numel) || numel < 0)
         u.fail("storage size is not a non-negative integer");

@@ -87,7 +87,7 @@ private slots:
             QVERIFY2(!stops, "the read was expected to stop");
             QCOMPARE(QString::fromUtf8(s.weightsOnly.verdict()), verdict);
             seen = dangerText(s);
-            QCOMPARE(s.countFindings(Severity::Danger) > 0, verdict == QLatin1String("executes"));
+            QCOMPARE(s.countFindings(Severity::Danger) > 0, c.value(QStringLiteral("danger")).toBool());
         } catch (const LoadError& e) {
             QVERIFY2(stops, e.what());
             seen = QString::fromUtf8(e.what());
@@ -101,7 +101,20 @@ private slots:
         auto plain = test::runStatelens({ QStringLiteral("ls"), path });
         QCOMPARE(plain.exitCode, c.value(QStringLiteral("ls_exit")).toInt());
         auto gate = test::runStatelens({ QStringLiteral("ls"), path, QStringLiteral("--fail-on"), QStringLiteral("danger") });
-        QCOMPARE(gate.exitCode, stops ? 2 : verdict == QLatin1String("executes") ? 1 : 0);
+        QCOMPARE(gate.exitCode, stops ? 2 : c.value(QStringLiteral("danger")).toBool() ? 1 : 0);
+
+        // Values read the way torch reads them (duplicate records: the one torch.load took).
+        const QJsonObject values = c.value(QStringLiteral("values")).toObject();
+        if (!values.isEmpty()) {
+            auto stats = test::runStatelens({ QStringLiteral("stats"), path, QStringLiteral("--format"), QStringLiteral("json") });
+            QCOMPARE(stats.exitCode, 0);
+            const QJsonArray tensors = QJsonDocument::fromJson(stats.out).object().value(QStringLiteral("tensors")).toArray();
+            QCOMPARE(tensors.size(), values.size());
+            for (const auto& t : tensors) {
+                const QJsonObject o = t.toObject();
+                QCOMPARE(o.value(QStringLiteral("max")).toDouble(), values.value(o.value(QStringLiteral("name")).toString()).toDouble());
+            }
+        }
         if (stops)
             QVERIFY2(gate.err.contains("DANGER") && gate.err.count('\n') == 1, gate.err.constData());
 
