@@ -207,6 +207,10 @@ private slots:
         QCOMPARE(int(pickle::classifyGlobal("mylib", "wipe", findGlobal(s, "mylib.wipe")->uses).risk),
             int(pickle::GlobalRisk::Dangerous));
 
+        // Protocol 0 text strings are unescaped before Python looks them up: o\x73 and o\u0073 are "os".
+        s = scan(QByteArray("(S'o\\x73'\nVsy\\u0073tem\n") + stackGlobal + "(S'true'\ntR.");
+        QVERIFY2(findGlobal(s, "os.system"), s.globals.empty() ? "nothing" : s.globals.front().qualified().c_str());
+
         // Protocol 2 maps Python 2 names, as Python's unpickler does.
         s = scan(proto2 + "c__builtin__\neval\n" + str("1") + tuple1 + "R.");
         QVERIFY(findGlobal(s, "builtins.eval"));
