@@ -14,11 +14,13 @@ namespace sl::pickle {
 namespace {
 
 // What the shadow stack knows about a value: enough to name STACK_GLOBAL's operands and getattr lookups.
+// 16 bytes: a large checkpoint's pickle pushes and memoises millions of them.
 struct Item {
-    enum Kind : uint8_t { Other, Str, Global, Pair, Mark } kind = Other;
-    uint32_t global = 0; // index into the scan's globals (Global)
-    uint32_t first = 0, second = 0; // indices into the pair pool (Pair)
-    std::string_view s; // Str
+    enum Kind : uint8_t { Other, Str, Global, Pair, Mark };
+    Kind kind = Other;
+    bool decoded = false; // Str: `first` indexes the decoded strings rather than the pickle's bytes
+    uint32_t global = 0; // Global: index into the scan's globals; Str: the length
+    uint32_t first = 0, second = 0; // Pair: indices into the pair pool; Str: the offset (first)
 };
 
 class Scanner {
@@ -77,26 +79,37 @@ private:
         return true;
     }
 
-    void push(Item i) { m_stack.push_back(i); }
+    void push(Item i)
+    {
+        if (m_size == m_stack.size())
+            m_stack.resize(std::max<size_t>(64, m_stack.size() * 2));
+        m_stack[m_size++] = i;
+    }
     Item pop()
     {
-        if (m_stack.empty() || (!m_marks.empty() && m_stack.size() == m_marks.back()))
+        if (m_size == 0 || (!m_marks.empty() && m_size == m_marks.back()))
             return {}; // underflow: the real unpickler fails here; the scan keeps what it has seen
-        Item i = m_stack.back();
-        m_stack.pop_back();
-        return i;
+        return m_stack[--m_size];
     }
-    // Pops everything above the last MARK; returns the popped items' first two (for INST/OBJ/TUPLE).
-    std::vector<Item> popMark()
+    // Pops everything above the last MARK; keeps the first two popped items (all OBJ and TUPLE need).
+    struct Popped {
+        size_t count = 0;
+        Item first, second;
+    };
+    Popped popMark()
     {
-        std::vector<Item> items;
+        Popped out;
         if (m_marks.empty())
-            return items;
-        size_t at = std::min(m_marks.back(), m_stack.size());
-        items.assign(m_stack.begin() + static_cast<std::ptrdiff_t>(at), m_stack.end());
-        m_stack.resize(at);
+            return out;
+        size_t at = std::min(m_marks.back(), m_size);
+        out.count = m_size - at;
+        if (out.count > 0)
+            out.first = m_stack[at];
+        if (out.count > 1)
+            out.second = m_stack[at + 1];
+        m_size = at;
         m_marks.pop_back();
-        return items;
+        return out;
     }
 
     uint32_t addGlobal(std::string_view module, std::string_view name, const char* opcode)
@@ -124,25 +137,36 @@ private:
             m_out.globals[i.global].uses |= use;
     }
 
+    // The memo holds a handle per slot (0: a value the scan does not track, else 1 + its position in
+    // m_memoItems), so the hundreds of thousands of slots a large checkpoint's pickle fills cost 4 bytes each.
     void memoPut(uint64_t index, const Item& item)
     {
+        uint32_t handle = 0;
+        if (item.kind != Item::Other && item.kind != Item::Mark) {
+            m_memoItems.push_back(item);
+            handle = static_cast<uint32_t>(m_memoItems.size());
+        }
         if (index < m_memo.size()) {
-            m_memo[index] = item;
+            m_memo[index] = handle;
         } else if (index < m_memo.size() + 4096) {
             m_memo.resize(index + 1);
-            m_memo[index] = item;
+            m_memo[index] = handle;
         } else {
-            m_sparseMemo[index] = item;
+            m_sparseMemo[index] = handle;
         }
+        ++m_memoCount;
     }
     Item memoGet(uint64_t index) const
     {
-        if (index < m_memo.size())
-            return m_memo[index];
-        auto it = m_sparseMemo.find(index);
-        return it == m_sparseMemo.end() ? Item {} : it->second;
+        uint32_t handle = 0;
+        if (index < m_memo.size()) {
+            handle = m_memo[index];
+        } else if (auto it = m_sparseMemo.find(index); it != m_sparseMemo.end()) {
+            handle = it->second;
+        }
+        return handle ? m_memoItems[handle - 1] : Item {};
     }
-    Item top() const { return m_stack.empty() ? Item {} : m_stack.back(); }
+    Item top() const { return m_size == 0 ? Item {} : m_stack[m_size - 1]; }
 
     // A bytes literal that holds a pickle: what a nested loader (torch.load of BytesIO, pickle.loads) runs.
     void nestedBytes(std::string_view b)
@@ -164,17 +188,17 @@ private:
         if (callable.kind == Item::Global && args.kind == Item::Pair) {
             const ScannedGlobal& g = m_out.globals[callable.global];
             Item a = m_pairs[args.first], b = m_pairs[args.second];
-            bool plain = b.kind == Item::Str && !b.s.empty() && b.s[0] != '_'
-                && b.s.find('.') == std::string_view::npos;
+            std::string_view bs = text(b);
+            bool plain = b.kind == Item::Str && !bs.empty() && bs[0] != '_' && bs.find('.') == std::string_view::npos;
             if (g.module == "builtins" && g.name == "getattr" && a.kind == Item::Global && plain) {
                 m_out.globals[callable.global].uses |= kAttributeLookup;
                 m_getattr = callable.global;
                 const ScannedGlobal& owner = m_out.globals[a.global];
-                std::string attr = owner.name + "." + std::string(b.s);
+                std::string attr = owner.name + "." + std::string(bs);
                 std::string module = owner.module;
                 int saved = m_protocol;
                 m_protocol = 5; // the names are already mapped
-                Item r { Item::Global, addGlobal(module, attr, "REDUCE"), 0, 0, {} };
+                Item r = globalItem(addGlobal(module, attr, "REDUCE"));
                 m_out.globals[r.global].attribute = true;
                 m_protocol = saved;
                 push(r);
@@ -188,18 +212,18 @@ private:
         push({});
     }
 
-    bool step(uint8_t op)
+    [[gnu::always_inline]] inline bool step(uint8_t op)
     {
         switch (op) {
         case '(': // MARK
-            m_marks.push_back(m_stack.size());
+            m_marks.push_back(m_size);
             return true;
         case '.': // STOP
             m_out.consumed = m_pos;
             m_out.complete = true;
             return false;
         case '0': // POP
-            if (!m_marks.empty() && m_stack.size() == m_marks.back())
+            if (!m_marks.empty() && m_size == m_marks.back())
                 m_marks.pop_back();
             else
                 pop();
@@ -240,7 +264,7 @@ private:
             return true;
         }
         case 0x94: // MEMOIZE
-            memoPut(m_memo.size() + m_sparseMemo.size(), top());
+            memoPut(m_memoCount, top());
             return true;
         case 'I': case 'L': case 'F': case 'P': case 'S': case 'V': case 'g': case 'p': { // text argument
             std::string_view l;
@@ -255,9 +279,9 @@ private:
                 else
                     memoPut(v, top());
             } else if (op == 'S' && l.size() >= 2 && (l.front() == '\'' || l.front() == '"')) {
-                push({ Item::Str, 0, 0, 0, decoded(unescapeString(l.substr(1, l.size() - 2))) });
+                push(decoded(unescapeString(l.substr(1, l.size() - 2))));
             } else if (op == 'V') {
-                push({ Item::Str, 0, 0, 0, decoded(unescapeRawUnicode(l)) });
+                push(decoded(unescapeRawUnicode(l)));
             } else {
                 push({});
             }
@@ -274,7 +298,7 @@ private:
                 return problem("a length of " + std::to_string(n) + " runs past the end");
             std::string_view b = bytesAt(n);
             if (op == 'U' || op == 0x8c || op == 'T' || op == 'X' || op == 0x8d)
-                push({ Item::Str, 0, 0, 0, b });
+                push(strItem(b));
             else
                 push({});
             if (op == 'C' || op == 'B' || op == 0x8e || op == 0x96)
@@ -288,7 +312,7 @@ private:
                 return false;
             uint32_t g = addGlobal(module, name, op == 'c' ? "GLOBAL" : "INST");
             if (op == 'c') {
-                push({ Item::Global, g, 0, 0, {} });
+                push(globalItem(g));
             } else {
                 m_out.globals[g].uses |= kCalled;
                 popMark();
@@ -301,11 +325,11 @@ private:
             Item module = pop();
             if (module.kind != Item::Str || name.kind != Item::Str) {
                 // A module or name the scan cannot read is still an import; report it rather than guess.
-                push({ Item::Global, addGlobal("?", "?", "STACK_GLOBAL"), 0, 0, {} });
+                push(globalItem(addGlobal("?", "?", "STACK_GLOBAL")));
                 problem("STACK_GLOBAL whose module and name are not literal strings");
                 return true;
             }
-            push({ Item::Global, addGlobal(module.s, name.s, "STACK_GLOBAL"), 0, 0, {} });
+            push(globalItem(addGlobal(text(module), text(name), "STACK_GLOBAL")));
             return true;
         }
         case 'R': { // REDUCE
@@ -328,9 +352,9 @@ private:
             return true;
         }
         case 'o': { // OBJ: MARK cls args... OBJ calls cls(*args)
-            auto items = popMark();
-            if (!items.empty())
-                markUse(items.front(), kCalled);
+            Popped items = popMark();
+            if (items.count > 0)
+                markUse(items.first, kCalled);
             push({});
             return true;
         }
@@ -350,8 +374,9 @@ private:
             return true;
         }
         case 't': { // TUPLE
-            auto items = popMark();
-            pushTuple(items.data(), items.size());
+            Popped items = popMark();
+            Item two[2] = { items.first, items.second };
+            pushTuple(two, items.count);
             return true;
         }
         case 'l': case 'd': case 0x91: // LIST, DICT, FROZENSET
@@ -380,10 +405,42 @@ private:
 
     // Protocol 0's text strings carry escapes that Python decodes before it looks a name up, so `o\x73`
     // and `o\u0073` are "os" to it and must be to the scan.
-    std::string_view decoded(std::string text)
+    Item decoded(std::string value)
     {
-        m_decoded.push_back(std::move(text));
-        return m_decoded.back();
+        m_decoded.push_back(std::move(value));
+        Item i;
+        i.kind = Item::Str;
+        i.decoded = true;
+        i.first = static_cast<uint32_t>(m_decoded.size() - 1);
+        return i;
+    }
+    // A string of the pickle's own bytes; one past 4 GiB into it is not tracked (a STACK_GLOBAL over it is
+    // reported as unreadable, which is the safe side).
+    Item strItem(std::string_view b) const
+    {
+        Item i;
+        uint64_t offset = static_cast<uint64_t>(reinterpret_cast<const uint8_t*>(b.data()) - m_data.data());
+        if (offset > UINT32_MAX || b.size() > UINT32_MAX)
+            return i;
+        i.kind = Item::Str;
+        i.first = static_cast<uint32_t>(offset);
+        i.global = static_cast<uint32_t>(b.size());
+        return i;
+    }
+    static Item globalItem(uint32_t g)
+    {
+        Item i;
+        i.kind = Item::Global;
+        i.global = g;
+        return i;
+    }
+    std::string_view text(const Item& i) const
+    {
+        if (i.kind != Item::Str)
+            return {};
+        if (i.decoded)
+            return m_decoded[i.first];
+        return { reinterpret_cast<const char*>(m_data.data()) + i.first, i.global };
     }
     static int hexDigit(char c)
     {
@@ -479,12 +536,17 @@ private:
         return { d[b >> 4], d[b & 15] };
     }
 
+    // Only the pair a getattr lookup needs, (<import>, "NAME"), is kept; any other tuple is just a value.
     void pushTuple(const Item* items, size_t n)
     {
-        if (n == 2) {
+        if (n == 2 && items[0].kind == Item::Global && items[1].kind == Item::Str) {
             m_pairs.push_back(items[0]);
             m_pairs.push_back(items[1]);
-            push({ Item::Pair, 0, static_cast<uint32_t>(m_pairs.size() - 2), static_cast<uint32_t>(m_pairs.size() - 1), {} });
+            Item pair;
+            pair.kind = Item::Pair;
+            pair.first = static_cast<uint32_t>(m_pairs.size() - 2);
+            pair.second = static_cast<uint32_t>(m_pairs.size() - 1);
+            push(pair);
         } else {
             push({});
         }
@@ -498,10 +560,13 @@ private:
     size_t m_pos = 0;
     size_t m_opStart = 0;
     int m_protocol = 0;
-    std::vector<Item> m_stack;
+    std::vector<Item> m_stack; // the first m_size are live
+    size_t m_size = 0;
     std::vector<size_t> m_marks;
-    std::vector<Item> m_memo;
-    std::map<uint64_t, Item> m_sparseMemo;
+    std::vector<uint32_t> m_memo;
+    std::map<uint64_t, uint32_t> m_sparseMemo;
+    std::vector<Item> m_memoItems;
+    uint64_t m_memoCount = 0; // MEMOIZE's next index (Python: len(memo))
     std::vector<Item> m_pairs;
     std::deque<std::string> m_decoded; // protocol 0 strings after their escapes (Items point into them)
     uint32_t m_getattr = 0; // builtins.getattr's index, once a lookup has used it
