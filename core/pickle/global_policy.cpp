@@ -55,6 +55,7 @@ constexpr Reasoned kDangerousSegments[] = {
     { "_lsprof", "runs code under the profiler" },
     { "timeit", "runs Python source" },
     { "pydoc", "runs shell commands (its pagers)" },
+    { "_thread", "starts threads that call anything" },
 };
 // Modules that are dangerous as the path's root only: their names are ordinary words that user packages
 // also use for sub-modules (`myproject.code`, `mylib.types`).
@@ -88,6 +89,16 @@ constexpr Reasoned kDangerousRoots[] = {
     { "signal", "installs signal handlers" },
     { "gc", "reaches every live object" },
     { "inspect", "reaches frames and code" },
+    { "linecache", "reads files" },
+    { "glob", "lists files" },
+    { "tarfile", "extracts and writes files" },
+    { "zipfile", "extracts and writes files" },
+    { "compileall", "compiles and writes files" },
+    { "py_compile", "compiles and writes files" },
+    { "sqlite3", "opens and writes database files" },
+    { "ssl", "opens network connections" },
+    { "xmlrpc", "makes network requests" },
+    { "mmap", "maps files into memory" },
 };
 
 // Dotted paths (exact, or prefixes ending in '.') that load nested bytes, download, compile or write.
@@ -113,6 +124,7 @@ constexpr Reasoned kDangerousPaths[] = {
     { "torch._dynamo.", "compiles and runs code" },
     { "torch._inductor.", "compiles and runs code" },
     { "torch.compile", "compiles and runs code" },
+    { "logging.config.", "evaluates configuration and listens on sockets" },
     { "functools.partial", "binds arbitrary calls" },
     { "functools.reduce", "chains arbitrary calls" },
     { "operator.", "reaches arbitrary attributes and calls" },
