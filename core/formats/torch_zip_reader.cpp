@@ -1,6 +1,7 @@
 #include "torch_zip_reader.h"
 
 #include "formats/torchscript_reader.h"
+#include "io/miniz_lookup.h"
 #include "io/zip_archive.h"
 #include "pickle/opcode_scan.h"
 #include "pickle/unpickler.h"
@@ -8,6 +9,7 @@
 #include "util/error.h"
 #include "util/timings.h"
 
+#include <algorithm>
 #include <charconv>
 #include <unordered_map>
 
@@ -22,6 +24,36 @@ constexpr int64_t kNewestKnownVersion = 10;
 constexpr uint64_t kMaxInflatedPickle = uint64_t(1) << 30;
 
 std::string_view asText(Bytes b) { return { reinterpret_cast<const char*>(b.data()), b.size() }; }
+
+std::string ordinal(size_t n)
+{
+    const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th"
+        : n % 10 == 1                                    ? "st"
+        : n % 10 == 2                                    ? "nd"
+        : n % 10 == 3                                    ? "rd"
+                                                         : "th";
+    return std::to_string(n) + suffix;
+}
+
+// "the archive holds 3 records named 'a/data/0'; torch 1.13 and 2.6 both read the 2nd of them ...": which
+// copy torch takes (ZipArchive::findAsTorch; miniz 2.1.0 in torch 1.13 and 3.0.2 in 2.6 sort and search
+// alike, tested against both), in central-directory order.
+std::string duplicateFinding(const ZipArchive& zip, std::string_view name)
+{
+    size_t copies = 0, copy = 0;
+    const ZipEntry* pick = zip.findAsTorch(name);
+    for (const ZipEntry& e : zip.entries())
+        if (e.name == name) {
+            ++copies;
+            if (&e == pick)
+                copy = copies;
+        }
+    std::string what = copy ? "the " + ordinal(copy) + " of them (in central-directory order)"
+        : pick              ? "the record '" + std::string(pick->name) + "' (names match ignoring case)"
+                            : "none of them";
+    return "the archive holds " + std::to_string(copies) + " records named '" + std::string(name)
+        + "'; torch 1.13 and 2.6 both read " + what + ", as StateLens does; other zip readers may take another";
+}
 
 } // namespace
 
@@ -64,7 +96,8 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         // The loader sends every zip here (it does not parse the central directory twice to tell them apart).
         // torch.load hands an archive to torch.jit.load only when it has constants.pkl; any other archive
         // with a data.pkl is unpickled as torch.save wrote it, whatever else it holds (a code/ folder).
-        const ZipEntry* pkl = zip.find(prefix + "data.pkl");
+        // With duplicate names, the record torch's own lookup takes (io/miniz_lookup.h).
+        const ZipEntry* pkl = zip.findAsTorch(prefix + "data.pkl");
         if (loadsAsTorchScript(zip, prefix))
             return readTorchScript(file, options);
         if (!pkl)
@@ -74,31 +107,35 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
                 "the archive has TorchScript records but no constants.pkl, so torch.load unpickles its data.pkl as a "
                 "torch.save file");
 
-        // Every data.pkl candidate, at the opcode level: with duplicate names torch 1.13 and 2.6 read
-        // different records, and a second data.pkl is a place to hide a payload from other tools.
+        // Every data.pkl candidate, at the opcode level: of duplicate names torch reads one that depends on the
+        // archive's layout, other readers another, and a second data.pkl is a place to hide a payload from
+        // other tools. miniz matches names ignoring ASCII case, so "DATA.PKL" is a candidate too.
+        const std::string pklName = prefix + "data.pkl";
         for (const ZipEntry& e : zip.entries()) {
-            if (e.name != prefix + "data.pkl")
+            if (e.name.size() != pklName.size() || MinizLookup::compare(e.name, pklName) != 0)
                 continue;
             std::vector<uint8_t> inflated;
             Bytes bytes = zip.contents(e, inflated, kMaxInflatedPickle);
             safety.add(prefix + "data.pkl", pickle::scanPickle(bytes, e.method == 0 ? zip.dataOffset(e) : 0));
         }
         {
-            size_t shown = 0;
-            for (size_t i : zip.duplicates())
-                if (++shown <= 5)
-                    out.addFinding(Severity::Danger,
-                        "the archive holds more than one record named '" + std::string(zip.entries()[i].name)
-                            + "'; readers disagree which one they read (torch 1.13 and 2.6 differ), so what StateLens "
-                              "shows may not be what torch.load gets");
-            if (shown > 5)
-                out.addFinding(Severity::Danger, std::to_string(shown) + " duplicated record names in all");
+            // One finding per duplicated name (the first five), naming the copy torch reads.
+            std::vector<std::string_view> names;
+            for (size_t i : zip.duplicates()) {
+                std::string_view n = zip.entries()[i].name;
+                if (std::find(names.begin(), names.end(), n) == names.end())
+                    names.push_back(n);
+            }
+            for (size_t k = 0; k < names.size() && k < 5; ++k)
+                out.addFinding(Severity::Danger, duplicateFinding(zip, names[k]));
+            if (names.size() > 5)
+                out.addFinding(Severity::Danger, std::to_string(names.size()) + " duplicated record names in all");
         }
 
         // Small text records: versions and byte order.
         for (const char* rec : { "version", ".data/version", "byteorder", ".format_version", ".storage_alignment",
                  ".data/serialization_id" }) {
-            const ZipEntry* e = zip.find(prefix + rec);
+            const ZipEntry* e = zip.findAsTorch(prefix + rec);
             if (!e || e->size > 64)
                 continue;
             // Re-zipped archives deflate these too, and torch.load still reads them.
@@ -154,8 +191,9 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
                 "  (object graph " + std::to_string(ck->arena.bytesAllocated() >> 20) + " MB)", 0.0);
         PhaseTimer storageTimer(options.timings, "resolve storages");
 
-        // Resolve each storage to its record without reading it. The archive's own name index finds them
-        // (first record of a name wins, as before); `recordName` is reused so lookups do not allocate.
+        // Resolve each storage to its record without reading it: the record torch reads (the archive's own
+        // name index, or miniz's sorted lookup when names repeat); `recordName` is reused so lookups do not
+        // allocate.
         const std::string dataPrefix = prefix + "data/";
         std::string recordName = dataPrefix;
         size_t missing = 0;
@@ -177,7 +215,7 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
                 continue;
             recordName.resize(dataPrefix.size());
             recordName += s->key;
-            const ZipEntry* found = s->key.empty() ? nullptr : zip.find(recordName);
+            const ZipEntry* found = s->key.empty() ? nullptr : zip.findAsTorch(recordName);
             if (!found) {
                 if (++missing <= 5)
                     out.addFinding(Severity::Danger,

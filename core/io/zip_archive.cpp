@@ -1,6 +1,7 @@
 #include "zip_archive.h"
 
 #include "io/byte_reader.h"
+#include "io/miniz_lookup.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -91,6 +92,10 @@ ZipArchive::ZipArchive(Bytes data, uint64_t baseOffset)
         throw FormatError("zip claims " + std::to_string(count) + " entries but its central directory has room for "
             + std::to_string(cdSize / kCentralHeaderSize));
     parseCentralDirectory(cdOffset, cdSize, count);
+    // torch's lookup only differs from find() when a name repeats; archives torch writes have none, so
+    // the sorted index (n log n name comparisons) is built only for those that do.
+    if (!m_duplicates.empty())
+        m_torchLookup = std::make_shared<const MinizLookup>(m_entries);
 }
 
 void ZipArchive::parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint64_t count)
@@ -138,7 +143,7 @@ void ZipArchive::parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint6
         }
         if (e.localHeaderOffset > m_data.size() || e.compressedSize > m_data.size())
             r.fail("zip entry '" + std::string(e.name) + "' points outside the archive");
-        // First occurrence wins for lookups; duplicates stay visible in entries().
+        // find() takes the first occurrence; duplicates stay visible in entries() (findAsTorch: torch's pick).
         m_entries.push_back(e);
         if (m_byName.insert(m_entries.size() - 1, nameAt) != m_entries.size() - 1)
             m_duplicates.push_back(m_entries.size() - 1);
@@ -149,6 +154,14 @@ const ZipEntry* ZipArchive::find(std::string_view name) const
 {
     size_t i = m_byName.find(name, [this](size_t k) { return m_entries[k].name; });
     return i == NameIndex::npos ? nullptr : &m_entries[i];
+}
+
+const ZipEntry* ZipArchive::findAsTorch(std::string_view name) const
+{
+    if (!m_torchLookup)
+        return find(name);
+    size_t i = m_torchLookup->locate(m_entries, name);
+    return i == MinizLookup::npos ? nullptr : &m_entries[i];
 }
 
 uint64_t ZipArchive::dataOffset(const ZipEntry& e) const

@@ -32,6 +32,21 @@ QJsonArray cases()
     return QJsonDocument::fromJson(f.readAll()).object().value(QStringLiteral("cases")).toArray();
 }
 
+// What torch 2.6 loads from the duplicate-record cases (tests/fixtures/make_hostile_duplicates_torch2.py).
+QJsonObject torch26Duplicates()
+{
+    QFile f(hostileDir() + QStringLiteral("/duplicates.torch26.json"));
+    if (!f.open(QIODevice::ReadOnly))
+        return {};
+    return QJsonDocument::fromJson(f.readAll()).object().value(QStringLiteral("cases")).toObject();
+}
+
+QString ordinal(int n)
+{
+    const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+    return QString::number(n) + QLatin1String(suffix);
+}
+
 QString dangerText(const Source& s)
 {
     QString all;
@@ -103,8 +118,26 @@ private slots:
         auto gate = test::runStatelens({ QStringLiteral("ls"), path, QStringLiteral("--fail-on"), QStringLiteral("danger") });
         QCOMPARE(gate.exitCode, stops ? 2 : c.value(QStringLiteral("danger")).toBool() ? 1 : 0);
 
-        // Values read the way torch reads them (duplicate records: the one torch.load took).
-        const QJsonObject values = c.value(QStringLiteral("values")).toObject();
+        // Values read the way torch reads them (duplicate records: the one torch.load took). For duplicated
+        // records, torch 2.6's answer (the current torch), and the finding names the copy each version read.
+        QJsonObject values = c.value(QStringLiteral("values")).toObject();
+        const QJsonObject dup = c.value(QStringLiteral("duplicate")).toObject();
+        if (!dup.isEmpty()) {
+            const QJsonObject t26 = torch26Duplicates().value(c.value(QStringLiteral("file")).toString()).toObject();
+            QVERIFY2(!t26.isEmpty(), "no torch 2.6 truth for this case in duplicates.torch26.json");
+            values = t26.value(QStringLiteral("values")).toObject();
+            const int copies = dup.value(QStringLiteral("copies")).toInt();
+            const int read113 = dup.value(QStringLiteral("torch113_reads")).toInt();
+            const int read26 = t26.value(QStringLiteral("reads")).toInt();
+            QVERIFY(copies >= 2 && read113 >= 1 && read26 >= 1);
+            QVERIFY2(seen.contains(QStringLiteral("holds %1 records named '%2'").arg(copies).arg(dup.value(QStringLiteral("record")).toString())), qPrintable(seen));
+            if (read113 == read26)
+                QVERIFY2(seen.contains(QStringLiteral("torch 1.13 and 2.6 both read the %1 of them").arg(ordinal(read26))), qPrintable(seen));
+            else
+                QVERIFY2(seen.contains(QStringLiteral("torch 1.13 reads the %1").arg(ordinal(read113)))
+                        && seen.contains(QStringLiteral("torch 2.6 the %1").arg(ordinal(read26))),
+                    qPrintable(seen));
+        }
         if (!values.isEmpty()) {
             auto stats = test::runStatelens({ QStringLiteral("stats"), path, QStringLiteral("--format"), QStringLiteral("json") });
             QCOMPARE(stats.exitCode, 0);
