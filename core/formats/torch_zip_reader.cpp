@@ -35,24 +35,33 @@ std::string ordinal(size_t n)
     return std::to_string(n) + suffix;
 }
 
+bool sameIgnoringCase(std::string_view a, std::string_view b)
+{
+    return a.size() == b.size() && MinizLookup::compare(a, b) == 0;
+}
+
 // "the archive holds 3 records named 'a/data/0'; torch 1.13 and 2.6 both read the 2nd of them ...": which
 // copy torch takes (ZipArchive::findAsTorch; miniz 2.1.0 in torch 1.13 and 3.0.2 in 2.6 sort and search
-// alike, tested against both), in central-directory order.
+// alike, tested against both), in central-directory order. miniz ignores ASCII case, so 'a/DATA/0' is a
+// copy of 'a/data/0'.
 std::string duplicateFinding(const ZipArchive& zip, std::string_view name)
 {
     size_t copies = 0, copy = 0;
+    bool caseDiffers = false;
     const ZipEntry* pick = zip.findAsTorch(name);
     for (const ZipEntry& e : zip.entries())
-        if (e.name == name) {
+        if (sameIgnoringCase(e.name, name)) {
             ++copies;
+            caseDiffers = caseDiffers || e.name != name;
             if (&e == pick)
                 copy = copies;
         }
-    std::string what = copy ? "the " + ordinal(copy) + " of them (in central-directory order)"
-        : pick              ? "the record '" + std::string(pick->name) + "' (names match ignoring case)"
-                            : "none of them";
-    return "the archive holds " + std::to_string(copies) + " records named '" + std::string(name)
-        + "'; torch 1.13 and 2.6 both read " + what + ", as StateLens does; other zip readers may take another";
+    std::string what = copy ? "the " + ordinal(copy) + " of them (in central-directory order)" : "none of them";
+    if (copy && caseDiffers)
+        what += ", '" + std::string(pick->name) + "'";
+    return "the archive holds " + std::to_string(copies) + " records named '" + std::string(name) + "'"
+        + (caseDiffers ? " ignoring case (as torch's miniz compares names)" : "") + "; torch 1.13 and 2.6 both read "
+        + what + ", as StateLens does; other zip readers may take another";
 }
 
 } // namespace
@@ -97,11 +106,16 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         // torch.load hands an archive to torch.jit.load only when it has constants.pkl; any other archive
         // with a data.pkl is unpickled as torch.save wrote it, whatever else it holds (a code/ folder).
         // With duplicate names, the record torch's own lookup takes (io/miniz_lookup.h).
-        const ZipEntry* pkl = zip.findAsTorch(prefix + "data.pkl");
+        const std::string pklName = prefix + "data.pkl";
+        const ZipEntry* pkl = zip.findAsTorch(pklName);
         if (loadsAsTorchScript(zip, prefix))
             return readTorchScript(file, options);
         if (!pkl)
             throw FormatError("no " + prefix + "data.pkl record; not a torch.save archive");
+        if (pkl->name != pklName)
+            out.addFinding(Severity::Warning,
+                "torch reads '" + std::string(pkl->name) + "' as " + pklName
+                    + " (its miniz matches record names ignoring case); tools that match names exactly do not");
         if (isTorchScriptArchive(zip, prefix))
             out.addFinding(Severity::Warning,
                 "the archive has TorchScript records but no constants.pkl, so torch.load unpickles its data.pkl as a "
@@ -110,9 +124,8 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         // Every data.pkl candidate, at the opcode level: of duplicate names torch reads one that depends on the
         // archive's layout, other readers another, and a second data.pkl is a place to hide a payload from
         // other tools. miniz matches names ignoring ASCII case, so "DATA.PKL" is a candidate too.
-        const std::string pklName = prefix + "data.pkl";
         for (const ZipEntry& e : zip.entries()) {
-            if (e.name.size() != pklName.size() || MinizLookup::compare(e.name, pklName) != 0)
+            if (!sameIgnoringCase(e.name, pklName))
                 continue;
             std::vector<uint8_t> inflated;
             Bytes bytes = zip.contents(e, inflated, kMaxInflatedPickle);
@@ -120,11 +133,19 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         }
         {
             // One finding per duplicated name (the first five), naming the copy torch reads.
-            std::vector<std::string_view> names;
-            for (size_t i : zip.duplicates()) {
+            std::vector<size_t> repeated(zip.duplicates());
+            repeated.insert(repeated.end(), zip.caseVariants().begin(), zip.caseVariants().end());
+            std::sort(repeated.begin(), repeated.end());
+            std::vector<std::string_view> names; // the first record's name of each group
+            for (size_t i : repeated) {
                 std::string_view n = zip.entries()[i].name;
-                if (std::find(names.begin(), names.end(), n) == names.end())
-                    names.push_back(n);
+                if (std::none_of(names.begin(), names.end(), [&](std::string_view m) { return sameIgnoringCase(m, n); })) {
+                    for (const ZipEntry& e : zip.entries())
+                        if (sameIgnoringCase(e.name, n)) {
+                            names.push_back(e.name);
+                            break;
+                        }
+                }
             }
             for (size_t k = 0; k < names.size() && k < 5; ++k)
                 out.addFinding(Severity::Danger, duplicateFinding(zip, names[k]));
@@ -196,7 +217,7 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         // allocate.
         const std::string dataPrefix = prefix + "data/";
         std::string recordName = dataPrefix;
-        size_t missing = 0;
+        size_t missing = 0, caseMatched = 0;
         // Large archives written by torch follow its alignment rule; a sample of local headers proves that,
         // and the rest are computed instead of read (reading them touched every page of the file).
         uint64_t alignment = 64;
@@ -224,6 +245,8 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
                 continue;
             }
             const ZipEntry& rec = *found;
+            if (rec.name.size() != recordName.size() || rec.name != recordName)
+                ++caseMatched;
             try {
                 uint64_t offset = computed ? zip.torchDataOffset(rec, alignment) : zip.dataOffset(rec);
                 if (computed && (offset > file->size() || rec.compressedSize > file->size() - offset))
@@ -244,6 +267,11 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         }
         if (missing > 5)
             out.addFinding(Severity::Danger, std::to_string(missing) + " storages have no record in all");
+        if (caseMatched)
+            out.addFinding(Severity::Warning,
+                std::to_string(caseMatched) + (caseMatched == 1 ? " storage is" : " storages are")
+                    + " read from records whose names differ from " + dataPrefix
+                    + "<key> in case (torch's miniz matches names ignoring case); tools that match names exactly do not");
         // Distinct record names under data/ (first occurrence of each) that are compressed.
         size_t compressed = 0;
         for (const auto& e : zip.entries())

@@ -30,6 +30,24 @@ uint32_t readU32At(Bytes d, size_t pos)
         | static_cast<uint32_t>(d[pos + 2]) << 16 | static_cast<uint32_t>(d[pos + 3]) << 24;
 }
 
+bool hasUpper(std::string_view s)
+{
+    return std::any_of(s.begin(), s.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
+}
+
+// FNV-1a over the ASCII-lower-cased bytes (miniz's MZ_TOLOWER).
+uint64_t foldedHash(std::string_view s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (char c : s) {
+        uint8_t b = static_cast<uint8_t>(c);
+        if (b >= 'A' && b <= 'Z')
+            b = static_cast<uint8_t>(b - 'A' + 'a');
+        h = (h ^ b) * 1099511628211ull;
+    }
+    return h;
+}
+
 } // namespace
 
 bool looksLikeZip(Bytes data) { return data.size() >= 4 && readU32At(data, 0) == kLocalHeaderSig; }
@@ -92,10 +110,48 @@ ZipArchive::ZipArchive(Bytes data, uint64_t baseOffset)
         throw FormatError("zip claims " + std::to_string(count) + " entries but its central directory has room for "
             + std::to_string(cdSize / kCentralHeaderSize));
     parseCentralDirectory(cdOffset, cdSize, count);
+    // miniz compares names ignoring ASCII case. Two names can only differ in case when one has an
+    // upper-case letter; only then are names hashed lower-cased, to find such pairs and lookups that
+    // match a record only ignoring case.
+    const bool upper = std::any_of(m_entries.begin(), m_entries.end(), [](const ZipEntry& e) { return hasUpper(e.name); });
+    if (upper)
+        indexFolded();
     // torch's lookup only differs from find() when a name repeats; archives torch writes have none, so
     // the sorted index (n log n name comparisons) is built only for those that do.
-    if (!m_duplicates.empty())
+    if (!m_duplicates.empty() || !m_caseVariants.empty()) {
         m_torchLookup = std::make_shared<const MinizLookup>(m_entries);
+        m_folded = {};
+    }
+}
+
+void ZipArchive::indexFolded()
+{
+    if (m_entries.size() >= UINT32_MAX)
+        return;
+    m_folded.reserve(m_entries.size());
+    for (size_t i = 0; i < m_entries.size(); ++i)
+        m_folded.emplace_back(foldedHash(m_entries[i].name), static_cast<uint32_t>(i));
+    std::sort(m_folded.begin(), m_folded.end());
+    // Within a run of equal hashes (by position), a record whose name an earlier one has ignoring case,
+    // and none exactly, is a case variant (one that is an exact duplicate is in m_duplicates already).
+    for (size_t run = 0; run < m_folded.size();) {
+        size_t end = run + 1;
+        while (end < m_folded.size() && m_folded[end].first == m_folded[run].first)
+            ++end;
+        for (size_t j = run + 1; j < end; ++j) {
+            std::string_view name = m_entries[m_folded[j].second].name;
+            bool folded = false, exact = false;
+            for (size_t k = run; k < j; ++k) {
+                std::string_view earlier = m_entries[m_folded[k].second].name;
+                exact = exact || earlier == name;
+                folded = folded || (earlier.size() == name.size() && MinizLookup::compare(earlier, name) == 0);
+            }
+            if (folded && !exact)
+                m_caseVariants.push_back(m_folded[j].second);
+        }
+        run = end;
+    }
+    std::sort(m_caseVariants.begin(), m_caseVariants.end());
 }
 
 void ZipArchive::parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint64_t count)
@@ -158,10 +214,31 @@ const ZipEntry* ZipArchive::find(std::string_view name) const
 
 const ZipEntry* ZipArchive::findAsTorch(std::string_view name) const
 {
-    if (!m_torchLookup)
-        return find(name);
-    size_t i = m_torchLookup->locate(m_entries, name);
-    return i == MinizLookup::npos ? nullptr : &m_entries[i];
+    if (m_torchLookup) {
+        size_t i = m_torchLookup->locate(m_entries, name);
+        return i == MinizLookup::npos ? nullptr : &m_entries[i];
+    }
+    if (const ZipEntry* e = find(name))
+        return e;
+    // No name repeats, even ignoring case, so at most one record matches `name` ignoring case.
+    if (!m_folded.empty()) {
+        const uint64_t h = foldedHash(name);
+        auto it = std::lower_bound(m_folded.begin(), m_folded.end(), std::make_pair(h, uint32_t(0)));
+        for (; it != m_folded.end() && it->first == h; ++it) {
+            std::string_view other = m_entries[it->second].name;
+            if (other.size() == name.size() && MinizLookup::compare(other, name) == 0)
+                return &m_entries[it->second];
+        }
+        return nullptr;
+    }
+    // No name has an upper-case letter: the only candidate is `name` lower-cased.
+    if (!hasUpper(name))
+        return nullptr;
+    std::string lower(name);
+    for (char& c : lower)
+        if (c >= 'A' && c <= 'Z')
+            c = static_cast<char>(c - 'A' + 'a');
+    return find(lower);
 }
 
 uint64_t ZipArchive::dataOffset(const ZipEntry& e) const

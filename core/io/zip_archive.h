@@ -24,6 +24,7 @@
 #include <memory>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace sl {
@@ -56,6 +57,9 @@ public:
     // Records whose name an earlier record already has, by position in entries(). Readers differ in which
     // of them they take (torch: findAsTorch(); Python's zipfile: the last), so they are reported.
     const std::vector<size_t>& duplicates() const { return m_duplicates; }
+    // Records whose name matches an earlier record's only ignoring ASCII case ('a/DATA.PKL' after
+    // 'a/data.pkl'), by position in entries(). miniz, and so torch, treats such names as one.
+    const std::vector<size_t>& caseVariants() const { return m_caseVariants; }
     // Position of `e` (a reference into entries()) in entries().
     size_t indexOf(const ZipEntry& e) const { return static_cast<size_t>(&e - m_entries.data()); }
 
@@ -87,13 +91,19 @@ public:
 
 private:
     void parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint64_t count);
+    void indexFolded();
 
     Bytes m_data;
     uint64_t m_base = 0;
     std::vector<ZipEntry> m_entries;
     std::vector<size_t> m_duplicates;
     NameIndex m_byName; // positions in m_entries
-    std::shared_ptr<const MinizLookup> m_torchLookup; // only when m_duplicates is not empty
+    std::vector<size_t> m_caseVariants;
+    // Only when names repeat (exactly or ignoring case): torch's lookup.
+    std::shared_ptr<const MinizLookup> m_torchLookup;
+    // Only when some name has an upper-case ASCII letter: (hash of the lower-cased name, position), sorted;
+    // finds the record torch matches ignoring case when find() misses.
+    std::vector<std::pair<uint64_t, uint32_t>> m_folded;
 };
 
 // True when the bytes start like a zip archive (what torch.load itself checks).
