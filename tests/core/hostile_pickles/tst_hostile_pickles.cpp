@@ -7,6 +7,8 @@
 #include "common/test_paths.h"
 
 #include "formats/loader.h"
+#include "io/miniz_lookup.h"
+#include "io/zip_archive.h"
 #include "pickle/global_policy.h"
 #include "pickle/opcode_scan.h"
 #include "util/error.h"
@@ -45,6 +47,57 @@ QString ordinal(int n)
 {
     const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
     return QString::number(n) + QLatin1String(suffix);
+}
+
+// A stored zip of empty records with these names (ZIP64 end records, so more than 65,535 fit).
+std::vector<uint8_t> emptyRecordsZip(const std::vector<std::string>& names)
+{
+    std::vector<uint8_t> out, cd;
+    auto put = [](std::vector<uint8_t>& b, uint64_t v, int bytes) {
+        for (int i = 0; i < bytes; ++i)
+            b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+    };
+    for (const auto& n : names) {
+        const uint64_t offset = out.size();
+        put(out, 0x04034b50, 4);
+        put(out, 20, 2);
+        put(out, 0, 20); // flags, method, time, date, crc, sizes
+        put(out, n.size(), 2);
+        put(out, 0, 2);
+        out.insert(out.end(), n.begin(), n.end());
+        put(cd, 0x02014b50, 4);
+        put(cd, 20, 2);
+        put(cd, 20, 2);
+        put(cd, 0, 20);
+        put(cd, n.size(), 2);
+        put(cd, 0, 12); // extra, comment, disk, attributes
+        put(cd, offset, 4);
+        cd.insert(cd.end(), n.begin(), n.end());
+    }
+    const uint64_t cdOffset = out.size(), cdSize = cd.size();
+    out.insert(out.end(), cd.begin(), cd.end());
+    const uint64_t z64 = out.size();
+    put(out, 0x06064b50, 4);
+    put(out, 44, 8);
+    put(out, 45, 2);
+    put(out, 45, 2);
+    put(out, 0, 8);
+    put(out, names.size(), 8);
+    put(out, names.size(), 8);
+    put(out, cdSize, 8);
+    put(out, cdOffset, 8);
+    put(out, 0x07064b50, 4);
+    put(out, 0, 4);
+    put(out, z64, 8);
+    put(out, 1, 4);
+    put(out, 0x06054b50, 4);
+    put(out, 0, 4);
+    put(out, 0xFFFF, 2);
+    put(out, 0xFFFF, 2);
+    put(out, 0xFFFFFFFF, 4);
+    put(out, 0xFFFFFFFF, 4);
+    put(out, 0, 2);
+    return out;
 }
 
 QString dangerText(const Source& s)
@@ -170,6 +223,48 @@ private slots:
                      .value(QStringLiteral("verdict")).toString(), verdict);
         auto junit = test::runStatelens({ QStringLiteral("diff"), path, plainModel, QStringLiteral("--format"), QStringLiteral("junit") });
         QCOMPARE(junit.out.contains("name=\"A (checkpoint)\"><failure type=\"danger\""), c.value(QStringLiteral("danger")).toBool());
+    }
+
+    // Which duplicate torch reads is checked against torch itself in corpus(); here, that the lookup stays
+    // cheap: 100,000 records (as large sharded checkpoints have) without duplicates pay nothing for it, not
+    // even with upper-case names (which need the case-folded index), and one duplicate costs one sort.
+    void manyRecordsStayFast()
+    {
+        for (const char* prefix : { "archive/", "Model_V2/" }) {
+            for (bool duplicate : { false, true }) {
+                std::vector<std::string> names { std::string(prefix) + "data.pkl" };
+                for (int i = 0; i < 100000; ++i)
+                    names.push_back(std::string(prefix) + "data/" + std::to_string(i));
+                names.push_back(std::string(prefix) + "version");
+                if (duplicate)
+                    names.push_back(std::string(prefix) + "data/777");
+                const std::vector<uint8_t> bytes = emptyRecordsZip(names);
+                QElapsedTimer clock;
+                clock.start();
+                ZipArchive zip(Bytes(bytes.data(), bytes.size()));
+                const qint64 parsed = clock.elapsed();
+                size_t found = 0;
+                for (size_t i = 0; i < names.size(); ++i) {
+                    const ZipEntry* e = zip.findAsTorch(names[i]);
+                    found += e && e->name == names[i];
+                }
+                QVERIFY(!zip.findAsTorch(std::string(prefix) + "data/100000"));
+                QVERIFY(!zip.findAsTorch(std::string(prefix) + "byteorder"));
+                // miniz ignores case, and so does the lookup, whatever the archive holds.
+                std::string upper = std::string(prefix) + "DATA/5";
+                QVERIFY(zip.findAsTorch(upper) && zip.findAsTorch(upper)->name == std::string(prefix) + "data/5");
+                const qint64 total = clock.elapsed();
+                qInfo("%s%s: %zu records parsed in %lld ms, each looked up in %lld ms", prefix,
+                    duplicate ? " (one duplicate)" : "", names.size(), parsed, total - parsed);
+                QCOMPARE(found, names.size());
+                QCOMPARE(zip.duplicates().size(), duplicate ? size_t(1) : size_t(0));
+                QVERIFY(zip.caseVariants().empty());
+                QVERIFY2(total < 3000, qPrintable(QString::number(total)));
+            }
+        }
+        QVERIFY(MinizLookup::compare("a/DATA.pkl", "a/data.PKL") == 0);
+        // Lower-cased before comparing: 'Z' sorts as 'z', after '_'; a prefix sorts first.
+        QVERIFY(MinizLookup::compare("a/data", "a/data/0") < 0 && MinizLookup::compare("a/_", "a/Z") < 0);
     }
 
     // Every benign real checkpoint: never "executes" (the lists are tuned so they come out weights-only or
