@@ -80,7 +80,7 @@ bool isTorchScriptArchive(const ZipArchive& zip, const std::string& prefix)
 
 bool loadsAsTorchScript(const ZipArchive& zip, const std::string& prefix)
 {
-    return isTorchScriptArchive(zip, prefix) && (!zip.find(prefix + "data.pkl") || zip.find(prefix + "constants.pkl"));
+    return isTorchScriptArchive(zip, prefix) && (!zip.findAsTorch(prefix + "data.pkl") || zip.find(prefix + "constants.pkl"));
 }
 
 Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
