@@ -136,21 +136,30 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
             std::vector<size_t> repeated(zip.duplicates());
             repeated.insert(repeated.end(), zip.caseVariants().begin(), zip.caseVariants().end());
             std::sort(repeated.begin(), repeated.end());
-            std::vector<std::string_view> names; // the first record's name of each group
+            std::vector<std::string_view> names; // the first record's name of each group, for five groups
             for (size_t i : repeated) {
                 std::string_view n = zip.entries()[i].name;
-                if (std::none_of(names.begin(), names.end(), [&](std::string_view m) { return sameIgnoringCase(m, n); })) {
+                if (names.size() == 5)
+                    break;
+                if (std::none_of(names.begin(), names.end(), [&](std::string_view m) { return sameIgnoringCase(m, n); }))
                     for (const ZipEntry& e : zip.entries())
                         if (sameIgnoringCase(e.name, n)) {
                             names.push_back(e.name);
                             break;
                         }
-                }
             }
-            for (size_t k = 0; k < names.size() && k < 5; ++k)
-                out.addFinding(Severity::Danger, duplicateFinding(zip, names[k]));
-            if (names.size() > 5)
-                out.addFinding(Severity::Danger, std::to_string(names.size()) + " duplicated record names in all");
+            for (std::string_view n : names)
+                out.addFinding(Severity::Danger, duplicateFinding(zip, n));
+            // All groups: distinct names ignoring case among the repeated records (sorted, n log n).
+            std::vector<std::string_view> all;
+            for (size_t i : repeated)
+                all.push_back(zip.entries()[i].name);
+            std::sort(all.begin(), all.end(), [](std::string_view a, std::string_view b) { return MinizLookup::compare(a, b) < 0; });
+            size_t groups = all.empty() ? 0 : 1;
+            for (size_t k = 1; k < all.size(); ++k)
+                groups += MinizLookup::compare(all[k - 1], all[k]) != 0;
+            if (groups > 5)
+                out.addFinding(Severity::Danger, std::to_string(groups) + " duplicated record names in all");
         }
 
         // Small text records: versions and byte order.

@@ -132,24 +132,43 @@ void ZipArchive::indexFolded()
     for (size_t i = 0; i < m_entries.size(); ++i)
         m_folded.emplace_back(foldedHash(m_entries[i].name), static_cast<uint32_t>(i));
     std::sort(m_folded.begin(), m_folded.end());
-    // Within a run of equal hashes (by position), a record whose name an earlier one has ignoring case,
-    // and none exactly, is a case variant (one that is an exact duplicate is in m_duplicates already).
-    for (size_t run = 0; run < m_folded.size();) {
-        size_t end = run + 1;
-        while (end < m_folded.size() && m_folded[end].first == m_folded[run].first)
+    // Within a run of equal hashes, group the names equal ignoring case, then the exactly equal ones
+    // (sorted, so a run of 100,000 copies of one name costs n log n, not n^2). The first record of each
+    // exact name, other than the group's first record, is a case variant (later copies of an exact name are
+    // in m_duplicates already).
+    std::vector<uint32_t> run;
+    auto nameOf = [this](uint32_t i) { return m_entries[i].name; };
+    for (size_t begin = 0; begin < m_folded.size();) {
+        size_t end = begin + 1;
+        while (end < m_folded.size() && m_folded[end].first == m_folded[begin].first)
             ++end;
-        for (size_t j = run + 1; j < end; ++j) {
-            std::string_view name = m_entries[m_folded[j].second].name;
-            bool folded = false, exact = false;
-            for (size_t k = run; k < j; ++k) {
-                std::string_view earlier = m_entries[m_folded[k].second].name;
-                exact = exact || earlier == name;
-                folded = folded || (earlier.size() == name.size() && MinizLookup::compare(earlier, name) == 0);
+        if (end - begin > 1) {
+            run.clear();
+            for (size_t j = begin; j < end; ++j)
+                run.push_back(m_folded[j].second);
+            std::sort(run.begin(), run.end(), [&](uint32_t a, uint32_t b) {
+                if (int c = MinizLookup::compare(nameOf(a), nameOf(b)); c != 0)
+                    return c < 0;
+                if (nameOf(a) != nameOf(b))
+                    return nameOf(a) < nameOf(b);
+                return a < b;
+            });
+            for (size_t g = 0; g < run.size();) {
+                size_t gEnd = g + 1;
+                while (gEnd < run.size() && MinizLookup::compare(nameOf(run[g]), nameOf(run[gEnd])) == 0)
+                    ++gEnd;
+                std::vector<uint32_t> firsts; // the first record of each exact name in this group
+                for (size_t k = g; k < gEnd; ++k)
+                    if (k == g || nameOf(run[k]) != nameOf(run[k - 1]))
+                        firsts.push_back(run[k]);
+                const uint32_t groupFirst = *std::min_element(firsts.begin(), firsts.end());
+                for (uint32_t f : firsts)
+                    if (f != groupFirst)
+                        m_caseVariants.push_back(f);
+                g = gEnd;
             }
-            if (folded && !exact)
-                m_caseVariants.push_back(m_folded[j].second);
         }
-        run = end;
+        begin = end;
     }
     std::sort(m_caseVariants.begin(), m_caseVariants.end());
 }

@@ -14,6 +14,7 @@
 #include "util/error.h"
 
 #include <QDirIterator>
+#include <QTemporaryDir>
 #include <QElapsedTimer>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -49,8 +50,9 @@ QString ordinal(int n)
     return QString::number(n) + QLatin1String(suffix);
 }
 
-// A stored zip of empty records with these names (ZIP64 end records, so more than 65,535 fit).
-std::vector<uint8_t> emptyRecordsZip(const std::vector<std::string>& names)
+// A stored zip of empty records with these names (ZIP64 end records, so more than 65,535 fit)
+// (data.pkl records hold `pkl`).
+std::vector<uint8_t> emptyRecordsZip(const std::vector<std::string>& names, const std::string& pkl = {})
 {
     std::vector<uint8_t> out, cd;
     auto put = [](std::vector<uint8_t>& b, uint64_t v, int bytes) {
@@ -59,16 +61,23 @@ std::vector<uint8_t> emptyRecordsZip(const std::vector<std::string>& names)
     };
     for (const auto& n : names) {
         const uint64_t offset = out.size();
+        const std::string data = n.size() >= 8 && n.compare(n.size() - 8, 8, "data.pkl") == 0 ? pkl : std::string();
         put(out, 0x04034b50, 4);
         put(out, 20, 2);
-        put(out, 0, 20); // flags, method, time, date, crc, sizes
+        put(out, 0, 8); // flags, method, time, date
+        put(out, 0, 4); // crc (not checked)
+        put(out, data.size(), 4);
+        put(out, data.size(), 4);
         put(out, n.size(), 2);
         put(out, 0, 2);
         out.insert(out.end(), n.begin(), n.end());
+        out.insert(out.end(), data.begin(), data.end());
         put(cd, 0x02014b50, 4);
         put(cd, 20, 2);
         put(cd, 20, 2);
-        put(cd, 0, 20);
+        put(cd, 0, 12);
+        put(cd, data.size(), 4);
+        put(cd, data.size(), 4);
         put(cd, n.size(), 2);
         put(cd, 0, 12); // extra, comment, disk, attributes
         put(cd, offset, 4);
@@ -263,6 +272,57 @@ private slots:
             }
         }
         QVERIFY(MinizLookup::compare("a/DATA.pkl", "a/data.PKL") == 0);
+        // Hostile shapes: 100,000 copies of one upper-case name; 50,000 names each with a case variant;
+        // 50,000 names each twice. Read whole (findings grouped), each in well under the limit.
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const std::string emptyDict("\x80\x02}.", 4);
+        struct Shape {
+            const char* what;
+            std::vector<std::string> names;
+            size_t groups;
+        };
+        std::vector<Shape> shapes(3);
+        shapes[0].what = "one name 100,000 times";
+        shapes[0].names = { "Model/data.pkl" };
+        shapes[0].names.insert(shapes[0].names.end(), 100000, "Model/data/0");
+        shapes[0].groups = 1;
+        shapes[1].what = "50,000 case variants";
+        shapes[1].names = { "Model/data.pkl" };
+        for (int i = 0; i < 50000; ++i) {
+            shapes[1].names.push_back("Model/data/" + std::to_string(i));
+            shapes[1].names.push_back("Model/DATA/" + std::to_string(i));
+        }
+        shapes[1].groups = 50000;
+        shapes[2].what = "50,000 duplicates";
+        shapes[2].names = { "archive/data.pkl" };
+        for (int k = 0; k < 2; ++k)
+            for (int i = 0; i < 50000; ++i)
+                shapes[2].names.push_back("archive/data/" + std::to_string(i));
+        shapes[2].groups = 50000;
+        for (const Shape& shape : shapes) {
+            const std::vector<uint8_t> bytes = emptyRecordsZip(shape.names, emptyDict);
+            const QString path = dir.filePath(QStringLiteral("shape.pt"));
+            QFile f(path);
+            QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+            f.write(reinterpret_cast<const char*>(bytes.data()), qint64(bytes.size()));
+            f.close();
+            QElapsedTimer clock;
+            clock.start();
+            Source src;
+            try {
+                src = openSource(path.toStdString());
+            } catch (const std::exception& e) {
+                QFAIL(e.what());
+            }
+            qInfo("%s: read in %lld ms", shape.what, clock.elapsed());
+            QVERIFY2(clock.elapsed() < 5000, shape.what);
+            const QString dangers = dangerText(src);
+            QVERIFY2(dangers.contains(QLatin1String("records named")), qPrintable(dangers));
+            if (shape.groups > 5)
+                QVERIFY2(dangers.contains(QStringLiteral("%1 duplicated record names in all").arg(shape.groups)), qPrintable(dangers));
+        }
+
         // Lower-cased before comparing: 'Z' sorts as 'z', after '_'; a prefix sorts first.
         QVERIFY(MinizLookup::compare("a/data", "a/data/0") < 0 && MinizLookup::compare("a/_", "a/Z") < 0);
     }
