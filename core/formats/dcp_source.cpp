@@ -673,7 +673,7 @@ public:
                 throw FormatError("the archive has no records");
             std::string_view first = zip.entries().front().name;
             std::string pkl = std::string(first.substr(0, first.find('/') + 1)) + "data.pkl";
-            const ZipEntry* rec = zip.find(pkl);
+            const ZipEntry* rec = zip.findAsTorch(pkl);
             if (!rec)
                 throw FormatError("no " + pkl + " record");
             if (rec->size > kMaxBytesItemPickle || rec->compressedSize > kMaxBytesItemPickle) {

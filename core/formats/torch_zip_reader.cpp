@@ -1,6 +1,7 @@
 #include "torch_zip_reader.h"
 
 #include "formats/torchscript_reader.h"
+#include "io/miniz_lookup.h"
 #include "io/zip_archive.h"
 #include "pickle/opcode_scan.h"
 #include "pickle/unpickler.h"
@@ -8,6 +9,7 @@
 #include "util/error.h"
 #include "util/timings.h"
 
+#include <algorithm>
 #include <charconv>
 #include <unordered_map>
 
@@ -22,6 +24,45 @@ constexpr int64_t kNewestKnownVersion = 10;
 constexpr uint64_t kMaxInflatedPickle = uint64_t(1) << 30;
 
 std::string_view asText(Bytes b) { return { reinterpret_cast<const char*>(b.data()), b.size() }; }
+
+std::string ordinal(size_t n)
+{
+    const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th"
+        : n % 10 == 1                                    ? "st"
+        : n % 10 == 2                                    ? "nd"
+        : n % 10 == 3                                    ? "rd"
+                                                         : "th";
+    return std::to_string(n) + suffix;
+}
+
+bool sameIgnoringCase(std::string_view a, std::string_view b)
+{
+    return a.size() == b.size() && MinizLookup::compare(a, b) == 0;
+}
+
+// "the archive holds 3 records named 'a/data/0'; torch 1.13 and 2.6 both read the 2nd of them ...": which
+// copy torch takes (ZipArchive::findAsTorch; miniz 2.1.0 in torch 1.13 and 3.0.2 in 2.6 sort and search
+// alike, tested against both), in central-directory order. miniz ignores ASCII case, so 'a/DATA/0' is a
+// copy of 'a/data/0'.
+std::string duplicateFinding(const ZipArchive& zip, std::string_view name)
+{
+    size_t copies = 0, copy = 0;
+    bool caseDiffers = false;
+    const ZipEntry* pick = zip.findAsTorch(name);
+    for (const ZipEntry& e : zip.entries())
+        if (sameIgnoringCase(e.name, name)) {
+            ++copies;
+            caseDiffers = caseDiffers || e.name != name;
+            if (&e == pick)
+                copy = copies;
+        }
+    std::string what = copy ? "the " + ordinal(copy) + " of them (in central-directory order)" : "none of them";
+    if (copy && caseDiffers)
+        what += ", '" + std::string(pick->name) + "'";
+    return "the archive holds " + std::to_string(copies) + " records named '" + std::string(name) + "'"
+        + (caseDiffers ? " ignoring case (as torch's miniz compares names)" : "") + "; torch 1.13 and 2.6 both read "
+        + what + ", as StateLens does; other zip readers may take another";
+}
 
 } // namespace
 
@@ -39,7 +80,7 @@ bool isTorchScriptArchive(const ZipArchive& zip, const std::string& prefix)
 
 bool loadsAsTorchScript(const ZipArchive& zip, const std::string& prefix)
 {
-    return isTorchScriptArchive(zip, prefix) && (!zip.find(prefix + "data.pkl") || zip.find(prefix + "constants.pkl"));
+    return isTorchScriptArchive(zip, prefix) && (!zip.findAsTorch(prefix + "data.pkl") || zip.find(prefix + "constants.pkl"));
 }
 
 Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
@@ -64,41 +105,67 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         // The loader sends every zip here (it does not parse the central directory twice to tell them apart).
         // torch.load hands an archive to torch.jit.load only when it has constants.pkl; any other archive
         // with a data.pkl is unpickled as torch.save wrote it, whatever else it holds (a code/ folder).
-        const ZipEntry* pkl = zip.find(prefix + "data.pkl");
+        // With duplicate names, the record torch's own lookup takes (io/miniz_lookup.h).
+        const std::string pklName = prefix + "data.pkl";
+        const ZipEntry* pkl = zip.findAsTorch(pklName);
         if (loadsAsTorchScript(zip, prefix))
             return readTorchScript(file, options);
         if (!pkl)
             throw FormatError("no " + prefix + "data.pkl record; not a torch.save archive");
+        if (pkl->name != pklName)
+            out.addFinding(Severity::Warning,
+                "torch reads '" + std::string(pkl->name) + "' as " + pklName
+                    + " (its miniz matches record names ignoring case); tools that match names exactly do not");
         if (isTorchScriptArchive(zip, prefix))
             out.addFinding(Severity::Warning,
                 "the archive has TorchScript records but no constants.pkl, so torch.load unpickles its data.pkl as a "
                 "torch.save file");
 
-        // Every data.pkl candidate, at the opcode level: with duplicate names torch 1.13 and 2.6 read
-        // different records, and a second data.pkl is a place to hide a payload from other tools.
+        // Every data.pkl candidate, at the opcode level: of duplicate names torch reads one that depends on the
+        // archive's layout, other readers another, and a second data.pkl is a place to hide a payload from
+        // other tools. miniz matches names ignoring ASCII case, so "DATA.PKL" is a candidate too.
         for (const ZipEntry& e : zip.entries()) {
-            if (e.name != prefix + "data.pkl")
+            if (!sameIgnoringCase(e.name, pklName))
                 continue;
             std::vector<uint8_t> inflated;
             Bytes bytes = zip.contents(e, inflated, kMaxInflatedPickle);
             safety.add(prefix + "data.pkl", pickle::scanPickle(bytes, e.method == 0 ? zip.dataOffset(e) : 0));
         }
         {
-            size_t shown = 0;
-            for (size_t i : zip.duplicates())
-                if (++shown <= 5)
-                    out.addFinding(Severity::Danger,
-                        "the archive holds more than one record named '" + std::string(zip.entries()[i].name)
-                            + "'; readers disagree which one they read (torch 1.13 and 2.6 differ), so what StateLens "
-                              "shows may not be what torch.load gets");
-            if (shown > 5)
-                out.addFinding(Severity::Danger, std::to_string(shown) + " duplicated record names in all");
+            // One finding per duplicated name (the first five), naming the copy torch reads.
+            std::vector<size_t> repeated(zip.duplicates());
+            repeated.insert(repeated.end(), zip.caseVariants().begin(), zip.caseVariants().end());
+            std::sort(repeated.begin(), repeated.end());
+            std::vector<std::string_view> names; // the first record's name of each group, for five groups
+            for (size_t i : repeated) {
+                std::string_view n = zip.entries()[i].name;
+                if (names.size() == 5)
+                    break;
+                if (std::none_of(names.begin(), names.end(), [&](std::string_view m) { return sameIgnoringCase(m, n); }))
+                    for (const ZipEntry& e : zip.entries())
+                        if (sameIgnoringCase(e.name, n)) {
+                            names.push_back(e.name);
+                            break;
+                        }
+            }
+            for (std::string_view n : names)
+                out.addFinding(Severity::Danger, duplicateFinding(zip, n));
+            // All groups: distinct names ignoring case among the repeated records (sorted, n log n).
+            std::vector<std::string_view> all;
+            for (size_t i : repeated)
+                all.push_back(zip.entries()[i].name);
+            std::sort(all.begin(), all.end(), [](std::string_view a, std::string_view b) { return MinizLookup::compare(a, b) < 0; });
+            size_t groups = all.empty() ? 0 : 1;
+            for (size_t k = 1; k < all.size(); ++k)
+                groups += MinizLookup::compare(all[k - 1], all[k]) != 0;
+            if (groups > 5)
+                out.addFinding(Severity::Danger, std::to_string(groups) + " duplicated record names in all");
         }
 
         // Small text records: versions and byte order.
         for (const char* rec : { "version", ".data/version", "byteorder", ".format_version", ".storage_alignment",
                  ".data/serialization_id" }) {
-            const ZipEntry* e = zip.find(prefix + rec);
+            const ZipEntry* e = zip.findAsTorch(prefix + rec);
             if (!e || e->size > 64)
                 continue;
             // Re-zipped archives deflate these too, and torch.load still reads them.
@@ -154,11 +221,12 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
                 "  (object graph " + std::to_string(ck->arena.bytesAllocated() >> 20) + " MB)", 0.0);
         PhaseTimer storageTimer(options.timings, "resolve storages");
 
-        // Resolve each storage to its record without reading it. The archive's own name index finds them
-        // (first record of a name wins, as before); `recordName` is reused so lookups do not allocate.
+        // Resolve each storage to its record without reading it: the record torch reads (the archive's own
+        // name index, or miniz's sorted lookup when names repeat); `recordName` is reused so lookups do not
+        // allocate.
         const std::string dataPrefix = prefix + "data/";
         std::string recordName = dataPrefix;
-        size_t missing = 0;
+        size_t missing = 0, caseMatched = 0;
         // Large archives written by torch follow its alignment rule; a sample of local headers proves that,
         // and the rest are computed instead of read (reading them touched every page of the file).
         uint64_t alignment = 64;
@@ -177,7 +245,7 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
                 continue;
             recordName.resize(dataPrefix.size());
             recordName += s->key;
-            const ZipEntry* found = s->key.empty() ? nullptr : zip.find(recordName);
+            const ZipEntry* found = s->key.empty() ? nullptr : zip.findAsTorch(recordName);
             if (!found) {
                 if (++missing <= 5)
                     out.addFinding(Severity::Danger,
@@ -186,6 +254,8 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
                 continue;
             }
             const ZipEntry& rec = *found;
+            if (rec.name.size() != recordName.size() || rec.name != recordName)
+                ++caseMatched;
             try {
                 uint64_t offset = computed ? zip.torchDataOffset(rec, alignment) : zip.dataOffset(rec);
                 if (computed && (offset > file->size() || rec.compressedSize > file->size() - offset))
@@ -206,6 +276,11 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         }
         if (missing > 5)
             out.addFinding(Severity::Danger, std::to_string(missing) + " storages have no record in all");
+        if (caseMatched)
+            out.addFinding(Severity::Warning,
+                std::to_string(caseMatched) + (caseMatched == 1 ? " storage is" : " storages are")
+                    + " read from records whose names differ from " + dataPrefix
+                    + "<key> in case (torch's miniz matches names ignoring case); tools that match names exactly do not");
         // Distinct record names under data/ (first occurrence of each) that are compressed.
         size_t compressed = 0;
         for (const auto& e : zip.entries())

@@ -126,7 +126,7 @@ void collectTensors(const pickle::Value* v, std::string& path, int depth, const 
 
 void readPickledTensors(const ZipArchive& zip, const std::string& prefix, ArchiveFacts& facts)
 {
-    const ZipEntry* pkl = zip.find(prefix + "data.pkl");
+    const ZipEntry* pkl = zip.findAsTorch(prefix + "data.pkl");
     if (!pkl)
         return;
     pickle::Arena arena;
@@ -140,7 +140,7 @@ void readPickledTensors(const ZipArchive& zip, const std::string& prefix, Archiv
     for (pickle::StorageValue* s : semantics.storages()) {
         if (s->viewOf || s->key.empty())
             continue;
-        const ZipEntry* rec = zip.find(dataPrefix + std::string(s->key));
+        const ZipEntry* rec = zip.findAsTorch(dataPrefix + std::string(s->key));
         if (!rec)
             continue;
         try {
@@ -168,7 +168,7 @@ ArchiveFacts inspectArchive(const MappedFile& file, Source& out, Timings* timing
     const std::string prefix(first.substr(0, first.find('/') + 1));
     for (const char* rec : { "version", ".data/version", "byteorder", ".format_version", ".storage_alignment",
              ".data/serialization_id" }) {
-        const ZipEntry* e = zip.find(prefix + rec);
+        const ZipEntry* e = zip.findAsTorch(prefix + rec);
         if (!e || e->size > 64)
             continue;
         std::vector<uint8_t> inflated;

@@ -1,6 +1,7 @@
 #include "zip_archive.h"
 
 #include "io/byte_reader.h"
+#include "io/miniz_lookup.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -27,6 +28,24 @@ uint32_t readU32At(Bytes d, size_t pos)
 {
     return static_cast<uint32_t>(d[pos]) | static_cast<uint32_t>(d[pos + 1]) << 8
         | static_cast<uint32_t>(d[pos + 2]) << 16 | static_cast<uint32_t>(d[pos + 3]) << 24;
+}
+
+bool hasUpper(std::string_view s)
+{
+    return std::any_of(s.begin(), s.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
+}
+
+// FNV-1a over the ASCII-lower-cased bytes (miniz's MZ_TOLOWER).
+uint64_t foldedHash(std::string_view s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (char c : s) {
+        uint8_t b = static_cast<uint8_t>(c);
+        if (b >= 'A' && b <= 'Z')
+            b = static_cast<uint8_t>(b - 'A' + 'a');
+        h = (h ^ b) * 1099511628211ull;
+    }
+    return h;
 }
 
 } // namespace
@@ -91,6 +110,67 @@ ZipArchive::ZipArchive(Bytes data, uint64_t baseOffset)
         throw FormatError("zip claims " + std::to_string(count) + " entries but its central directory has room for "
             + std::to_string(cdSize / kCentralHeaderSize));
     parseCentralDirectory(cdOffset, cdSize, count);
+    // miniz compares names ignoring ASCII case. Two names can only differ in case when one has an
+    // upper-case letter; only then are names hashed lower-cased, to find such pairs and lookups that
+    // match a record only ignoring case.
+    const bool upper = std::any_of(m_entries.begin(), m_entries.end(), [](const ZipEntry& e) { return hasUpper(e.name); });
+    if (upper)
+        indexFolded();
+    // torch's lookup only differs from find() when a name repeats; archives torch writes have none, so
+    // the sorted index (n log n name comparisons) is built only for those that do.
+    if (!m_duplicates.empty() || !m_caseVariants.empty()) {
+        m_torchLookup = std::make_shared<const MinizLookup>(m_entries);
+        m_folded = {};
+    }
+}
+
+void ZipArchive::indexFolded()
+{
+    if (m_entries.size() >= UINT32_MAX)
+        return;
+    m_folded.reserve(m_entries.size());
+    for (size_t i = 0; i < m_entries.size(); ++i)
+        m_folded.emplace_back(foldedHash(m_entries[i].name), static_cast<uint32_t>(i));
+    std::sort(m_folded.begin(), m_folded.end());
+    // Within a run of equal hashes, group the names equal ignoring case, then the exactly equal ones
+    // (sorted, so a run of 100,000 copies of one name costs n log n, not n^2). The first record of each
+    // exact name, other than the group's first record, is a case variant (later copies of an exact name are
+    // in m_duplicates already).
+    std::vector<uint32_t> run;
+    auto nameOf = [this](uint32_t i) { return m_entries[i].name; };
+    for (size_t begin = 0; begin < m_folded.size();) {
+        size_t end = begin + 1;
+        while (end < m_folded.size() && m_folded[end].first == m_folded[begin].first)
+            ++end;
+        if (end - begin > 1) {
+            run.clear();
+            for (size_t j = begin; j < end; ++j)
+                run.push_back(m_folded[j].second);
+            std::sort(run.begin(), run.end(), [&](uint32_t a, uint32_t b) {
+                if (int c = MinizLookup::compare(nameOf(a), nameOf(b)); c != 0)
+                    return c < 0;
+                if (nameOf(a) != nameOf(b))
+                    return nameOf(a) < nameOf(b);
+                return a < b;
+            });
+            for (size_t g = 0; g < run.size();) {
+                size_t gEnd = g + 1;
+                while (gEnd < run.size() && MinizLookup::compare(nameOf(run[g]), nameOf(run[gEnd])) == 0)
+                    ++gEnd;
+                std::vector<uint32_t> firsts; // the first record of each exact name in this group
+                for (size_t k = g; k < gEnd; ++k)
+                    if (k == g || nameOf(run[k]) != nameOf(run[k - 1]))
+                        firsts.push_back(run[k]);
+                const uint32_t groupFirst = *std::min_element(firsts.begin(), firsts.end());
+                for (uint32_t f : firsts)
+                    if (f != groupFirst)
+                        m_caseVariants.push_back(f);
+                g = gEnd;
+            }
+        }
+        begin = end;
+    }
+    std::sort(m_caseVariants.begin(), m_caseVariants.end());
 }
 
 void ZipArchive::parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint64_t count)
@@ -138,7 +218,7 @@ void ZipArchive::parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint6
         }
         if (e.localHeaderOffset > m_data.size() || e.compressedSize > m_data.size())
             r.fail("zip entry '" + std::string(e.name) + "' points outside the archive");
-        // First occurrence wins for lookups; duplicates stay visible in entries().
+        // find() takes the first occurrence; duplicates stay visible in entries() (findAsTorch: torch's pick).
         m_entries.push_back(e);
         if (m_byName.insert(m_entries.size() - 1, nameAt) != m_entries.size() - 1)
             m_duplicates.push_back(m_entries.size() - 1);
@@ -149,6 +229,35 @@ const ZipEntry* ZipArchive::find(std::string_view name) const
 {
     size_t i = m_byName.find(name, [this](size_t k) { return m_entries[k].name; });
     return i == NameIndex::npos ? nullptr : &m_entries[i];
+}
+
+const ZipEntry* ZipArchive::findAsTorch(std::string_view name) const
+{
+    if (m_torchLookup) {
+        size_t i = m_torchLookup->locate(m_entries, name);
+        return i == MinizLookup::npos ? nullptr : &m_entries[i];
+    }
+    if (const ZipEntry* e = find(name))
+        return e;
+    // No name repeats, even ignoring case, so at most one record matches `name` ignoring case.
+    if (!m_folded.empty()) {
+        const uint64_t h = foldedHash(name);
+        auto it = std::lower_bound(m_folded.begin(), m_folded.end(), std::make_pair(h, uint32_t(0)));
+        for (; it != m_folded.end() && it->first == h; ++it) {
+            std::string_view other = m_entries[it->second].name;
+            if (other.size() == name.size() && MinizLookup::compare(other, name) == 0)
+                return &m_entries[it->second];
+        }
+        return nullptr;
+    }
+    // No name has an upper-case letter: the only candidate is `name` lower-cased.
+    if (!hasUpper(name))
+        return nullptr;
+    std::string lower(name);
+    for (char& c : lower)
+        if (c >= 'A' && c <= 'Z')
+            c = static_cast<char>(c - 'A' + 'a');
+    return find(lower);
 }
 
 uint64_t ZipArchive::dataOffset(const ZipEntry& e) const

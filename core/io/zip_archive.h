@@ -21,11 +21,15 @@
 #include "util/name_index.h"
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace sl {
+
+class MinizLookup;
 
 struct ZipEntry {
     std::string_view name; // points into the archive bytes
@@ -44,10 +48,20 @@ public:
     explicit ZipArchive(Bytes data, uint64_t baseOffset = 0);
 
     const std::vector<ZipEntry>& entries() const { return m_entries; }
+    // The first record of `name` (exact bytes).
     const ZipEntry* find(std::string_view name) const;
-    // Records whose name an earlier record already has, by position in entries(). Which of two such
-    // records a reader takes differs between readers (torch 1.13 and 2.6 disagree), so it is reported.
+    // The record torch.load reads for `name` (PyTorchStreamReader's miniz lookup, io/miniz_lookup.h;
+    // torch 1.13 and 2.6 alike). Without duplicate names that is find()'s; with them, miniz's sorted
+    // lookup, whose choice depends on the archive's layout (and which ignores ASCII case).
+    const ZipEntry* findAsTorch(std::string_view name) const;
+    // Records whose name an earlier record already has, by position in entries(). Readers differ in which
+    // of them they take (torch: findAsTorch(); Python's zipfile: the last), so they are reported.
     const std::vector<size_t>& duplicates() const { return m_duplicates; }
+    // Records whose name matches an earlier record's only ignoring ASCII case ('a/DATA.PKL' after
+    // 'a/data.pkl'), by position in entries(). miniz, and so torch, treats such names as one.
+    const std::vector<size_t>& caseVariants() const { return m_caseVariants; }
+    // Position of `e` (a reference into entries()) in entries().
+    size_t indexOf(const ZipEntry& e) const { return static_cast<size_t>(&e - m_entries.data()); }
 
     // Offset of the record's first data byte, relative to `data` (add baseOffset() for the file offset).
     // Reads the local header; throws FormatError when it is malformed or the data runs past the end.
@@ -77,12 +91,19 @@ public:
 
 private:
     void parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint64_t count);
+    void indexFolded();
 
     Bytes m_data;
     uint64_t m_base = 0;
     std::vector<ZipEntry> m_entries;
     std::vector<size_t> m_duplicates;
     NameIndex m_byName; // positions in m_entries
+    std::vector<size_t> m_caseVariants;
+    // Only when names repeat (exactly or ignoring case): torch's lookup.
+    std::shared_ptr<const MinizLookup> m_torchLookup;
+    // Only when some name has an upper-case ASCII letter: (hash of the lower-cased name, position), sorted;
+    // finds the record torch matches ignoring case when find() misses.
+    std::vector<std::pair<uint64_t, uint32_t>> m_folded;
 };
 
 // True when the bytes start like a zip archive (what torch.load itself checks).

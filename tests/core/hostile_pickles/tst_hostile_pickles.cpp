@@ -7,11 +7,14 @@
 #include "common/test_paths.h"
 
 #include "formats/loader.h"
+#include "io/miniz_lookup.h"
+#include "io/zip_archive.h"
 #include "pickle/global_policy.h"
 #include "pickle/opcode_scan.h"
 #include "util/error.h"
 
 #include <QDirIterator>
+#include <QTemporaryDir>
 #include <QElapsedTimer>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -30,6 +33,80 @@ QJsonArray cases()
     if (!f.open(QIODevice::ReadOnly))
         return {};
     return QJsonDocument::fromJson(f.readAll()).object().value(QStringLiteral("cases")).toArray();
+}
+
+// What torch 2.6 loads from the duplicate-record cases (tests/fixtures/make_hostile_duplicates_torch2.py).
+QJsonObject torch26Duplicates()
+{
+    QFile f(hostileDir() + QStringLiteral("/duplicates.torch26.json"));
+    if (!f.open(QIODevice::ReadOnly))
+        return {};
+    return QJsonDocument::fromJson(f.readAll()).object().value(QStringLiteral("cases")).toObject();
+}
+
+QString ordinal(int n)
+{
+    const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+    return QString::number(n) + QLatin1String(suffix);
+}
+
+// A stored zip of empty records with these names (ZIP64 end records, so more than 65,535 fit)
+// (data.pkl records hold `pkl`).
+std::vector<uint8_t> emptyRecordsZip(const std::vector<std::string>& names, const std::string& pkl = {})
+{
+    std::vector<uint8_t> out, cd;
+    auto put = [](std::vector<uint8_t>& b, uint64_t v, int bytes) {
+        for (int i = 0; i < bytes; ++i)
+            b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+    };
+    for (const auto& n : names) {
+        const uint64_t offset = out.size();
+        const std::string data = n.size() >= 8 && n.compare(n.size() - 8, 8, "data.pkl") == 0 ? pkl : std::string();
+        put(out, 0x04034b50, 4);
+        put(out, 20, 2);
+        put(out, 0, 8); // flags, method, time, date
+        put(out, 0, 4); // crc (not checked)
+        put(out, data.size(), 4);
+        put(out, data.size(), 4);
+        put(out, n.size(), 2);
+        put(out, 0, 2);
+        out.insert(out.end(), n.begin(), n.end());
+        out.insert(out.end(), data.begin(), data.end());
+        put(cd, 0x02014b50, 4);
+        put(cd, 20, 2);
+        put(cd, 20, 2);
+        put(cd, 0, 12);
+        put(cd, data.size(), 4);
+        put(cd, data.size(), 4);
+        put(cd, n.size(), 2);
+        put(cd, 0, 12); // extra, comment, disk, attributes
+        put(cd, offset, 4);
+        cd.insert(cd.end(), n.begin(), n.end());
+    }
+    const uint64_t cdOffset = out.size(), cdSize = cd.size();
+    out.insert(out.end(), cd.begin(), cd.end());
+    const uint64_t z64 = out.size();
+    put(out, 0x06064b50, 4);
+    put(out, 44, 8);
+    put(out, 45, 2);
+    put(out, 45, 2);
+    put(out, 0, 8);
+    put(out, names.size(), 8);
+    put(out, names.size(), 8);
+    put(out, cdSize, 8);
+    put(out, cdOffset, 8);
+    put(out, 0x07064b50, 4);
+    put(out, 0, 4);
+    put(out, z64, 8);
+    put(out, 1, 4);
+    put(out, 0x06054b50, 4);
+    put(out, 0, 4);
+    put(out, 0xFFFF, 2);
+    put(out, 0xFFFF, 2);
+    put(out, 0xFFFFFFFF, 4);
+    put(out, 0xFFFFFFFF, 4);
+    put(out, 0, 2);
+    return out;
 }
 
 QString dangerText(const Source& s)
@@ -103,8 +180,26 @@ private slots:
         auto gate = test::runStatelens({ QStringLiteral("ls"), path, QStringLiteral("--fail-on"), QStringLiteral("danger") });
         QCOMPARE(gate.exitCode, stops ? 2 : c.value(QStringLiteral("danger")).toBool() ? 1 : 0);
 
-        // Values read the way torch reads them (duplicate records: the one torch.load took).
-        const QJsonObject values = c.value(QStringLiteral("values")).toObject();
+        // Values read the way torch reads them (duplicate records: the one torch.load took). For duplicated
+        // records, torch 2.6's answer (the current torch), and the finding names the copy each version read.
+        QJsonObject values = c.value(QStringLiteral("values")).toObject();
+        const QJsonObject dup = c.value(QStringLiteral("duplicate")).toObject();
+        if (!dup.isEmpty()) {
+            const QJsonObject t26 = torch26Duplicates().value(c.value(QStringLiteral("file")).toString()).toObject();
+            QVERIFY2(!t26.isEmpty(), "no torch 2.6 truth for this case in duplicates.torch26.json");
+            values = t26.value(QStringLiteral("values")).toObject();
+            const int copies = dup.value(QStringLiteral("copies")).toInt();
+            const int read113 = dup.value(QStringLiteral("torch113_reads")).toInt();
+            const int read26 = t26.value(QStringLiteral("reads")).toInt();
+            QVERIFY(copies >= 2 && read113 >= 1 && read26 >= 1);
+            QVERIFY2(seen.contains(QStringLiteral("holds %1 records named '%2'").arg(copies).arg(dup.value(QStringLiteral("record")).toString())), qPrintable(seen));
+            if (read113 == read26)
+                QVERIFY2(seen.contains(QStringLiteral("torch 1.13 and 2.6 both read the %1 of them").arg(ordinal(read26))), qPrintable(seen));
+            else
+                QVERIFY2(seen.contains(QStringLiteral("torch 1.13 reads the %1").arg(ordinal(read113)))
+                        && seen.contains(QStringLiteral("torch 2.6 the %1").arg(ordinal(read26))),
+                    qPrintable(seen));
+        }
         if (!values.isEmpty()) {
             auto stats = test::runStatelens({ QStringLiteral("stats"), path, QStringLiteral("--format"), QStringLiteral("json") });
             QCOMPARE(stats.exitCode, 0);
@@ -137,6 +232,99 @@ private slots:
                      .value(QStringLiteral("verdict")).toString(), verdict);
         auto junit = test::runStatelens({ QStringLiteral("diff"), path, plainModel, QStringLiteral("--format"), QStringLiteral("junit") });
         QCOMPARE(junit.out.contains("name=\"A (checkpoint)\"><failure type=\"danger\""), c.value(QStringLiteral("danger")).toBool());
+    }
+
+    // Which duplicate torch reads is checked against torch itself in corpus(); here, that the lookup stays
+    // cheap: 100,000 records (as large sharded checkpoints have) without duplicates pay nothing for it, not
+    // even with upper-case names (which need the case-folded index), and one duplicate costs one sort.
+    void manyRecordsStayFast()
+    {
+        for (const char* prefix : { "archive/", "Model_V2/" }) {
+            for (bool duplicate : { false, true }) {
+                std::vector<std::string> names { std::string(prefix) + "data.pkl" };
+                for (int i = 0; i < 100000; ++i)
+                    names.push_back(std::string(prefix) + "data/" + std::to_string(i));
+                names.push_back(std::string(prefix) + "version");
+                if (duplicate)
+                    names.push_back(std::string(prefix) + "data/777");
+                const std::vector<uint8_t> bytes = emptyRecordsZip(names);
+                QElapsedTimer clock;
+                clock.start();
+                ZipArchive zip(Bytes(bytes.data(), bytes.size()));
+                const qint64 parsed = clock.elapsed();
+                size_t found = 0;
+                for (size_t i = 0; i < names.size(); ++i) {
+                    const ZipEntry* e = zip.findAsTorch(names[i]);
+                    found += e && e->name == names[i];
+                }
+                QVERIFY(!zip.findAsTorch(std::string(prefix) + "data/100000"));
+                QVERIFY(!zip.findAsTorch(std::string(prefix) + "byteorder"));
+                // miniz ignores case, and so does the lookup, whatever the archive holds.
+                std::string upper = std::string(prefix) + "DATA/5";
+                QVERIFY(zip.findAsTorch(upper) && zip.findAsTorch(upper)->name == std::string(prefix) + "data/5");
+                const qint64 total = clock.elapsed();
+                qInfo("%s%s: %zu records parsed in %lld ms, each looked up in %lld ms", prefix,
+                    duplicate ? " (one duplicate)" : "", names.size(), parsed, total - parsed);
+                QCOMPARE(found, names.size());
+                QCOMPARE(zip.duplicates().size(), duplicate ? size_t(1) : size_t(0));
+                QVERIFY(zip.caseVariants().empty());
+                QVERIFY2(total < 3000, qPrintable(QString::number(total)));
+            }
+        }
+        QVERIFY(MinizLookup::compare("a/DATA.pkl", "a/data.PKL") == 0);
+        // Hostile shapes: 100,000 copies of one upper-case name; 50,000 names each with a case variant;
+        // 50,000 names each twice. Read whole (findings grouped), each in well under the limit.
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const std::string emptyDict("\x80\x02}.", 4);
+        struct Shape {
+            const char* what;
+            std::vector<std::string> names;
+            size_t groups;
+        };
+        std::vector<Shape> shapes(3);
+        shapes[0].what = "one name 100,000 times";
+        shapes[0].names = { "Model/data.pkl" };
+        shapes[0].names.insert(shapes[0].names.end(), 100000, "Model/data/0");
+        shapes[0].groups = 1;
+        shapes[1].what = "50,000 case variants";
+        shapes[1].names = { "Model/data.pkl" };
+        for (int i = 0; i < 50000; ++i) {
+            shapes[1].names.push_back("Model/data/" + std::to_string(i));
+            shapes[1].names.push_back("Model/DATA/" + std::to_string(i));
+        }
+        shapes[1].groups = 50000;
+        shapes[2].what = "50,000 duplicates";
+        shapes[2].names = { "archive/data.pkl" };
+        for (int k = 0; k < 2; ++k)
+            for (int i = 0; i < 50000; ++i)
+                shapes[2].names.push_back("archive/data/" + std::to_string(i));
+        shapes[2].groups = 50000;
+        for (const Shape& shape : shapes) {
+            const std::vector<uint8_t> bytes = emptyRecordsZip(shape.names, emptyDict);
+            const QString path = dir.filePath(QStringLiteral("shape.pt"));
+            QFile f(path);
+            QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+            f.write(reinterpret_cast<const char*>(bytes.data()), qint64(bytes.size()));
+            f.close();
+            QElapsedTimer clock;
+            clock.start();
+            Source src;
+            try {
+                src = openSource(path.toStdString());
+            } catch (const std::exception& e) {
+                QFAIL(e.what());
+            }
+            qInfo("%s: read in %lld ms", shape.what, clock.elapsed());
+            QVERIFY2(clock.elapsed() < 5000, shape.what);
+            const QString dangers = dangerText(src);
+            QVERIFY2(dangers.contains(QLatin1String("records named")), qPrintable(dangers));
+            if (shape.groups > 5)
+                QVERIFY2(dangers.contains(QStringLiteral("%1 duplicated record names in all").arg(shape.groups)), qPrintable(dangers));
+        }
+
+        // Lower-cased before comparing: 'Z' sorts as 'z', after '_'; a prefix sorts first.
+        QVERIFY(MinizLookup::compare("a/data", "a/data/0") < 0 && MinizLookup::compare("a/_", "a/Z") < 0);
     }
 
     // Every benign real checkpoint: never "executes" (the lists are tuned so they come out weights-only or
