@@ -1,6 +1,7 @@
 #include "opcode_scan.h"
 
 #include "pickle/global_policy.h"
+#include "pickle/unpickler.h"
 
 #include <algorithm>
 #include <cstring>
@@ -279,9 +280,10 @@ private:
                 else
                     memoPut(v, top());
             } else if (op == 'S' && l.size() >= 2 && (l.front() == '\'' || l.front() == '"')) {
-                push(decoded(unescapeString(l.substr(1, l.size() - 2))));
+                std::optional<std::string> text = decodeEscapedString(l.substr(1, l.size() - 2));
+                push(text ? decoded(std::move(*text)) : Item {}); // Python refuses a bad \x escape: nothing after it runs
             } else if (op == 'V') {
-                push(decoded(unescapeRawUnicode(l)));
+                push(decoded(decodeRawUnicodeEscape(l)));
             } else {
                 push({});
             }
@@ -442,94 +444,6 @@ private:
             return m_decoded[i.first];
         return { reinterpret_cast<const char*>(m_data.data()) + i.first, i.global };
     }
-    static int hexDigit(char c)
-    {
-        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-    }
-    static void appendUtf8(std::string& out, uint32_t cp)
-    {
-        if (cp < 0x80) {
-            out += char(cp);
-        } else if (cp < 0x800) {
-            out += char(0xC0 | (cp >> 6));
-            out += char(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            out += char(0xE0 | (cp >> 12));
-            out += char(0x80 | ((cp >> 6) & 0x3F));
-            out += char(0x80 | (cp & 0x3F));
-        } else {
-            out += char(0xF0 | ((cp >> 18) & 0x07));
-            out += char(0x80 | ((cp >> 12) & 0x3F));
-            out += char(0x80 | ((cp >> 6) & 0x3F));
-            out += char(0x80 | (cp & 0x3F));
-        }
-    }
-    // codecs.escape_decode, which STRING's argument goes through.
-    static std::string unescapeString(std::string_view s)
-    {
-        std::string out;
-        for (size_t i = 0; i < s.size(); ++i) {
-            if (s[i] != '\\' || i + 1 == s.size()) {
-                out += s[i];
-                continue;
-            }
-            char c = s[++i];
-            switch (c) {
-            case 'n': out += '\n'; break;
-            case 't': out += '\t'; break;
-            case 'r': out += '\r'; break;
-            case 'a': out += '\a'; break;
-            case 'b': out += '\b'; break;
-            case 'f': out += '\f'; break;
-            case 'v': out += '\v'; break;
-            case '\n': break;
-            case 'x':
-                if (i + 2 < s.size() && hexDigit(s[i + 1]) >= 0 && hexDigit(s[i + 2]) >= 0) {
-                    out += char(hexDigit(s[i + 1]) * 16 + hexDigit(s[i + 2]));
-                    i += 2;
-                } else {
-                    out += "\\x";
-                }
-                break;
-            default:
-                if (c >= '0' && c <= '7') {
-                    int v = c - '0';
-                    for (int k = 0; k < 2 && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '7'; ++k)
-                        v = v * 8 + (s[++i] - '0');
-                    out += char(v & 0xFF);
-                } else if (c == '\\' || c == '\'' || c == '"') {
-                    out += c;
-                } else {
-                    out += '\\';
-                    out += c;
-                }
-            }
-        }
-        return out;
-    }
-    // raw-unicode-escape, which UNICODE's argument goes through: only \uXXXX and \UXXXXXXXX are escapes.
-    static std::string unescapeRawUnicode(std::string_view s)
-    {
-        std::string out;
-        for (size_t i = 0; i < s.size(); ++i) {
-            size_t digits = (s[i] == '\\' && i + 1 < s.size()) ? (s[i + 1] == 'u' ? 4 : s[i + 1] == 'U' ? 8 : 0) : 0;
-            uint32_t cp = 0;
-            bool ok = digits && i + 1 + digits < s.size();
-            for (size_t k = 0; ok && k < digits; ++k) {
-                int d = hexDigit(s[i + 2 + k]);
-                ok = d >= 0;
-                cp = cp * 16 + uint32_t(std::max(d, 0));
-            }
-            if (ok && cp <= 0x10FFFF) {
-                appendUtf8(out, cp);
-                i += 1 + digits;
-            } else {
-                out += s[i];
-            }
-        }
-        return out;
-    }
-
     static std::string hex(uint8_t b)
     {
         const char* d = "0123456789abcdef";

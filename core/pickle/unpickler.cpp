@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace sl::pickle {
@@ -412,13 +413,8 @@ Value* Unpickler::parseTextInt(std::string_view line, bool isLongOpcode)
     return m_arena.make<BigIntValue>(line, true);
 }
 
-Value* Unpickler::decodeTextString(std::string_view q)
+std::optional<std::string> decodeEscapedString(std::string_view q)
 {
-    // Python 2 str repr: quoted with ' or ", backslash escapes. Decoded as UTF-8 text like torch.load does.
-    if (q.size() < 2 || (q.front() != '\'' && q.front() != '"') || q.back() != q.front())
-        fail("STRING argument is not a quoted string");
-    q = q.substr(1, q.size() - 2);
-    charge(q.size());
     std::string out;
     out.reserve(q.size());
     for (size_t i = 0; i < q.size(); ++i) {
@@ -444,7 +440,7 @@ Value* Unpickler::decodeTextString(std::string_view q)
             int h1 = i + 1 < q.size() ? hexDigit(q[i + 1]) : -1;
             int h2 = i + 2 < q.size() ? hexDigit(q[i + 2]) : -1;
             if (h1 < 0 || h2 < 0)
-                fail("invalid \\x escape in STRING");
+                return std::nullopt;
             out += static_cast<char>(h1 * 16 + h2);
             i += 2;
             break;
@@ -461,13 +457,12 @@ Value* Unpickler::decodeTextString(std::string_view q)
             }
         }
     }
-    return makeStr(m_arena.copy(out));
+    return out;
 }
 
-Value* Unpickler::decodeRawUnicodeEscape(std::string_view raw)
+std::string decodeRawUnicodeEscape(std::string_view raw)
 {
-    // raw-unicode-escape: bytes are Latin-1 code points, except \uXXXX and \UXXXXXXXX.
-    charge(raw.size());
+    // Bytes are Latin-1 code points, except \uXXXX and \UXXXXXXXX.
     std::string out;
     out.reserve(raw.size());
     for (size_t i = 0; i < raw.size(); ++i) {
@@ -494,7 +489,26 @@ Value* Unpickler::decodeRawUnicodeEscape(std::string_view raw)
         }
         appendUtf8(out, c);
     }
-    return makeStr(m_arena.copy(out));
+    return out;
+}
+
+Value* Unpickler::decodeTextString(std::string_view q)
+{
+    // Python 2 str repr: quoted with ' or ", backslash escapes. Decoded as UTF-8 text like torch.load does.
+    if (q.size() < 2 || (q.front() != '\'' && q.front() != '"') || q.back() != q.front())
+        fail("STRING argument is not a quoted string");
+    q = q.substr(1, q.size() - 2);
+    charge(q.size());
+    std::optional<std::string> out = decodeEscapedString(q);
+    if (!out)
+        fail("invalid \\x escape in STRING");
+    return makeStr(m_arena.copy(*out));
+}
+
+Value* Unpickler::decodeRawUnicodeEscape(std::string_view raw)
+{
+    charge(raw.size());
+    return makeStr(m_arena.copy(pickle::decodeRawUnicodeEscape(raw)));
 }
 
 void Unpickler::appendTo(Value* target, Value* item)

@@ -14,6 +14,8 @@
 #include "pickle/value.h"
 #include "io/mapped_file.h"
 
+#include <optional>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -45,6 +47,12 @@ public:
     void build(Unpickler& u, Value* obj, Value* state) override;
     Value* persistentLoad(Unpickler& u, Value* pid) override;
 };
+
+// Protocol 0's text literals as Python decodes them (the unpickler and the opcode scan both need them):
+// STRING's quoted body through codecs.escape_decode (nullopt on a malformed \x escape, which Python refuses),
+// UNICODE's argument through raw-unicode-escape (Latin-1 bytes plus \uXXXX and \UXXXXXXXX), as UTF-8.
+std::optional<std::string> decodeEscapedString(std::string_view body);
+std::string decodeRawUnicodeEscape(std::string_view raw);
 
 class Unpickler {
 public:
