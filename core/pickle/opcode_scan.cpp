@@ -24,6 +24,28 @@ struct Item {
     uint32_t first = 0, second = 0; // Pair: indices into the pair pool; Str: the offset (first)
 };
 
+// STACK_GLOBAL's two string items by where they come from: the same memoised strings always name the
+// same import.
+struct SiteKey {
+    SiteKey(const Item& a, const Item& b, int protocol)
+        : a0(a.first), a1(a.global), b0(b.first), b1(b.global)
+        , flags(static_cast<uint32_t>(a.kind) | uint32_t(a.decoded) << 4 | uint32_t(b.kind) << 8 | uint32_t(b.decoded) << 12
+              | static_cast<uint32_t>(protocol + 1) << 16)
+    {
+    }
+    uint32_t a0, a1, b0, b1, flags;
+    bool operator==(const SiteKey&) const = default;
+};
+struct SiteKeyHash {
+    size_t operator()(const SiteKey& k) const
+    {
+        uint64_t h = (uint64_t(k.a0) << 32 | k.a1) * 0x9E3779B97F4A7C15ull;
+        h ^= (uint64_t(k.b0) << 32 | k.b1) + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+        h ^= uint64_t(k.flags) * 0xC2B2AE3D27D4EB4Full;
+        return static_cast<size_t>(h ^ (h >> 29));
+    }
+};
+
 class Scanner {
 public:
     Scanner(Bytes data, uint64_t base, uint32_t nested, PickleScan& out)
@@ -194,6 +216,14 @@ private:
             if (g.module == "builtins" && g.name == "getattr" && a.kind == Item::Global && plain) {
                 m_out.globals[callable.global].uses |= kAttributeLookup;
                 m_getattr = callable.global;
+                // Keyed by the owner's index and the attribute's text (which each reference carries in the
+                // pickle's bytes), so a huge owner name is not copied again at every lookup.
+                std::string site = std::to_string(a.global) + '\n' + std::string(bs);
+                if (auto known = m_attributeGlobals.find(site); known != m_attributeGlobals.end()) {
+                    ++m_out.globals[known->second].count;
+                    push(globalItem(known->second));
+                    return;
+                }
                 const ScannedGlobal& owner = m_out.globals[a.global];
                 std::string attr = owner.name + "." + std::string(bs);
                 std::string module = owner.module;
@@ -202,6 +232,7 @@ private:
                 Item r = globalItem(addGlobal(module, attr, "REDUCE"));
                 m_out.globals[r.global].attribute = true;
                 m_protocol = saved;
+                m_attributeGlobals.emplace(std::move(site), r.global);
                 push(r);
                 return;
             }
@@ -331,7 +362,15 @@ private:
                 problem("STACK_GLOBAL whose module and name are not literal strings");
                 return true;
             }
-            push(globalItem(addGlobal(text(module), text(name), "STACK_GLOBAL")));
+            // One memoised string pair named again and again resolves once, not once per reference.
+            const SiteKey site { module, name, m_protocol };
+            auto known = m_siteGlobals.find(site);
+            uint32_t g = known != m_siteGlobals.end() ? known->second : addGlobal(text(module), text(name), "STACK_GLOBAL");
+            if (known == m_siteGlobals.end())
+                m_siteGlobals.emplace(site, g);
+            else
+                ++m_out.globals[g].count;
+            push(globalItem(g));
             return true;
         }
         case 'R': { // REDUCE
@@ -485,6 +524,8 @@ private:
     std::deque<std::string> m_decoded; // protocol 0 strings after their escapes (Items point into them)
     uint32_t m_getattr = 0; // builtins.getattr's index, once a lookup has used it
     std::unordered_map<std::string, uint32_t> m_globalIndex;
+    std::unordered_map<SiteKey, uint32_t, SiteKeyHash> m_siteGlobals;
+    std::unordered_map<std::string, uint32_t> m_attributeGlobals; // "<owner index>\n<attribute>"
 };
 
 } // namespace

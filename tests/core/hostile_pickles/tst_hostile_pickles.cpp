@@ -55,9 +55,10 @@ QString ordinal(int n)
 std::vector<uint8_t> emptyRecordsZip(const std::vector<std::string>& names, const std::string& pkl = {})
 {
     std::vector<uint8_t> out, cd;
+    // Little-endian; bytes past the eighth are zero (a shift of 64 or more is undefined).
     auto put = [](std::vector<uint8_t>& b, uint64_t v, int bytes) {
         for (int i = 0; i < bytes; ++i)
-            b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+            b.push_back(i < 8 ? static_cast<uint8_t>(v >> (8 * i)) : 0);
     };
     for (const auto& n : names) {
         const uint64_t offset = out.size();
