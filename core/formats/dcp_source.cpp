@@ -1,13 +1,14 @@
 #include "dcp_source.h"
 
+#include "distributed/chunk_tiling.h"
 #include "formats/dcp_safetensors.h"
 #include "formats/hf_index_reader.h"
 #include "formats/safetensors_reader.h"
 #include "io/zip_archive.h"
 #include "pickle/global_policy.h"
 #include "pickle/opcode_scan.h"
-#include "torch/load_safety.h"
 #include "quant/quantized_tensors.h"
+#include "torch/load_safety.h"
 #include "torch/torch_semantics.h"
 #include "util/error.h"
 
@@ -25,7 +26,6 @@ using namespace sl::pickle;
 
 constexpr uint64_t kMaxBytesItemPickle = 1 << 20; // data.pkl of a bytes item unpickled to describe it
 constexpr size_t kMaxListed = 20; // findings of one kind listed one by one
-constexpr size_t kOverlapWork = 20'000'000; // box comparisons spent looking for overlapping chunks
 // Bytes of items examined (zip end records scanned, safetensors headers parsed, bytes items unpickled) per
 // checkpoint: a fixed allowance plus a multiple of the .metadata size, since storage_data entries are cheap
 // to repeat and could all point at one large item.
@@ -33,9 +33,15 @@ constexpr size_t kInspectBase = size_t(256) << 20;
 constexpr size_t kInspectPerMetadataByte = 64;
 constexpr size_t kEndRecordSize = 22;
 
-std::string quote(std::string_view s) { return "'" + oneLineMessage(std::string(s), 200) + "'"; }
+std::string quote(std::string_view s)
+{
+    return "'" + oneLineMessage(std::string(s), 200) + "'";
+}
 
-bool mulSat(uint64_t a, uint64_t b, uint64_t& out) { return !__builtin_mul_overflow(a, b, &out); }
+bool mulSat(uint64_t a, uint64_t b, uint64_t& out)
+{
+    return !__builtin_mul_overflow(a, b, &out);
+}
 
 uint64_t numelOf(const Shape& s, bool& overflow)
 {
@@ -83,84 +89,45 @@ std::string tilingProblem(const Shape& size, const std::vector<ChunkMeta>& chunk
     if (chunks.empty())
         return "has no chunks: no rank saved any part of it";
     const size_t dims = size.size();
-    for (const ChunkMeta& c : chunks) {
-        if (c.offsets.size() != dims)
-            return "a chunk has " + std::to_string(c.offsets.size()) + " dimensions, the tensor " + std::to_string(dims);
-        for (size_t d = 0; d < dims; ++d)
-            if (c.offsets[d] > size[d] || c.sizes[d] > size[d] - c.offsets[d])
-                return "the chunk at offsets " + dimsText(c.offsets) + " with sizes " + dimsText(c.sizes)
-                    + " runs past the shape " + dimsText(size);
+    const auto tiling = distributed::ChunkTiling::check(size, chunks.size(), [&](size_t i) {
+        return distributed::ChunkBox { chunks[i].offsets, chunks[i].sizes };
+    });
+    using V = distributed::ChunkTiling::Verdict;
+    switch (tiling.verdict()) {
+    case V::Tiles:
+        return {};
+    case V::Outside: {
+        const ChunkMeta& c = chunks[tiling.first()];
+        if (c.offsets.size() != dims || c.sizes.size() != dims)
+            return "a chunk has " + std::to_string(c.offsets.size()) + " dimensions, the tensor "
+                + std::to_string(dims);
+        return "the chunk at offsets " + dimsText(c.offsets) + " with sizes " + dimsText(c.sizes)
+            + " runs past the shape " + dimsText(size);
     }
+    case V::Overlap:
+        return "chunks overlap: " + dimsText(chunks[tiling.first()].sizes) + " at offsets "
+            + dimsText(chunks[tiling.first()].offsets) + " and " + dimsText(chunks[tiling.second()].sizes)
+            + " at offsets " + dimsText(chunks[tiling.second()].offsets) + "; they do not tile the shape "
+            + dimsText(size);
+    case V::Gap: {
+        bool overflow = false;
+        const uint64_t numel = numelOf(size, overflow);
+        return "chunks do not tile the shape " + dimsText(size) + ": they cover " + std::to_string(tiling.covered())
+            + " of " + std::to_string(numel) + " elements (part of the tensor is in no chunk)";
+    }
+    case V::Irregular:
+        break;
+    }
+    // Cuts no sharding makes: only the element count is checked.
     bool overflow = false;
     const uint64_t numel = numelOf(size, overflow);
-    uint64_t covered = 0;
-    for (const ChunkMeta& c : chunks) {
-        uint64_t v = numelOf(c.sizes, overflow);
-        if (__builtin_add_overflow(covered, v, &covered))
-            overflow = true;
-    }
-    if (overflow)
-        return {}; // shapes past 2^64 elements: nothing sensible to count
-
-    // Overlaps: sweep along the first dimension; only chunks that start before one ends can meet it.
-    std::vector<size_t> order(chunks.size());
-    for (size_t i = 0; i < order.size(); ++i)
-        order[i] = i;
-    auto empty = [&](size_t i) {
-        for (int64_t s : chunks[i].sizes)
-            if (s == 0)
-                return true;
-        return false;
-    };
-    auto meet = [&](size_t a, size_t b) {
-        for (size_t d = 0; d < dims; ++d) {
-            int64_t lo = std::max(chunks[a].offsets[d], chunks[b].offsets[d]);
-            int64_t hi = std::min(chunks[a].offsets[d] + chunks[a].sizes[d], chunks[b].offsets[d] + chunks[b].sizes[d]);
-            if (lo >= hi)
-                return false;
-        }
-        return true;
-    };
-    int overlapA = -1, overlapB = -1;
-    bool exhaustive = true;
-    if (dims == 0) {
-        if (chunks.size() > 1) {
-            overlapA = 0;
-            overlapB = 1;
-        }
-    } else {
-        std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return chunks[a].offsets[0] < chunks[b].offsets[0]; });
-        size_t work = 0;
-        for (size_t i = 0; i < order.size() && overlapA < 0 && exhaustive; ++i) {
-            if (empty(order[i]))
-                continue;
-            const int64_t end = chunks[order[i]].offsets[0] + chunks[order[i]].sizes[0];
-            for (size_t j = i + 1; j < order.size() && chunks[order[j]].offsets[0] < end; ++j) {
-                if (++work > kOverlapWork) {
-                    exhaustive = false;
-                    break;
-                }
-                if (!empty(order[j]) && meet(order[i], order[j])) {
-                    overlapA = static_cast<int>(order[i]);
-                    overlapB = static_cast<int>(order[j]);
-                    break;
-                }
-            }
-        }
-    }
-    if (overlapA >= 0)
-        return "chunks overlap: " + dimsText(chunks[static_cast<size_t>(overlapA)].sizes) + " at offsets "
-            + dimsText(chunks[static_cast<size_t>(overlapA)].offsets) + " and "
-            + dimsText(chunks[static_cast<size_t>(overlapB)].sizes) + " at offsets "
-            + dimsText(chunks[static_cast<size_t>(overlapB)].offsets) + "; they do not tile the shape "
-            + dimsText(size);
-    if (covered < numel)
-        return "chunks do not tile the shape " + dimsText(size) + ": they cover " + std::to_string(covered) + " of "
-            + std::to_string(numel) + " elements (part of the tensor is in no chunk)";
-    if (covered > numel)
-        return "chunks cover " + std::to_string(covered) + " elements but the shape " + dimsText(size) + " has "
-            + std::to_string(numel) + " (they overlap)";
-    return {};
+    if (overflow || tiling.covered() == numel)
+        return {};
+    if (tiling.covered() < numel)
+        return "chunks do not tile the shape " + dimsText(size) + ": they cover " + std::to_string(tiling.covered())
+            + " of " + std::to_string(numel) + " elements (part of the tensor is in no chunk)";
+    return "chunks cover " + std::to_string(tiling.covered()) + " elements but the shape " + dimsText(size) + " has "
+        + std::to_string(numel) + " (they overlap)";
 }
 
 // ---- containers from planner_data ----
@@ -229,7 +196,8 @@ uint64_t mixHash(uint64_t h, std::string_view s, bool isIndex)
 // dict (a node with `state` and `param_groups`, or named optim*) is one container; otherwise a key belongs
 // to the shallowest node on its path that holds leaves itself ({"model": sd} gives container "model";
 // torchtitan's top-level model keys stay at the top). Without planner_data keys stay as they are.
-std::vector<Placement> placeItems(const MetadataFile& md, std::vector<ContainerBuild>& containers, std::vector<Finding>& findings)
+std::vector<Placement> placeItems(
+    const MetadataFile& md, std::vector<ContainerBuild>& containers, std::vector<Finding>& findings)
 {
     using Path = std::vector<MetadataFile::PathElem>;
     std::unordered_map<std::string_view, const Path*> pathOf;
@@ -431,7 +399,8 @@ public:
         for (const auto& [rel, use] : sortedUnsafe) {
             if (listed++ == kMaxListed) {
                 m_fileFindings.push_back({ Severity::Danger,
-                    std::to_string(sortedUnsafe.size()) + " relative paths in all point outside the checkpoint folder", {} });
+                    std::to_string(sortedUnsafe.size()) + " relative paths in all point outside the checkpoint folder",
+                    {} });
                 break;
             }
             m_fileFindings.push_back({ Severity::Danger,
@@ -688,7 +657,8 @@ public:
             Bytes pk = zip.contents(*rec, buffer, kMaxBytesItemPickle);
             // Scanned before it is unpickled: DCP's loader torch.loads the item.
             torch::LoadSafety safety;
-            safety.add("the pickle of this bytes item", scanPickle(pk, rec->method == 0 ? r.itemOffset + zip.dataOffset(*rec) : 0));
+            safety.add("the pickle of this bytes item",
+                scanPickle(pk, rec->method == 0 ? r.itemOffset + zip.dataOffset(*rec) : 0));
             std::vector<Finding> verdict;
             WeightsOnlyLoad load;
             safety.report(verdict, load, "torch.load of the item");
@@ -705,8 +675,8 @@ public:
         } catch (const FormatError& err) {
             e.value = "(unreadable torch.save archive)";
             findings.push_back({ Severity::Warning,
-                "its bytes item (" + f->rel + " at " + std::to_string(r.itemOffset) + ") is not a readable torch.save archive: "
-                    + err.what(),
+                "its bytes item (" + f->rel + " at " + std::to_string(r.itemOffset)
+                    + ") is not a readable torch.save archive: " + err.what(),
                 e.name });
         }
     }
@@ -714,27 +684,39 @@ public:
     static std::string pythonType(const Value* v)
     {
         switch (v ? v->kind : Kind::None) {
-        case Kind::None: return "NoneType";
-        case Kind::Bool: return "bool";
+        case Kind::None:
+            return "NoneType";
+        case Kind::Bool:
+            return "bool";
         case Kind::Int:
-        case Kind::BigInt: return "int";
-        case Kind::Float: return "float";
-        case Kind::Str: return "str";
-        case Kind::Bytes: return "bytes";
-        case Kind::Tuple: return "tuple";
-        case Kind::List: return "list";
-        case Kind::Set: return "set";
+        case Kind::BigInt:
+            return "int";
+        case Kind::Float:
+            return "float";
+        case Kind::Str:
+            return "str";
+        case Kind::Bytes:
+            return "bytes";
+        case Kind::Tuple:
+            return "tuple";
+        case Kind::List:
+            return "list";
+        case Kind::Set:
+            return "set";
         case Kind::Dict: {
             const GlobalValue* c = static_cast<const DictValue*>(v)->cls;
             return c ? qualifiedName(*c) : "dict";
         }
-        case Kind::Global: return "type";
+        case Kind::Global:
+            return "type";
         case Kind::Object: {
             const GlobalValue* c = static_cast<const ObjectValue*>(v)->cls();
             return c ? qualifiedName(*c) : "object";
         }
-        case Kind::Storage: return "torch.storage";
-        case Kind::Tensor: return static_cast<const TensorValue*>(v)->isParameter ? "torch.nn.parameter.Parameter" : "torch.Tensor";
+        case Kind::Storage:
+            return "torch.storage";
+        case Kind::Tensor:
+            return static_cast<const TensorValue*>(v)->isParameter ? "torch.nn.parameter.Parameter" : "torch.Tensor";
         }
         return "object";
     }
@@ -792,7 +774,8 @@ public:
                 }
             }
             if (!at.note.empty() && notes++ < 3)
-                findings.push_back({ at.noteSeverity, "chunk at offsets " + dimsText(c.offsets) + ": " + at.note, name });
+                findings.push_back(
+                    { at.noteSeverity, "chunk at offsets " + dimsText(c.offsets) + ": " + at.note, name });
             if (item.chunks.size() == 1)
                 only = at;
             sharding->chunks.push_back(std::move(sc));
@@ -800,7 +783,8 @@ public:
         for (FileState* f : touched)
             ++f->unavailableItems;
         if (notes > 3)
-            findings.push_back({ Severity::Info, std::to_string(notes - 3) + " more chunk notes like the above", name });
+            findings.push_back(
+                { Severity::Info, std::to_string(notes - 3) + " more chunk notes like the above", name });
         if (missingRefs)
             findings.push_back({ Severity::Warning,
                 std::to_string(missingRefs) + " of its chunks (first at offsets " + firstMissing
@@ -813,7 +797,8 @@ public:
         if (unavailable) {
             e.location.kind = TensorLocation::Kind::Unavailable;
             e.location.file = firstUnavailableFile;
-            e.attributes.emplace_back("unavailable_chunks", std::to_string(unavailable) + " of " + std::to_string(item.chunks.size()));
+            e.attributes.emplace_back(
+                "unavailable_chunks", std::to_string(unavailable) + " of " + std::to_string(item.chunks.size()));
         } else if (item.chunks.size() == 1 && only.available && only.length > 0) {
             // One chunk that is the whole tensor: its bytes are the tensor's, as in any other format.
             const ChunkMeta& c = item.chunks.front();
@@ -850,7 +835,8 @@ public:
         const StorageRef* r = refFor(item.fqn, nullptr, f);
         if (!r) {
             e.value = "(no storage_data entry)";
-            findings.push_back({ Severity::Warning, "bytes item without a storage_data entry; its value cannot be found", name });
+            findings.push_back(
+                { Severity::Warning, "bytes item without a storage_data entry; its value cannot be found", name });
             return e;
         }
         describeBytes(f, *r, e, findings);
@@ -869,8 +855,8 @@ public:
                     f.rel + (f.error == "missing" ? " is missing" : " cannot be read: " + f.error) + "; " + lost, {} });
             else if (f.shortItems)
                 out.push_back({ Severity::Warning,
-                    f.rel + " is too short: it has " + std::to_string(f.file->size()) + " bytes, but " + std::to_string(f.shortItems)
-                        + " item(s) stored in it end past that; " + lost,
+                    f.rel + " is too short: it has " + std::to_string(f.file->size()) + " bytes, but "
+                        + std::to_string(f.shortItems) + " item(s) stored in it end past that; " + lost,
                     {} });
         }
         size_t orphans = 0;
@@ -881,11 +867,14 @@ public:
                     + (m_md.storage[i].hasOffset ? " at offsets " + dimsText(m_md.storage[i].offset) : std::string());
         if (orphans)
             out.push_back({ Severity::Info,
-                std::to_string(orphans) + " storage_data entries name no chunk in state_dict_metadata (first: " + first + ")", {} });
+                std::to_string(orphans) + " storage_data entries name no chunk in state_dict_metadata (first: " + first
+                    + ")",
+                {} });
         if (m_uninspected)
             out.push_back({ Severity::Info,
-                std::to_string(m_uninspected) + " items were not inspected (their chunks show the whole item's byte range): "
-                    "reading them all would take more than StateLens spends on one checkpoint",
+                std::to_string(m_uninspected)
+                    + " items were not inspected (their chunks show the whole item's byte range): "
+                      "reading them all would take more than StateLens spends on one checkpoint",
                 {} });
     }
 
@@ -981,7 +970,7 @@ Source buildSource(const std::string& name, MetadataFile md, const FileProvider&
         for (const std::string& p : item.problems)
             c.findings.push_back({ Severity::Warning, p, entryName });
         Entry e = item.kind == ItemMeta::Kind::Tensor ? b.tensorEntry(item, entryName, c.findings)
-                                                       : b.objectEntry(item, entryName, c.findings);
+                                                      : b.objectEntry(item, entryName, c.findings);
         if (item.kind == ItemMeta::Kind::Tensor)
             ++c.tensors;
         c.entries.push_back(std::move(e));
@@ -1043,7 +1032,8 @@ Source buildSource(const std::string& name, MetadataFile md, const FileProvider&
     // but what would run code is the source's.
     out.weightsOnly.executes = md.executes;
     for (const auto& name : b.executes)
-        if (std::find(out.weightsOnly.executes.begin(), out.weightsOnly.executes.end(), name) == out.weightsOnly.executes.end())
+        if (std::find(out.weightsOnly.executes.begin(), out.weightsOnly.executes.end(), name)
+            == out.weightsOnly.executes.end())
             out.weightsOnly.executes.push_back(name);
     if (!options.container && backing->infos.size() > 1)
         out.findings.insert(out.findings.begin(),

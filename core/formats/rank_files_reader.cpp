@@ -1,5 +1,6 @@
 #include "rank_files_reader.h"
 
+#include "distributed/chunk_tiling.h"
 #include "distributed/distributed_tensors.h"
 #include "formats/loader.h"
 #include "formats/rank_sets.h"
@@ -26,8 +27,6 @@ namespace fs = std::filesystem;
 
 // Per-key warnings beyond this are summed up in one line.
 constexpr size_t kMaxKeyFindings = 20;
-// Chunks of one key compared pairwise for overlap.
-constexpr size_t kMaxCoverageBoxes = 256;
 constexpr size_t kMaxFiles = 65536;
 
 struct RankFile {
@@ -68,7 +67,6 @@ int64_t contentWorldSize(const Source& s)
                 return w;
     return -1;
 }
-
 
 std::string joinRanks(const std::vector<int64_t>& ranks)
 {
@@ -134,37 +132,23 @@ void checkCoverage(const Entry& m, KeyFindings& warn)
 {
     if (!m.shapeKnown || !m.sharding)
         return;
-    std::vector<std::pair<Shape, Shape>> boxes;
-    for (const ShardChunk& c : m.sharding->chunks) {
+    const auto& chunks = m.sharding->chunks;
+    for (const ShardChunk& c : chunks)
         if (c.offsets.size() != m.shape.size() || c.sizes.size() != m.shape.size())
             return; // a piece whose place is unknown
-        if (shapeVolume(c.sizes) == 0)
-            continue;
-        std::pair<Shape, Shape> box { c.offsets, c.sizes };
-        if (std::find(boxes.begin(), boxes.end(), box) == boxes.end())
-            boxes.push_back(std::move(box));
-        if (boxes.size() > kMaxCoverageBoxes)
-            return;
-    }
-    uint64_t covered = 0;
-    for (size_t i = 0; i < boxes.size(); ++i) {
-        for (size_t j = i + 1; j < boxes.size(); ++j) {
-            bool overlap = true;
-            for (size_t d = 0; d < m.shape.size() && overlap; ++d)
-                overlap = boxes[i].first[d] < boxes[j].first[d] + boxes[j].second[d]
-                    && boxes[j].first[d] < boxes[i].first[d] + boxes[i].second[d];
-            if (overlap) {
-                warn.add("have overlapping pieces", "tensor " + m.name + ": the files' pieces overlap", m.name);
-                return;
-            }
-        }
-        covered += shapeVolume(boxes[i].second);
-    }
-    if (covered < m.numel())
+    auto box = [&](size_t i) { return distributed::ChunkBox { chunks[i].offsets, chunks[i].sizes }; };
+    const std::vector<size_t> distinct = distributed::distinctBoxes(chunks.size(), box);
+    const auto tiling
+        = distributed::ChunkTiling::check(m.shape, distinct.size(), [&](size_t i) { return box(distinct[i]); });
+    using V = distributed::ChunkTiling::Verdict;
+    if (tiling.verdict() == V::Overlap || (tiling.verdict() == V::Irregular && tiling.covered() > m.numel())) {
+        warn.add("have overlapping pieces", "tensor " + m.name + ": the files' pieces overlap", m.name);
+    } else if (tiling.verdict() == V::Gap || (tiling.verdict() == V::Irregular && tiling.covered() < m.numel())) {
         warn.add("are not fully covered",
-            "tensor " + m.name + ": the files hold " + std::to_string(covered) + " of its " + std::to_string(m.numel())
-                + " elements (is a rank's file missing?)",
+            "tensor " + m.name + ": the files hold " + std::to_string(tiling.covered()) + " of its "
+                + std::to_string(m.numel()) + " elements (is a rank's file missing?)",
             m.name);
+    }
 }
 
 // Fills out.entries and the key-level findings from the per-rank sources.
@@ -267,8 +251,8 @@ void mergeEntries(const MergeInput& in, Source& out)
                 if (at[r])
                     list += (list.empty() ? "" : ", ") + std::string("rank ") + std::to_string(files[r].rank) + " "
                         + std::string(dtypeName(at[r]->dtype));
-            warn.add("have different dtypes in different files", "key " + m.name + " has different dtypes: " + list,
-                m.name);
+            warn.add(
+                "have different dtypes in different files", "key " + m.name + " has different dtypes: " + list, m.name);
             m.attributes.emplace_back("dtype_disagreement", list);
         }
         if (firstDistributed && anyPlain)
@@ -288,14 +272,13 @@ void mergeEntries(const MergeInput& in, Source& out)
                 if (isDistributed(at[r]) && at[r]->shape != m.shape) {
                     warn.add("have different global shapes in different files",
                         "key " + m.name + " has global shape " + shapeToString(m.shape) + " in rank "
-                            + std::to_string(files[firstRank].rank) + " but " + shapeToString(at[r]->shape) + " in rank "
-                            + std::to_string(files[r].rank),
+                            + std::to_string(files[firstRank].rank) + " but " + shapeToString(at[r]->shape)
+                            + " in rank " + std::to_string(files[r].rank),
                         m.name);
                     m.attributes.emplace_back("shape_disagreement",
                         "rank " + std::to_string(files[r].rank) + ": " + shapeToString(at[r]->shape));
                     break;
-                }
-                else if (isDistributed(at[r]) && at[r]->sharding->kind == Sharding::Kind::DTensor
+                } else if (isDistributed(at[r]) && at[r]->sharding->kind == Sharding::Kind::DTensor
                     && (at[r]->sharding->placements != fs0.placements || at[r]->sharding->meshShape != fs0.meshShape)) {
                     warn.add("have different placements in different files",
                         "key " + m.name + " has different placements or mesh in rank " + std::to_string(files[r].rank),
@@ -448,7 +431,8 @@ void mergeEntries(const MergeInput& in, Source& out)
                 } else {
                     m.attributes.emplace_back("global_shape", "unknown: the files' pieces differ in more than one dim");
                     warn.add("have pieces that do not fit together",
-                        "key " + m.name + ": the files hold pieces of different ranks or several differing dims", m.name);
+                        "key " + m.name + ": the files hold pieces of different ranks or several differing dims",
+                        m.name);
                 }
             }
         }
@@ -540,9 +524,8 @@ void checkSave(const std::vector<RankFile>& files, const std::vector<Source>& so
             auto [it, inserted] = savedBy.emplace(who, r);
             if (!inserted)
                 out.addFinding(Severity::Warning,
-                    fs::path(files[it->second].path).filename().string() + " and " + name
-                        + " were both saved by rank " + std::to_string(who)
-                        + ": they look like files of different saves (or copies)");
+                    fs::path(files[it->second].path).filename().string() + " and " + name + " were both saved by rank "
+                        + std::to_string(who) + ": they look like files of different saves (or copies)");
         }
         if (int64_t w = contentWorldSize(sources[r]); w > 0)
             worlds.insert(w);
@@ -567,8 +550,8 @@ void checkSave(const std::vector<RankFile>& files, const std::vector<Source>& so
                 "the save had " + std::to_string(w) + " ranks; no file for rank" + (absent.size() > 1 ? "s " : " ")
                     + joinRanks(absent));
         if (static_cast<int64_t>(n) > w)
-            out.addFinding(Severity::Warning,
-                std::to_string(n) + " files for a save of " + std::to_string(w) + " ranks");
+            out.addFinding(
+                Severity::Warning, std::to_string(n) + " files for a save of " + std::to_string(w) + " ranks");
     }
     // Writers.
     auto record = [](const Source& s, const char* key) -> std::string {
@@ -581,9 +564,9 @@ void checkSave(const std::vector<RankFile>& files, const std::vector<Source>& so
         if (sources[r].format != sources[0].format || record(sources[r], "version") != record(sources[0], "version")
             || record(sources[r], "byteorder") != record(sources[0], "byteorder")) {
             out.addFinding(Severity::Info,
-                "rank " + std::to_string(files[r].rank) + " was written differently (" + sources[r].format + ", version "
-                    + record(sources[r], "version") + ") from rank " + std::to_string(files[0].rank) + " ("
-                    + sources[0].format + ", version " + record(sources[0], "version") + ")");
+                "rank " + std::to_string(files[r].rank) + " was written differently (" + sources[r].format
+                    + ", version " + record(sources[r], "version") + ") from rank " + std::to_string(files[0].rank)
+                    + " (" + sources[0].format + ", version " + record(sources[0], "version") + ")");
             break;
         }
 }
@@ -672,8 +655,9 @@ Source openRankFiles(const std::vector<std::string>& paths, const OpenOptions& o
             Source s = openSource(f.path, one);
             if (s.format != "torch-zip" && s.format != "torch-legacy")
                 throw LoadError(f.path,
-                    "is a " + s.format + " file, not a torch.save file; only torch.save files of one sharded "
-                                         "save (one per rank) can be listed together");
+                    "is a " + s.format
+                        + " file, not a torch.save file; only torch.save files of one sharded "
+                          "save (one per rank) can be listed together");
             f.source = std::move(s);
             if (control)
                 control->advance();

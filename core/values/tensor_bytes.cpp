@@ -1,5 +1,6 @@
 #include "tensor_bytes.h"
 
+#include "distributed/chunk_tiling.h"
 #include "util/error.h"
 #include "values/element_decode.h"
 
@@ -21,7 +22,8 @@ constexpr uint64_t kMaxInflated = uint64_t(4) << 30;
 std::shared_ptr<const std::vector<uint8_t>> inflateRaw(Bytes in, uint64_t expected, const std::string& what)
 {
     if (expected > kMaxInflated)
-        throw std::runtime_error(what + ": deflated storage of " + std::to_string(expected) + " bytes is over the 4 GiB limit");
+        throw std::runtime_error(
+            what + ": deflated storage of " + std::to_string(expected) + " bytes is over the 4 GiB limit");
     auto out = std::make_shared<std::vector<uint8_t>>(expected);
     z_stream z {};
     if (inflateInit2(&z, -MAX_WBITS) != Z_OK)
@@ -34,9 +36,11 @@ std::shared_ptr<const std::vector<uint8_t>> inflateRaw(Bytes in, uint64_t expect
     while (rc == Z_OK && z.avail_out > 0) {
         rc = inflate(&z, Z_NO_FLUSH);
         if (z.avail_out == 0 && z.total_out < expected)
-            z.avail_out = static_cast<uInt>(std::min<uint64_t>(expected - z.total_out, std::numeric_limits<uInt>::max()));
+            z.avail_out
+                = static_cast<uInt>(std::min<uint64_t>(expected - z.total_out, std::numeric_limits<uInt>::max()));
         if (z.avail_in == 0 && rc == Z_OK && z.total_in < in.size())
-            z.avail_in = static_cast<uInt>(std::min<uint64_t>(in.size() - z.total_in, std::numeric_limits<uInt>::max()));
+            z.avail_in
+                = static_cast<uInt>(std::min<uint64_t>(in.size() - z.total_in, std::numeric_limits<uInt>::max()));
     }
     const uint64_t got = z.total_out;
     inflateEnd(&z);
@@ -75,7 +79,8 @@ std::shared_ptr<const MappedFile> FileCache::get(const std::string& path)
 
 TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& files)
 {
-    auto fail = [&](const std::string& why) -> TensorBytes { throw LoadError(source.path, "'" + e.name + "': " + why); };
+    auto fail
+        = [&](const std::string& why) -> TensorBytes { throw LoadError(source.path, "'" + e.name + "': " + why); };
     TensorBytes t;
     t.m_dtype = e.dtype;
     t.m_item = dtypeItemSize(e.dtype);
@@ -119,28 +124,36 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
         for (const std::string& p : e.sharding->placements)
             if (p.rfind("Partial", 0) == 0 || p.rfind("_StridedShard", 0) == 0)
                 return fail("its pieces are not boxes of the tensor (" + p + "); not assembled");
-        std::vector<const ShardChunk*> boxes;
-        for (const ShardChunk& c : e.sharding->chunks) {
+        const auto& all = e.sharding->chunks;
+        for (const ShardChunk& c : all)
             if (c.offsets.size() != nd || c.sizes.size() != nd)
                 return fail("a chunk's rank differs from the tensor's");
-            // Replicas (the same box in several rank files) are read from the first.
-            if (e.sharding->kind == Sharding::Kind::PerRankFiles
-                && std::any_of(boxes.begin(), boxes.end(),
-                    [&](const ShardChunk* b) { return b->offsets == c.offsets && b->sizes == c.sizes; }))
-                continue;
-            boxes.push_back(&c);
+        auto boxOf = [&](size_t i) { return distributed::ChunkBox { all[i].offsets, all[i].sizes }; };
+        // Replicas (the same box in several rank files) are read from the first.
+        std::vector<size_t> kept;
+        if (e.sharding->kind == Sharding::Kind::PerRankFiles) {
+            kept = distributed::distinctBoxes(all.size(), boxOf);
+        } else {
+            kept.resize(all.size());
+            for (size_t i = 0; i < kept.size(); ++i)
+                kept[i] = i;
+        }
+        for (size_t k : kept) {
+            const ShardChunk& c = all[k];
             if (c.file < 0 || static_cast<size_t>(c.file) >= source.files.size())
                 return fail("a chunk's bytes are not located");
             Chunk ch;
             uint64_t elems = 1;
             for (size_t d = 0; d < nd; ++d) {
-                if (c.offsets[d] < 0 || c.sizes[d] < 0 || c.offsets[d] > t.m_sizes[d] || c.sizes[d] > t.m_sizes[d] - c.offsets[d])
+                if (c.offsets[d] < 0 || c.sizes[d] < 0 || c.offsets[d] > t.m_sizes[d]
+                    || c.sizes[d] > t.m_sizes[d] - c.offsets[d])
                     return fail("a chunk lies outside the tensor");
                 if (__builtin_mul_overflow(elems, static_cast<uint64_t>(c.sizes[d]), &elems))
                     return fail("a chunk is too large");
             }
             uint64_t chunkBytes = 0;
-            if (__builtin_mul_overflow(elems, static_cast<uint64_t>(t.m_item), &chunkBytes) || c.byteLength != chunkBytes)
+            if (__builtin_mul_overflow(elems, static_cast<uint64_t>(t.m_item), &chunkBytes)
+                || c.byteLength != chunkBytes)
                 return fail("a chunk's byte length does not match its shape");
             std::shared_ptr<const MappedFile> f;
             try {
@@ -164,15 +177,18 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
             t.m_chunks.push_back(std::move(ch));
             t.m_chunkFiles.push_back(std::move(f));
         }
-        for (size_t i = 0; i < t.m_chunks.size(); ++i)
-            for (size_t j = i + 1; j < t.m_chunks.size(); ++j) {
-                bool overlap = true;
-                for (size_t d = 0; d < nd && overlap; ++d)
-                    overlap = t.m_chunks[i].offsets[d] < t.m_chunks[j].offsets[d] + t.m_chunks[j].sizes[d]
-                        && t.m_chunks[j].offsets[d] < t.m_chunks[i].offsets[d] + t.m_chunks[i].sizes[d];
-                if (overlap && t.m_numel > 0)
-                    return fail("its chunks overlap");
-            }
+        auto tiling = std::make_shared<distributed::ChunkTiling>(
+            distributed::ChunkTiling::check(e.shape, t.m_chunks.size(), [&](size_t i) {
+                return distributed::ChunkBox { t.m_chunks[i].offsets, t.m_chunks[i].sizes };
+            }));
+        using V = distributed::ChunkTiling::Verdict;
+        if (t.m_numel > 0 && tiling->verdict() == V::Overlap)
+            return fail("its chunks overlap");
+        if (t.m_numel > 0 && tiling->verdict() == V::Irregular)
+            return fail("its chunks are cut irregularly (not a grid, as no sharding writes them); not assembled");
+        if (t.m_numel > 0 && tiling->verdict() != V::Tiles)
+            return fail("its chunks do not cover the tensor");
+        t.m_tiling = std::move(tiling);
         if (covered != t.m_numel)
             return fail("its chunks do not cover the tensor");
         t.m_contiguous = false;
@@ -214,7 +230,8 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
             return fail("negative stride");
         if (t.m_sizes[d] > 1) {
             uint64_t step = 0;
-            if (__builtin_mul_overflow(static_cast<uint64_t>(t.m_sizes[d] - 1), static_cast<uint64_t>(t.m_strides[d]), &step)
+            if (__builtin_mul_overflow(
+                    static_cast<uint64_t>(t.m_sizes[d] - 1), static_cast<uint64_t>(t.m_strides[d]), &step)
                 || __builtin_add_overflow(reach, step, &reach))
                 return fail("its strides reach past any file");
             if (!expectValid || t.m_strides[d] != expect)
@@ -229,7 +246,8 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
     // A stride-0 (expanded) view can name far more elements than its storage holds; reading them all is
     // work without information, and a hostile header could make it endless.
     if (t.m_numel > (uint64_t(1) << 32) && t.m_numel / 1024 > reach + 1)
-        return fail("an expanded view of " + std::to_string(t.m_numel) + " elements over " + std::to_string(reach + 1) + "; not read");
+        return fail("an expanded view of " + std::to_string(t.m_numel) + " elements over " + std::to_string(reach + 1)
+            + "; not read");
 
     if (loc.kind == TensorLocation::Kind::Compressed) {
         // The record is the whole storage; the view starts storageOffset elements in.
@@ -241,7 +259,8 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
             return fail(err.what());
         }
         uint64_t start = 0;
-        if (__builtin_mul_overflow(static_cast<uint64_t>(std::max<int64_t>(loc.storageOffset, 0)), static_cast<uint64_t>(t.m_item), &start)
+        if (__builtin_mul_overflow(
+                static_cast<uint64_t>(std::max<int64_t>(loc.storageOffset, 0)), static_cast<uint64_t>(t.m_item), &start)
             || start > t.m_inflated->size() || spanBytes > t.m_inflated->size() - start)
             return fail("its view reaches past the end of its storage");
         t.m_base = t.m_inflated->data() + start;
@@ -251,7 +270,8 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
     const uint64_t start = loc.offset;
     if (start > bytes.size() || spanBytes > bytes.size() - start)
         return fail("its bytes reach past the end of " + file->path());
-    if (!loc.storageId.empty() && loc.storageNbytes && (start < loc.storageByteOffset || start - loc.storageByteOffset + spanBytes > loc.storageNbytes))
+    if (!loc.storageId.empty() && loc.storageNbytes
+        && (start < loc.storageByteOffset || start - loc.storageByteOffset + spanBytes > loc.storageNbytes))
         return fail("its view reaches outside its storage");
     if (file->isMapped())
         t.m_fd = files.descriptor(file->path());
@@ -274,16 +294,8 @@ const uint8_t* TensorBytes::chunked(uint64_t first, uint64_t count, std::vector<
             index[d] = static_cast<int64_t>(rest % static_cast<uint64_t>(m_sizes[d]));
             rest /= static_cast<uint64_t>(m_sizes[d]);
         }
-        const Chunk* hit = nullptr;
-        for (const Chunk& c : m_chunks) {
-            bool inside = true;
-            for (size_t d = 0; d < nd && inside; ++d)
-                inside = index[d] >= c.offsets[d] && index[d] < c.offsets[d] + c.sizes[d];
-            if (inside) {
-                hit = &c;
-                break;
-            }
-        }
+        const int64_t piece = m_tiling ? m_tiling->pieceAt(index.data()) : -1;
+        const Chunk* hit = piece >= 0 ? &m_chunks[static_cast<size_t>(piece)] : nullptr;
         uint64_t run = 1;
         uint64_t local = 0;
         if (hit) { // always, after open()'s tiling check
@@ -311,7 +323,8 @@ const uint8_t* TensorBytes::read(uint64_t first, uint64_t count, std::vector<uin
     buffer.resize(want);
     uint64_t done = 0;
     while (done < want) {
-        const ssize_t n = ::pread(m_fd, buffer.data() + done, want - done, static_cast<off_t>(m_fileOffset + first * m_item + done));
+        const ssize_t n = ::pread(
+            m_fd, buffer.data() + done, want - done, static_cast<off_t>(m_fileOffset + first * m_item + done));
         if (n <= 0) // the file shrank or failed under us: fall back to the mapping's view of it
             return elements(first, count, buffer);
         done += static_cast<uint64_t>(n);

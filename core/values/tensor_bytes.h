@@ -15,6 +15,10 @@
 #include <string>
 #include <vector>
 
+namespace sl::distributed {
+class ChunkTiling;
+}
+
 namespace sl::values {
 
 // The files of a source, mapped once and shared by the threads that read them, with a descriptor for
@@ -71,6 +75,7 @@ private:
         std::vector<int64_t> offsets, sizes, strides;
     };
     std::vector<Chunk> m_chunks;
+    std::shared_ptr<const distributed::ChunkTiling> m_tiling; // which chunk holds an element
     std::vector<std::shared_ptr<const MappedFile>> m_chunkFiles;
     const uint8_t* chunked(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const;
 };

@@ -12,6 +12,7 @@
 // saves. Each must give a Source or a one-line LoadError naming the file, quickly.
 
 #include "common/test_paths.h"
+#include "distributed/chunk_tiling.h"
 #include "distributed/distributed_tensors.h"
 #include "formats/loader.h"
 #include "formats/rank_files_reader.h"
@@ -642,6 +643,7 @@ private slots:
     void cliListsRankFilesAsOneSource();
     void cliErrorsNameTheFile();
     void chunkPieces();
+    void chunkTiling();
     void corruptDTensors();
     void corruptShardedTensors();
     void sharedMetadataBomb();
@@ -1681,4 +1683,66 @@ void TstDistributed::mutatedPickles()
 }
 
 QTEST_GUILESS_MAIN(TstDistributed)
+// The grid check every sharded reader shares: verdicts written out by hand for small layouts, the piece
+// holding each element, and a staggered layout that would need far more cells than pieces.
+void TstDistributed::chunkTiling()
+{
+    using distributed::ChunkTiling;
+    using V = ChunkTiling::Verdict;
+    struct Box {
+        Dims offsets, sizes;
+    };
+    auto check = [](const Dims& shape, const std::vector<Box>& boxes) {
+        return ChunkTiling::check(
+            shape, boxes.size(), [&](size_t i) { return distributed::ChunkBox { boxes[i].offsets, boxes[i].sizes }; });
+    };
+    // A 2 x 3 grid of a [4, 6] tensor (rows cut at 2, columns at 2 and 4), listed out of order.
+    const std::vector<Box> grid = { { { 2, 4 }, { 2, 2 } }, { { 0, 0 }, { 2, 2 } }, { { 0, 2 }, { 2, 2 } },
+        { { 2, 0 }, { 2, 2 } }, { { 0, 4 }, { 2, 2 } }, { { 2, 2 }, { 2, 2 } } };
+    const ChunkTiling t = check({ 4, 6 }, grid);
+    QCOMPARE(t.verdict(), V::Tiles);
+    const int64_t expected[4][6] = { { 1, 1, 2, 2, 4, 4 }, { 1, 1, 2, 2, 4, 4 }, { 3, 3, 5, 5, 0, 0 }, { 3, 3, 5, 5, 0, 0 } };
+    for (int64_t r = 0; r < 4; ++r)
+        for (int64_t c = 0; c < 6; ++c) {
+            const int64_t at[2] = { r, c };
+            QCOMPARE(t.pieceAt(at), expected[r][c]);
+        }
+    // Uneven torch.chunk pieces with an empty trailing one (ignored).
+    QCOMPARE(check({ 5 }, { { { 0 }, { 3 } }, { { 3 }, { 2 } }, { { 5 }, { 0 } } }).verdict(), V::Tiles);
+    // Overlap names both pieces; a gap says how much is covered.
+    auto overlap = grid;
+    overlap[3].offsets = { 2, 1 };
+    const ChunkTiling o = check({ 4, 6 }, overlap);
+    QCOMPARE(o.verdict(), V::Overlap);
+    QCOMPARE(o.first(), size_t(3)); // painted first
+    QCOMPARE(o.second(), size_t(5));
+    auto gap = grid;
+    gap.pop_back();
+    const ChunkTiling g = check({ 4, 6 }, gap);
+    QCOMPARE(g.verdict(), V::Gap);
+    QCOMPARE(g.covered(), uint64_t(20));
+    // Outside the shape, wrong rank, negative.
+    QCOMPARE(check({ 4 }, { { { 2 }, { 3 } } }).verdict(), V::Outside);
+    QCOMPARE(check({ 4 }, { { { 0, 0 }, { 4, 1 } } }).verdict(), V::Outside);
+    QCOMPARE(check({ 4 }, { { { -1 }, { 2 } } }).verdict(), V::Outside);
+    // A 0-d tensor saved twice overlaps; once tiles.
+    QCOMPARE(check({}, { { {}, {} } }).verdict(), V::Tiles);
+    QCOMPARE(check({}, { { {}, {} }, { {}, {} } }).verdict(), V::Overlap);
+    // Staggered rows: row i cut at column i. 2,000 pieces in 1,000 rows would need a 1,000 x 1,001 grid.
+    std::vector<Box> staggered;
+    for (int64_t i = 0; i < 1000; ++i) {
+        staggered.push_back({ { i, 0 }, { 1, i + 1 } });
+        if (i + 1 < 1000)
+            staggered.push_back({ { i, i + 1 }, { 1, 999 - i } });
+    }
+    const ChunkTiling st = check({ 1000, 1000 }, staggered);
+    QCOMPARE(st.verdict(), V::Irregular);
+    QCOMPARE(st.covered(), uint64_t(1000 * 1000));
+    // Replicas: exact copies are dropped, first occurrences kept in order.
+    std::vector<Box> replicas = { grid[0], grid[1], grid[0], grid[2], grid[1] };
+    const auto kept = distributed::distinctBoxes(
+        replicas.size(), [&](size_t i) { return distributed::ChunkBox { replicas[i].offsets, replicas[i].sizes }; });
+    QCOMPARE(kept, (std::vector<size_t> { 0, 1, 3 }));
+}
+
 #include "tst_distributed.moc"
