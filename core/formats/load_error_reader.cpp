@@ -135,12 +135,19 @@ bool looksLikeLoadErrorText(Bytes data)
     // A text file: no NUL bytes in the first kilobyte.
     if (raw.substr(0, 1024).find('\0') != std::string_view::npos)
         return false;
-    const std::string t = asciiLower(raw);
-    return findIn(t, kHeadError, 0) != std::string_view::npos
-        || findIn(t, kHeadMissing, 0) != std::string_view::npos
-        || findIn(t, kHeadUnexpected, 0) != std::string_view::npos
-        || (findIn(t, kHeadMismatch, 0) != std::string_view::npos
-            && findIn(t, "from checkpoint", 0) != std::string_view::npos);
+    auto hasHead = [](std::string_view window) {
+        const std::string t = asciiLower(window);
+        return findIn(t, kHeadError, 0) != std::string_view::npos
+            || findIn(t, kHeadMissing, 0) != std::string_view::npos
+            || findIn(t, kHeadUnexpected, 0) != std::string_view::npos
+            || (findIn(t, kHeadMismatch, 0) != std::string_view::npos
+                && findIn(t, "from checkpoint", 0) != std::string_view::npos);
+    };
+    // A bounded look: the whole of a small text; of a long log, its start and its end (where a run that
+    // failed to load stopped).
+    if (raw.size() <= kSniffedBytes)
+        return hasHead(raw);
+    return hasHead(raw.substr(0, kSniffedBytes / 2)) || hasHead(raw.substr(raw.size() - kSniffedBytes / 2));
 }
 
 Source parseLoadErrorText(std::string name, std::string_view text, const OpenOptions& options)
@@ -235,7 +242,8 @@ Source parseLoadErrorText(std::string name, std::string_view text, const OpenOpt
         ++clauses;
     }
     if (clauses == 0)
-        throw LoadError(out.path, "no load_state_dict error clauses (Missing key(s) / Unexpected key(s) / size mismatch) found");
+        throw LoadError(
+            out.path, "no load_state_dict error clauses (Missing key(s) / Unexpected key(s) / size mismatch) found");
 
     out.containers.push_back({ "model", ContainerInfo::Role::Model, backing->model.entries.size() });
     out.containers.push_back({ "checkpoint", ContainerInfo::Role::Other, backing->checkpoint.entries.size() });
@@ -255,7 +263,12 @@ Source parseLoadErrorText(std::string name, std::string_view text, const OpenOpt
 Source readLoadErrorText(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
 {
     Bytes b = file->bytes();
-    return parseLoadErrorText(file->path(), std::string_view(reinterpret_cast<const char*>(b.data()), b.size()), options);
+    if (b.size() > kMaxLoadErrorText)
+        throw LoadError(file->path(),
+            "a load_state_dict error text of " + std::to_string(b.size() >> 20)
+                + " MiB is larger than any StateLens reads (256 MiB); save the part of the log with the error");
+    return parseLoadErrorText(
+        file->path(), std::string_view(reinterpret_cast<const char*>(b.data()), b.size()), options);
 }
 
 } // namespace sl

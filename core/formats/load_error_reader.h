@@ -31,4 +31,9 @@ Source parseLoadErrorText(std::string name, std::string_view text, const OpenOpt
 // True when the bytes contain a load_state_dict error (one of its clause heads).
 bool looksLikeLoadErrorText(Bytes data);
 
+// Telling a text apart looks at most at 16 MiB of it (a long log's first and last 8 MiB); a text over
+// 256 MiB is refused rather than copied.
+constexpr size_t kSniffedBytes = size_t(16) << 20;
+constexpr size_t kMaxLoadErrorText = size_t(256) << 20;
+
 } // namespace sl

@@ -8,13 +8,13 @@
 #include "formats/safetensors_reader.h"
 #include "formats/torch_legacy_reader.h"
 #include "formats/torch_zip_reader.h"
-#include "pickle/opcode_scan.h"
-#include "torch/load_safety.h"
 #include "formats/torchscript_reader.h"
 #include "io/mapped_file.h"
 #include "io/tar_archive.h"
 #include "io/zip_archive.h"
+#include "pickle/opcode_scan.h"
 #include "quant/quantized_tensors.h"
+#include "torch/load_safety.h"
 #include "util/error.h"
 #include "util/load_control.h"
 #include "util/timings.h"
@@ -115,7 +115,8 @@ std::string sniff(const std::string& path, Bytes b, bool byName = false, bool lo
     }
     if (looksLikeLegacyTorch(b) || looksLikeTar(b))
         return "torch-legacy";
-    std::string_view text(reinterpret_cast<const char*>(b.data()), b.size());
+    // Text formats are told apart from a bounded prefix: a 3 GB text file costs no more than a small one.
+    std::string_view text(reinterpret_cast<const char*>(b.data()), std::min<size_t>(b.size(), kSniffedBytes));
     if (text.substr(0, kLfsPointer.size()) == kLfsPointer)
         throw LoadError(path, "is a Git LFS pointer, not checkpoint data (run `git lfs pull`)");
     if (looksLikeLiveDump(b))
@@ -130,7 +131,8 @@ std::string sniff(const std::string& path, Bytes b, bool byName = false, bool lo
     // Files that sit next to checkpoints: say what they are rather than dumping their first bytes.
     std::string_view head = text.substr(0, 4096);
     if (b[0] == 0x80 && head.find("checkpoint.metadata") != std::string_view::npos)
-        throw LoadError(path, "is the .metadata pickle" + kDcp + "; open the folder that holds it with its .distcp files");
+        throw LoadError(
+            path, "is the .metadata pickle" + kDcp + "; open the folder that holds it with its .distcp files");
     if (looksLikeLoadErrorText(b))
         return "load-error-text";
     if (size_t i = text.find_first_not_of(" \t\r\n"); i != std::string_view::npos && text[i] == '{') {
@@ -232,33 +234,32 @@ const std::vector<std::string>& knownFormats()
 std::string detectFormat(const std::string& path)
 {
     return guarded(path, [&] {
-               Source s;
-               std::error_code ec;
-               if (fs::is_directory(path, ec)) {
-                   if (isDcpDirectory(path)) {
-                       s.format = "dcp";
-                       return s;
-                   }
-                   std::string inner = indexInDirectory(path);
-                   if (inner.empty()) {
-                       (void)rankFolderPlan(path);
-                       s.format = "per-rank";
-                       return s;
-                   }
-                   s.format = detectFormat(inner);
-                   return s;
-               }
-               if (fs::path(path).filename() == ".metadata" && isDcpDirectory(fs::path(path).parent_path().string())) {
-                   s.format = "dcp";
-                   return s;
-               }
-               auto file = MappedFile::open(path);
-               s.format = sniff(path, file->bytes());
-               if (s.format == "index")
-                   s.format = path.find(".bin.index") != std::string::npos ? "torch-bin-index" : "safetensors-index";
-               return s;
-           })
-        .format;
+        Source s;
+        std::error_code ec;
+        if (fs::is_directory(path, ec)) {
+            if (isDcpDirectory(path)) {
+                s.format = "dcp";
+                return s;
+            }
+            std::string inner = indexInDirectory(path);
+            if (inner.empty()) {
+                (void)rankFolderPlan(path);
+                s.format = "per-rank";
+                return s;
+            }
+            s.format = detectFormat(inner);
+            return s;
+        }
+        if (fs::path(path).filename() == ".metadata" && isDcpDirectory(fs::path(path).parent_path().string())) {
+            s.format = "dcp";
+            return s;
+        }
+        auto file = MappedFile::open(path);
+        s.format = sniff(path, file->bytes());
+        if (s.format == "index")
+            s.format = path.find(".bin.index") != std::string::npos ? "torch-bin-index" : "safetensors-index";
+        return s;
+    }).format;
 }
 
 Source openSource(const std::string& path, const OpenOptions& options)

@@ -10,9 +10,18 @@
 
 namespace sl::test {
 
-inline QString sourceDir() { return QStringLiteral(STATELENS_SOURCE_DIR); }
-inline QString fixturesDir() { return sourceDir() + QStringLiteral("/tests/fixtures"); }
-inline QString statelensBinary() { return QStringLiteral(STATELENS_BINARY); }
+inline QString sourceDir()
+{
+    return QStringLiteral(STATELENS_SOURCE_DIR);
+}
+inline QString fixturesDir()
+{
+    return sourceDir() + QStringLiteral("/tests/fixtures");
+}
+inline QString statelensBinary()
+{
+    return QStringLiteral(STATELENS_BINARY);
+}
 
 // ../shared (or $STATELENS_SHARED_DIR); empty when it is not there, so suites can QSKIP.
 inline QString sharedDir()
@@ -27,7 +36,10 @@ inline QString realFixturesDir()
 }
 
 // Debian's torch lives in /usr/bin/python3; the python3 on PATH may be another interpreter.
-inline QString torchPython() { return QStringLiteral("/usr/bin/python3"); }
+inline QString torchPython()
+{
+    return QStringLiteral("/usr/bin/python3");
+}
 inline bool haveTorchPython()
 {
     static const bool have = [] {
@@ -42,6 +54,7 @@ struct RunResult {
     int exitCode = -1;
     QByteArray out;
     QByteArray err;
+    qint64 peakKb = -1; // peak resident set of the child, from runMeasured()
 };
 
 inline RunResult run(const QString& program, const QStringList& args, int timeoutMs = 120000)
@@ -64,6 +77,25 @@ inline RunResult run(const QString& program, const QStringList& args, int timeou
 inline RunResult runStatelens(const QStringList& args, int timeoutMs = 120000)
 {
     return run(statelensBinary(), args, timeoutMs);
+}
+
+// run() under GNU time (a test dependency, see setup.sh): the child's own peak resident set, which a
+// child forked from this process could not report apart from ours.
+inline RunResult runMeasured(const QString& program, const QStringList& args, int timeoutMs = 120000)
+{
+    static const QByteArray marker = "statelens-test-peak-kb=";
+    RunResult r = run(QStringLiteral("/usr/bin/time"),
+        QStringList { QStringLiteral("-f"), QString::fromLatin1(marker) + QStringLiteral("%M"), program } + args,
+        timeoutMs);
+    const qsizetype at = r.err.lastIndexOf(marker);
+    if (at >= 0) {
+        r.peakKb = r.err.mid(at + marker.size()).trimmed().toLongLong();
+        r.err.truncate(at);
+    }
+    // GNU time reports a child's non-zero exit on stderr too ("Command exited with non-zero status N").
+    if (const qsizetype note = r.err.lastIndexOf("Command exited with non-zero status"); note >= 0)
+        r.err.truncate(note);
+    return r;
 }
 
 } // namespace sl::test

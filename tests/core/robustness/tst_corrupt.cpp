@@ -608,6 +608,7 @@ private slots:
     void tarFields();
     void indexFiles();
     void cliExitCodes();
+    void hugeTextFilesAreSniffedFromAPrefix();
 };
 
 void TstCorrupt::basesAreValid_data()
@@ -1340,6 +1341,38 @@ void TstCorrupt::cliExitCodes()
         QVERIFY2(err.contains(path.toUtf8()), qPrintable(QStringLiteral("%1: stderr does not name the file: %2").arg(name, QString::fromUtf8(err))));
         QVERIFY2(r.out.isEmpty(), qPrintable(QStringLiteral("%1: wrote to stdout: %2").arg(name, QString::fromUtf8(r.out.left(200)))));
     }
+}
+
+// Telling formats apart reads a bounded prefix: a 3 GB text file (sparse) used to be lower-cased whole,
+// peaking at twice its size. A long log whose load_state_dict error is at its end is still recognised.
+void TstCorrupt::hugeTextFilesAreSniffedFromAPrefix()
+{
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString huge = dir.filePath(QStringLiteral("train.log"));
+    {
+        QFile f(huge);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray("epoch 1 step 1 loss 2.5\n").repeated(400)); // past the first kilobyte, where NULs say "binary"
+        QVERIFY(f.resize(qint64(3) << 30)); // the rest is a hole: no disk, but every byte readable
+    }
+    auto r = sl::test::runMeasured(sl::test::statelensBinary(), { QStringLiteral("ls"), huge }, 120000);
+    QVERIFY2(r.exitCode == 2 && r.err.contains("unrecognised format"), r.err.constData());
+    QVERIFY2(r.peakKb > 0 && r.peakKb < 256 * 1024, qPrintable(QStringLiteral("peak %1 KB").arg(r.peakKb)));
+
+    const QString log = dir.filePath(QStringLiteral("failed_run.log"));
+    {
+        QFile f(log);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        const QByteArray line("epoch 1 step 1 loss 2.5 lr 0.0003 grad_norm 1.25 tokens/s 123456\n");
+        for (qint64 written = 0; written < (qint64(40) << 20); written += line.size())
+            f.write(line);
+        f.write("RuntimeError: Error(s) in loading state_dict for Net:\n\tMissing key(s) in state_dict: \"fc.weight\", "
+                "\"fc.bias\". \n\tUnexpected key(s) in state_dict: \"_orig_mod.fc.weight\". \n");
+    }
+    r = sl::test::runMeasured(sl::test::statelensBinary(), { QStringLiteral("ls"), log, QStringLiteral("--format"), QStringLiteral("json") });
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    QVERIFY2(r.out.contains("\"load-error-text\"") && r.out.contains("\"fc.bias\""), r.out.left(400).constData());
 }
 
 QTEST_GUILESS_MAIN(TstCorrupt)
