@@ -19,34 +19,45 @@ namespace {
 // A deflated storage is inflated whole; beyond this it is refused rather than allocated.
 constexpr uint64_t kMaxInflated = uint64_t(4) << 30;
 
-std::shared_ptr<const std::vector<uint8_t>> inflateRaw(Bytes in, uint64_t expected, const std::string& what)
+// Inflates the first `want` bytes of a deflated record. The buffer grows as output arrives, never sized up
+// front from what the file claims: a record whose sizes lie would otherwise cost the claimed bytes (1 GB,
+// or 4 GiB) for nothing. What arrives is checked against the need.
+std::shared_ptr<const std::vector<uint8_t>> inflateRaw(Bytes in, uint64_t want, const std::string& what)
 {
-    if (expected > kMaxInflated)
+    if (want > kMaxInflated)
         throw std::runtime_error(
-            what + ": deflated storage of " + std::to_string(expected) + " bytes is over the 4 GiB limit");
-    auto out = std::make_shared<std::vector<uint8_t>>(expected);
+            what + ": deflated storage of " + std::to_string(want) + " bytes is over the 4 GiB limit");
+    auto out = std::make_shared<std::vector<uint8_t>>();
+    out->resize(static_cast<size_t>(std::min<uint64_t>(want, uint64_t(1) << 20)));
     z_stream z {};
     if (inflateInit2(&z, -MAX_WBITS) != Z_OK)
         throw std::runtime_error(what + ": zlib failed to start");
-    z.next_in = const_cast<Bytef*>(in.data());
-    z.avail_in = static_cast<uInt>(std::min<uint64_t>(in.size(), std::numeric_limits<uInt>::max()));
-    z.next_out = out->data();
-    z.avail_out = static_cast<uInt>(std::min<uint64_t>(expected, std::numeric_limits<uInt>::max()));
-    int rc = Z_OK;
-    while (rc == Z_OK && z.avail_out > 0) {
-        rc = inflate(&z, Z_NO_FLUSH);
-        if (z.avail_out == 0 && z.total_out < expected)
-            z.avail_out
-                = static_cast<uInt>(std::min<uint64_t>(expected - z.total_out, std::numeric_limits<uInt>::max()));
-        if (z.avail_in == 0 && rc == Z_OK && z.total_in < in.size())
+    auto feed = [&] {
+        if (z.avail_in == 0 && z.total_in < in.size()) {
+            z.next_in = const_cast<Bytef*>(in.data() + z.total_in);
             z.avail_in
                 = static_cast<uInt>(std::min<uint64_t>(in.size() - z.total_in, std::numeric_limits<uInt>::max()));
+        }
+    };
+    int rc = Z_OK;
+    while (rc == Z_OK && z.total_out < want) {
+        if (z.total_out == out->size())
+            out->resize(static_cast<size_t>(std::min<uint64_t>(want, uint64_t(out->size()) * 2)));
+        z.next_out = out->data() + z.total_out;
+        z.avail_out
+            = static_cast<uInt>(std::min<uint64_t>(out->size() - z.total_out, std::numeric_limits<uInt>::max()));
+        feed();
+        rc = inflate(&z, Z_NO_FLUSH);
+        if (rc == Z_BUF_ERROR && z.avail_in == 0 && z.total_in >= in.size())
+            break; // the input ran out
+        if (rc == Z_BUF_ERROR)
+            rc = Z_OK;
     }
     const uint64_t got = z.total_out;
     inflateEnd(&z);
-    if (got < expected)
-        throw std::runtime_error(what + ": the deflated record holds " + std::to_string(got) + " of the storage's "
-            + std::to_string(expected) + " bytes");
+    if (got < want)
+        throw std::runtime_error(what + ": the deflated record holds " + std::to_string(got) + " of the "
+            + std::to_string(want) + " bytes the tensor needs");
     return out;
 }
 
@@ -250,19 +261,20 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
             + "; not read");
 
     if (loc.kind == TensorLocation::Kind::Compressed) {
-        // The record is the whole storage; the view starts storageOffset elements in.
+        // The record is the whole storage; the view starts storageOffset elements in, and only the bytes up
+        // to its last element are inflated.
         if (loc.offset > bytes.size())
             return fail("its record starts past the end of the file");
+        uint64_t start = 0, need = 0;
+        if (__builtin_mul_overflow(
+                static_cast<uint64_t>(std::max<int64_t>(loc.storageOffset, 0)), static_cast<uint64_t>(t.m_item), &start)
+            || __builtin_add_overflow(start, spanBytes, &need) || need > loc.storageNbytes)
+            return fail("its view reaches past the end of its storage");
         try {
-            t.m_inflated = inflateRaw(bytes.subspan(loc.offset), loc.storageNbytes, e.name);
+            t.m_inflated = inflateRaw(bytes.subspan(loc.offset), need, e.name);
         } catch (const std::exception& err) {
             return fail(err.what());
         }
-        uint64_t start = 0;
-        if (__builtin_mul_overflow(
-                static_cast<uint64_t>(std::max<int64_t>(loc.storageOffset, 0)), static_cast<uint64_t>(t.m_item), &start)
-            || start > t.m_inflated->size() || spanBytes > t.m_inflated->size() - start)
-            return fail("its view reaches past the end of its storage");
         t.m_base = t.m_inflated->data() + start;
         return t;
     }
