@@ -16,6 +16,10 @@ namespace sl::values {
 
 namespace {
 
+// Views larger than this (in elements) that repeat their stored elements are weighed or refused, not read
+// repetition by repetition.
+constexpr uint64_t kCollapseFrom = uint64_t(1) << 24;
+
 // A deflated storage is inflated whole; beyond this it is refused rather than allocated.
 constexpr uint64_t kMaxInflated = uint64_t(4) << 30;
 
@@ -89,6 +93,16 @@ std::shared_ptr<const MappedFile> FileCache::get(const std::string& path)
 }
 
 TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& files)
+{
+    return open(source, e, files, false);
+}
+
+TensorBytes TensorBytes::openCollapsingBroadcasts(const Source& source, const Entry& e, FileCache& files)
+{
+    return open(source, e, files, true);
+}
+
+TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& files, bool collapse)
 {
     auto fail
         = [&](const std::string& why) -> TensorBytes { throw LoadError(source.path, "'" + e.name + "': " + why); };
@@ -231,6 +245,24 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
             if (__builtin_mul_overflow(t.m_strides[d], std::max<int64_t>(t.m_sizes[d], 1), &t.m_strides[d - 1]))
                 return fail("its shape is too large");
     }
+    // A broadcast view names each stored element many times. Statistics weigh the stored ones instead of
+    // reading every repetition (when that saves much: small views keep their exact logical-order hash).
+    {
+        uint64_t repeats = 1;
+        for (size_t d = 0; d < t.m_sizes.size(); ++d)
+            if (t.m_strides[d] == 0 && t.m_sizes[d] > 1
+                && __builtin_mul_overflow(repeats, static_cast<uint64_t>(t.m_sizes[d]), &repeats))
+                repeats = UINT64_MAX;
+        // (Saturated counts mean a shape past 2^64 elements: not weighed; the check below refuses it.)
+        if (collapse && repeats >= 16 && repeats != UINT64_MAX && t.m_numel > kCollapseFrom
+            && t.m_numel != UINT64_MAX) {
+            for (size_t d = 0; d < t.m_sizes.size(); ++d)
+                if (t.m_strides[d] == 0 && t.m_sizes[d] > 1)
+                    t.m_sizes[d] = 1;
+            t.m_multiplicity = repeats;
+            t.m_numel /= repeats; // exact: repeats is a product of some of the sizes
+        }
+    }
     // The furthest element a view reaches, in elements from element [0, ..., 0].
     uint64_t reach = 0;
     int64_t expect = 1;
@@ -254,11 +286,12 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
     uint64_t spanBytes = 0;
     if (t.m_numel != 0 && __builtin_mul_overflow(reach + 1, static_cast<uint64_t>(t.m_item), &spanBytes))
         return fail("its strides reach past any file");
-    // A stride-0 (expanded) view can name far more elements than its storage holds; reading them all is
-    // work without information, and a hostile header could make it endless.
-    if (t.m_numel > (uint64_t(1) << 32) && t.m_numel / 1024 > reach + 1)
-        return fail("an expanded view of " + std::to_string(t.m_numel) + " elements over " + std::to_string(reach + 1)
-            + "; not read");
+    // A view naming far more elements than it spans (stride 0, or overlapping strides) would be work without
+    // information, and a hostile header could make it endless: reading stays within 64 times the stored
+    // elements once it is large.
+    if (t.m_numel > kCollapseFrom && t.m_numel / 64 > reach + 1)
+        return fail("a view of " + std::to_string(t.m_numel) + " elements over " + std::to_string(reach + 1)
+            + " stored ones (expanded or overlapping strides); not read");
 
     if (loc.kind == TensorLocation::Kind::Compressed) {
         // The record is the whole storage; the view starts storageOffset elements in, and only the bytes up

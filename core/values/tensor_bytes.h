@@ -41,6 +41,12 @@ public:
     // Throws LoadError naming the source's path and the entry when its bytes cannot be reached (no
     // location, a missing file, bytes inline in the pickle, offsets or strides past the storage).
     static TensorBytes open(const Source& source, const Entry& entry, FileCache& files);
+    // For statistics, which can weigh elements: a large broadcast view (stride 0 along some dimensions, as
+    // expand() makes) is opened as its stored elements only, the broadcast dimensions collapsed to size 1;
+    // multiplicity() says how often each stands in the logical tensor. Work stays proportional to the stored
+    // bytes however many elements the view names. Small views are read as open() reads them.
+    static TensorBytes openCollapsingBroadcasts(const Source& source, const Entry& entry, FileCache& files);
+    uint64_t multiplicity() const { return m_multiplicity; }
 
     DType dtype() const { return m_dtype; }
     unsigned itemSize() const { return m_item; }
@@ -57,6 +63,7 @@ public:
     void decodeTo(uint64_t first, uint64_t count, std::vector<double>& out) const;
 
 private:
+    static TensorBytes open(const Source& source, const Entry& entry, FileCache& files, bool collapse);
     std::shared_ptr<const MappedFile> m_file; // keeps m_base valid
     std::shared_ptr<const std::vector<uint8_t>> m_inflated; // or this, for a deflated record
     const uint8_t* m_base = nullptr; // element [0, ..., 0]
@@ -65,6 +72,7 @@ private:
     DType m_dtype = DType::Unknown;
     unsigned m_item = 0;
     uint64_t m_numel = 0;
+    uint64_t m_multiplicity = 1;
     bool m_contiguous = true;
     std::vector<int64_t> m_sizes;
     std::vector<int64_t> m_strides; // in elements

@@ -301,7 +301,8 @@ std::optional<double> TensorStats::std() const
     return std::sqrt(m2 / static_cast<double>(finite - 1));
 }
 
-std::vector<TensorStatsResult> computeStats(const Source& source, const std::vector<size_t>& entries, const StatsOptions& options)
+std::vector<TensorStatsResult> computeStats(
+    const Source& source, const std::vector<size_t>& entries, const StatsOptions& options)
 {
     FileCache files;
     std::vector<Work> work(entries.size());
@@ -346,11 +347,15 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
         }
         const Entry& e = *target;
         if (!decodable(e.dtype, &why)) {
-            w.skipped = e.kind == EntryKind::Tensor ? why : (e.kind == EntryKind::Group ? "a group of tensors; its parts have the values" : "not a tensor");
+            w.skipped = e.kind == EntryKind::Tensor
+                ? why
+                : (e.kind == EntryKind::Group ? "a group of tensors; its parts have the values" : "not a tensor");
             continue;
         }
         try {
-            w.bytes = TensorBytes::open(source, e, files);
+            // torch.ao tensors dequantize per element index, so only plain ones are weighed.
+            w.bytes = dtypeIsQuantized(e.dtype) ? TensorBytes::open(source, e, files)
+                                                : TensorBytes::openCollapsingBroadcasts(source, e, files);
         } catch (const LoadError& err) {
             w.skipped = err.problem();
             continue;
@@ -533,6 +538,24 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
         }
         if (w.pieces == 0)
             s.hash = XXH3_64bits(nullptr, 0);
+        if (const uint64_t m = w.bytes ? w.bytes->multiplicity() : 1; m > 1) {
+            // A collapsed broadcast: each stored element stands m times. Mean, min and max are the stored
+            // elements'; counts and squared deviations scale, so the unbiased std is the logical tensor's. The
+            // hash is of the stored elements and the logical shape.
+            for (uint64_t* c : { &s.numel, &s.finite, &s.nan, &s.posInf, &s.negInf, &s.zeros })
+                *c *= m;
+            s.m2 *= static_cast<double>(m);
+            for (uint64_t& c : s.histogram)
+                c *= m;
+            const Entry& e = storedTensorOf(source.entries.at(w.entry));
+            std::vector<uint64_t> key { s.hash };
+            for (int64_t d : e.shape)
+                key.push_back(static_cast<uint64_t>(d));
+            s.hash = XXH3_64bits(key.data(), key.size() * sizeof(uint64_t));
+            const std::string how = "a broadcast view: its " + std::to_string(s.numel / m)
+                + " stored elements, each standing for " + std::to_string(m) + " (hash of those and the shape)";
+            s.note = s.note.empty() ? how : s.note + "; " + how;
+        }
         r.stats = std::move(s);
     }
     return out;

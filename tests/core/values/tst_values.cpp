@@ -37,7 +37,10 @@ using namespace sl;
 
 namespace {
 
-QString valuesDir() { return test::fixturesDir() + QStringLiteral("/values"); }
+QString valuesDir()
+{
+    return test::fixturesDir() + QStringLiteral("/values");
+}
 
 QJsonObject readJson(const QString& path)
 {
@@ -54,7 +57,8 @@ double number(const QJsonValue& v)
         const QString s = v.toString();
         if (s == QStringLiteral("nan"))
             return std::numeric_limits<double>::quiet_NaN();
-        return s.startsWith(QLatin1Char('-')) ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+        return s.startsWith(QLatin1Char('-')) ? -std::numeric_limits<double>::infinity()
+                                              : std::numeric_limits<double>::infinity();
     }
     return v.toDouble();
 }
@@ -91,17 +95,21 @@ void compareStats(const QString& what, const values::TensorStats& got, const QJs
         QVERIFY2(got.finite == 0, label);
     } else {
         QVERIFY2(got.finite > 0, label);
-        QVERIFY2(got.min == want.value(QStringLiteral("min")).toDouble(), label + " min " + QByteArray::number(got.min, 'g', 17));
-        QVERIFY2(got.max == want.value(QStringLiteral("max")).toDouble(), label + " max " + QByteArray::number(got.max, 'g', 17));
+        QVERIFY2(got.min == want.value(QStringLiteral("min")).toDouble(),
+            label + " min " + QByteArray::number(got.min, 'g', 17));
+        QVERIFY2(got.max == want.value(QStringLiteral("max")).toDouble(),
+            label + " max " + QByteArray::number(got.max, 'g', 17));
         QVERIFY2(close(got.mean, want.value(QStringLiteral("mean")).toDouble()),
-            label + " mean " + QByteArray::number(got.mean, 'g', 17) + " vs " + QByteArray::number(want.value(QStringLiteral("mean")).toDouble(), 'g', 17));
+            label + " mean " + QByteArray::number(got.mean, 'g', 17) + " vs "
+                + QByteArray::number(want.value(QStringLiteral("mean")).toDouble(), 'g', 17));
     }
     const auto sd = got.std();
     if (want.value(QStringLiteral("std")).isNull())
         QVERIFY2(!sd, label + " std");
     else
         QVERIFY2(sd && close(*sd, want.value(QStringLiteral("std")).toDouble(), 1e-8),
-            label + " std " + QByteArray::number(sd.value_or(-1), 'g', 17) + " vs " + QByteArray::number(want.value(QStringLiteral("std")).toDouble(), 'g', 17));
+            label + " std " + QByteArray::number(sd.value_or(-1), 'g', 17) + " vs "
+                + QByteArray::number(want.value(QStringLiteral("std")).toDouble(), 'g', 17));
     const QJsonValue h = want.value(QStringLiteral("histogram"));
     if (h.isNull() || h.isUndefined()) {
         QVERIFY2(got.histogram.empty(), label + " histogram");
@@ -161,11 +169,18 @@ void checkReaderValues(const QString& name, const Source& s, const Entry& e, con
     // In uneven ranges, so a read that starts mid-row, mid-block or mid-byte is exercised too.
     for (uint64_t first = 0, step = 1; first < all.size(); first += step, step = step * 3 + 7)
         reader->read(first, std::min<uint64_t>(step, all.size() - first), all.data() + first);
-    const QByteArray sha = QCryptographicHash::hash(QByteArrayView(reinterpret_cast<const char*>(all.data()), static_cast<qsizetype>(all.size() * sizeof(double))), QCryptographicHash::Sha256).toHex();
+    const QByteArray sha = QCryptographicHash::hash(
+        QByteArrayView(reinterpret_cast<const char*>(all.data()), static_cast<qsizetype>(all.size() * sizeof(double))),
+        QCryptographicHash::Sha256)
+                               .toHex();
     const QJsonArray first = stats.value(QStringLiteral("first")).toArray();
     for (qsizetype i = 0; i < first.size(); ++i)
         QVERIFY2(sameValue(all[static_cast<size_t>(i)], number(first[i])),
-            qPrintable(name + QStringLiteral(" first[%1]: %2 vs %3").arg(i).arg(all[static_cast<size_t>(i)], 0, 'g', 17).arg(number(first[i]), 0, 'g', 17)));
+            qPrintable(name
+                + QStringLiteral(" first[%1]: %2 vs %3")
+                      .arg(i)
+                      .arg(all[static_cast<size_t>(i)], 0, 'g', 17)
+                      .arg(number(first[i]), 0, 'g', 17)));
     QVERIFY2(sha == sha256.toLatin1(), label + " values (sha256 of all of them)");
     QCOMPARE(r.stats->numel, static_cast<uint64_t>(all.size()));
     if (stats.contains(QStringLiteral("numel")))
@@ -174,11 +189,14 @@ void checkReaderValues(const QString& name, const Source& s, const Entry& e, con
 }
 
 // A quantized group against its library's dequantization recipe (run with torch by the fixture script).
-void checkGroup(const QString& name, const Source& s, const Entry& e, const values::TensorStatsResult& r, const QJsonObject& want)
+void checkGroup(
+    const QString& name, const Source& s, const Entry& e, const values::TensorStatsResult& r, const QJsonObject& want)
 {
     const QByteArray label = name.toUtf8();
     QVERIFY2(e.kind == EntryKind::Group, label + " is not grouped");
-    QVERIFY2(e.quantization && QString::fromStdString(e.quantization->scheme) == want.value(QStringLiteral("scheme")).toString(), label + " scheme");
+    QVERIFY2(e.quantization
+            && QString::fromStdString(e.quantization->scheme) == want.value(QStringLiteral("scheme")).toString(),
+        label + " scheme");
     QVERIFY2(r.stats, qPrintable(name + QStringLiteral(": ") + QString::fromStdString(r.skipped)));
     QVERIFY2(r.stats->note.rfind("dequantized", 0) == 0, r.stats->note.c_str());
     QCOMPARE(static_cast<qint64>(r.stats->numel), want.value(QStringLiteral("numel")).toInteger());
@@ -292,7 +310,8 @@ private slots:
     void fixture_data()
     {
         QTest::addColumn<QString>("file");
-        const QStringList expected = QDir(valuesDir()).entryList({ QStringLiteral("*.expected.json") }, QDir::Files, QDir::Name);
+        const QStringList expected
+            = QDir(valuesDir()).entryList({ QStringLiteral("*.expected.json") }, QDir::Files, QDir::Name);
         QVERIFY2(expected.size() >= 5, "tests/fixtures/values is missing: run make_values_fixtures.py");
         for (const QString& e : expected) {
             const QString file = e.chopped(int(sizeof(".expected.json")) - 1);
@@ -331,7 +350,10 @@ private slots:
                 const values::TensorBytes tb = values::TensorBytes::open(s, e, files);
                 std::vector<uint8_t> scratch;
                 const uint8_t* bytes = tb.elements(0, tb.numel(), scratch);
-                QCOMPARE(QCryptographicHash::hash(QByteArrayView(bytes, static_cast<qsizetype>(tb.numel() * tb.itemSize())), QCryptographicHash::Sha256).toHex(),
+                QCOMPARE(
+                    QCryptographicHash::hash(QByteArrayView(bytes, static_cast<qsizetype>(tb.numel() * tb.itemSize())),
+                        QCryptographicHash::Sha256)
+                        .toHex(),
                     want.value(QStringLiteral("sha256_logical")).toString().toLatin1());
                 checkReaderValues(name + QStringLiteral(" (reader_values)"), s, e, r,
                     want.value(QStringLiteral("reader_values")).toObject(),
@@ -342,11 +364,13 @@ private slots:
                 // Quantized: dequantized as torch's dequantize() does, or (asked) the stored integers.
                 QVERIFY2(r.stats, qPrintable(name + QStringLiteral(": ") + QString::fromStdString(r.skipped)));
                 QVERIFY2(r.stats->note.rfind("dequantized", 0) == 0, r.stats->note.c_str());
-                compareStats(name + QStringLiteral(" (dequantized)"), *r.stats, want.value(QStringLiteral("dequantized")).toObject());
+                compareStats(name + QStringLiteral(" (dequantized)"), *r.stats,
+                    want.value(QStringLiteral("dequantized")).toObject());
                 values::StatsOptions raw;
                 raw.dequantize = false;
                 const auto ints = values::computeStats(s, { indices[k] }, raw);
-                compareStats(name + QStringLiteral(" (int_repr)"), *ints[0].stats, want.value(QStringLiteral("int_repr")).toObject());
+                compareStats(name + QStringLiteral(" (int_repr)"), *ints[0].stats,
+                    want.value(QStringLiteral("int_repr")).toObject());
                 QCOMPARE(ints[0].stats->hash, r.stats->hash); // the hash is of the stored bytes either way
                 continue;
             }
@@ -356,13 +380,17 @@ private slots:
             const values::TensorBytes tb = values::TensorBytes::open(s, e, files);
             std::vector<uint8_t> scratch;
             const uint8_t* bytes = tb.elements(0, tb.numel(), scratch);
-            const QByteArray sha = QCryptographicHash::hash(QByteArrayView(bytes, static_cast<qsizetype>(tb.numel() * tb.itemSize())), QCryptographicHash::Sha256).toHex();
-            QVERIFY2(sha == want.value(QStringLiteral("sha256_logical")).toString().toLatin1(), qPrintable(name + QStringLiteral(" sha256")));
+            const QByteArray sha = QCryptographicHash::hash(
+                QByteArrayView(bytes, static_cast<qsizetype>(tb.numel() * tb.itemSize())), QCryptographicHash::Sha256)
+                                       .toHex();
+            QVERIFY2(sha == want.value(QStringLiteral("sha256_logical")).toString().toLatin1(),
+                qPrintable(name + QStringLiteral(" sha256")));
             const QJsonArray first = want.value(QStringLiteral("first")).toArray();
             std::vector<double> decoded(static_cast<size_t>(first.size()));
             values::decode(tb.dtype(), bytes, decoded.size(), decoded.data());
             for (qsizetype i = 0; i < first.size(); ++i)
-                QVERIFY2(sameValue(decoded[static_cast<size_t>(i)], number(first[i])), qPrintable(name + QStringLiteral(" first[%1]").arg(i)));
+                QVERIFY2(sameValue(decoded[static_cast<size_t>(i)], number(first[i])),
+                    qPrintable(name + QStringLiteral(" first[%1]").arg(i)));
             compareStats(name, *r.stats, want);
             if (want.contains(QStringLiteral("decoded_table"))) {
                 const QJsonArray table = want.value(QStringLiteral("decoded_table")).toArray();
@@ -445,7 +473,8 @@ private slots:
             const Entry* ea = findEntry(a, it.key());
             const Entry* eb = findEntry(b, it.key());
             QVERIFY2(ea && eb, qPrintable(it.key()));
-            indices.emplace_back(static_cast<size_t>(ea - a.entries.data()), static_cast<size_t>(eb - b.entries.data()));
+            indices.emplace_back(
+                static_cast<size_t>(ea - a.entries.data()), static_cast<size_t>(eb - b.entries.data()));
         }
         values::StatsOptions small;
         small.pieceBytes = 256; // many pieces per tensor: the merge must not change the answer
@@ -458,8 +487,11 @@ private slots:
                 const values::ValueComparison& c = got[k];
                 QVERIFY2(c.compared, name + ": " + QByteArray::fromStdString(c.why));
                 QVERIFY2(c.equalBytes == want.value(QStringLiteral("equal_bytes")).toBool(), name + " equal_bytes");
-                QVERIFY2(static_cast<qint64>(c.nanMismatch) == want.value(QStringLiteral("nan_mismatch")).toInteger(), name);
-                QVERIFY2(static_cast<qint64>(c.finiteCompared) == want.value(QStringLiteral("finite_compared")).toInteger(), name);
+                QVERIFY2(
+                    static_cast<qint64>(c.nanMismatch) == want.value(QStringLiteral("nan_mismatch")).toInteger(), name);
+                QVERIFY2(
+                    static_cast<qint64>(c.finiteCompared) == want.value(QStringLiteral("finite_compared")).toInteger(),
+                    name);
                 auto check = [&](const char* field, const std::optional<double>& v, double rel) {
                     const QJsonValue w = want.value(QLatin1String(field));
                     if (w.isNull())
@@ -468,13 +500,15 @@ private slots:
                 };
                 QVERIFY2(check("max_abs_diff", c.maxAbsDiff, 1e-15), name + " max_abs_diff");
                 QVERIFY2(check("max_rel_diff", c.maxRelDiff, 1e-15), name + " max_rel_diff");
-                QVERIFY2(check("cosine", c.cosine, 1e-12), name + " cosine " + QByteArray::number(c.cosine.value_or(-9), 'g', 17));
+                QVERIFY2(check("cosine", c.cosine, 1e-12),
+                    name + " cosine " + QByteArray::number(c.cosine.value_or(-9), 'g', 17));
             }
         }
         // Different shapes are not compared, and say why.
         const Entry* wide = findEntry(a, QStringLiteral("lm_head.weight"));
         const Entry* other = findEntry(b, QStringLiteral("same.weight"));
-        const auto mismatch = values::compareValues(a, b, { { static_cast<size_t>(wide - a.entries.data()), static_cast<size_t>(other - b.entries.data()) } });
+        const auto mismatch = values::compareValues(
+            a, b, { { static_cast<size_t>(wide - a.entries.data()), static_cast<size_t>(other - b.entries.data()) } });
         QVERIFY(!mismatch[0].compared);
         QVERIFY(mismatch[0].why.find("shapes differ") != std::string::npos);
     }
@@ -499,10 +533,14 @@ private slots:
             for (size_t j : m.b)
                 bs << QString::fromStdString(b.entries[j].name);
             bs.sort();
-            got.append(QJsonObject { { QStringLiteral("a"), QString::fromStdString(a.entries[m.a].name) }, { QStringLiteral("b"), QJsonArray::fromStringList(bs) } });
+            got.append(QJsonObject { { QStringLiteral("a"), QString::fromStdString(a.entries[m.a].name) },
+                { QStringLiteral("b"), QJsonArray::fromStringList(bs) } });
         }
         std::vector<QJsonValue> sorted(got.begin(), got.end());
-        std::sort(sorted.begin(), sorted.end(), [](const QJsonValue& x, const QJsonValue& y) { return x.toObject().value(QStringLiteral("a")).toString() < y.toObject().value(QStringLiteral("a")).toString(); });
+        std::sort(sorted.begin(), sorted.end(), [](const QJsonValue& x, const QJsonValue& y) {
+            return x.toObject().value(QStringLiteral("a")).toString()
+                < y.toObject().value(QStringLiteral("a")).toString();
+        });
         QJsonArray gotSorted;
         for (const auto& v : sorted)
             gotSorted.append(v);
@@ -537,7 +575,8 @@ private slots:
             if (want.isEmpty())
                 QVERIFY2(have.isEmpty(), qPrintable(name + QStringLiteral(": ") + have));
             else if (want.startsWith(QStringLiteral("std far")))
-                QVERIFY2(have.startsWith(QStringLiteral("std ")) && have.contains(QStringLiteral("far from its peers")), qPrintable(name + QStringLiteral(": ") + have));
+                QVERIFY2(have.startsWith(QStringLiteral("std ")) && have.contains(QStringLiteral("far from its peers")),
+                    qPrintable(name + QStringLiteral(": ") + have));
             else
                 QCOMPARE(have, want);
         }
@@ -552,9 +591,11 @@ private slots:
         int checked = 0;
         for (const char* name : { "t113_two_ranks", "t113_flat", "t113_per_item" }) {
             const QString dir = test::fixturesDir() + QStringLiteral("/dcp/") + QLatin1String(name);
-            const auto r = test::run(test::torchPython(), { test::sourceDir() + QStringLiteral("/tests/tools/dcp_values_truth.py"), dir });
+            const auto r = test::run(
+                test::torchPython(), { test::sourceDir() + QStringLiteral("/tests/tools/dcp_values_truth.py"), dir });
             QVERIFY2(r.exitCode == 0, r.err.constData());
-            const QJsonObject truth = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("tensors")).toObject();
+            const QJsonObject truth
+                = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("tensors")).toObject();
             const Source s = openSource(dir.toStdString());
             values::FileCache files;
             for (auto it = truth.begin(); it != truth.end(); ++it) {
@@ -564,8 +605,12 @@ private slots:
                 const values::TensorBytes tb = values::TensorBytes::open(s, *e, files);
                 std::vector<uint8_t> scratch;
                 const uint8_t* bytes = tb.elements(0, tb.numel(), scratch);
-                const QByteArray sha = QCryptographicHash::hash(QByteArrayView(bytes, static_cast<qsizetype>(tb.numel() * tb.itemSize())), QCryptographicHash::Sha256).toHex();
-                QVERIFY2(sha == it.value().toObject().value(QStringLiteral("sha256")).toString().toLatin1(), qPrintable(QLatin1String(name) + QLatin1Char(':') + it.key()));
+                const QByteArray sha = QCryptographicHash::hash(
+                    QByteArrayView(bytes, static_cast<qsizetype>(tb.numel() * tb.itemSize())),
+                    QCryptographicHash::Sha256)
+                                           .toHex();
+                QVERIFY2(sha == it.value().toObject().value(QStringLiteral("sha256")).toString().toLatin1(),
+                    qPrintable(QLatin1String(name) + QLatin1Char(':') + it.key()));
                 const auto stats = values::computeStats(s, { static_cast<size_t>(e - s.entries.data()) });
                 QCOMPARE(stats[0].stats->min, it.value().toObject().value(QStringLiteral("min")).toDouble());
                 QCOMPARE(stats[0].stats->max, it.value().toObject().value(QStringLiteral("max")).toDouble());
@@ -639,7 +684,8 @@ private slots:
         const QString path = shared + QLatin1Char('/') + expected.value(QStringLiteral("shared_file")).toString();
         QFile f(path);
         QVERIFY2(f.open(QIODevice::ReadOnly), qPrintable(path));
-        QCOMPARE(QCryptographicHash::hash(f.readAll(), QCryptographicHash::Sha256).toHex(), expected.value(QStringLiteral("sha256_file")).toString().toLatin1());
+        QCOMPARE(QCryptographicHash::hash(f.readAll(), QCryptographicHash::Sha256).toHex(),
+            expected.value(QStringLiteral("sha256_file")).toString().toLatin1());
         const Source s = openSource(path.toStdString());
         const QJsonObject tensors = expected.value(QStringLiteral("tensors")).toObject();
         for (auto it = tensors.begin(); it != tensors.end(); ++it) {
@@ -710,7 +756,8 @@ private slots:
         if (!test::haveTorchPython())
             QSKIP("no /usr/bin/python3 with torch");
         QTemporaryDir dir;
-        const auto r = test::run(test::torchPython(), { test::sourceDir() + QStringLiteral("/tests/tools/packed_values_truth.py"), dir.path() });
+        const auto r = test::run(test::torchPython(),
+            { test::sourceDir() + QStringLiteral("/tests/tools/packed_values_truth.py"), dir.path() });
         QVERIFY2(r.exitCode == 0, r.err.constData());
         const QJsonObject truth = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("tensors")).toObject();
         const Source s = openSource(dir.filePath(QStringLiteral("packed.safetensors")).toStdString());
@@ -730,8 +777,12 @@ private slots:
                 reader->read(first, end - first, all.data() + first);
                 end = first;
             }
-            const QByteArray sha = QCryptographicHash::hash(QByteArrayView(reinterpret_cast<const char*>(all.data()), static_cast<qsizetype>(all.size() * sizeof(double))), QCryptographicHash::Sha256).toHex();
-            QVERIFY2(sha == want.value(QStringLiteral("sha256_values_f64")).toString().toLatin1(), qPrintable(it.key()));
+            const QByteArray sha = QCryptographicHash::hash(QByteArrayView(reinterpret_cast<const char*>(all.data()),
+                                                                static_cast<qsizetype>(all.size() * sizeof(double))),
+                QCryptographicHash::Sha256)
+                                       .toHex();
+            QVERIFY2(
+                sha == want.value(QStringLiteral("sha256_values_f64")).toString().toLatin1(), qPrintable(it.key()));
             const auto st = values::computeStats(s, { static_cast<size_t>(e - s.entries.data()) });
             QVERIFY(st[0].stats);
             QCOMPARE(st[0].stats->min, want.value(QStringLiteral("min")).toDouble());
@@ -757,7 +808,8 @@ private slots:
         raw.dequantize = false;
         const auto r = values::computeStats(s, { gi, s.entries.size() - 1 }, raw);
         QVERIFY(r[0].stats && r[1].stats);
-        QVERIFY2(r[0].stats->note == "stored values of its qweight part (dequantizing is off)", r[0].stats->note.c_str());
+        QVERIFY2(
+            r[0].stats->note == "stored values of its qweight part (dequantizing is off)", r[0].stats->note.c_str());
         QCOMPARE(r[0].stats->hash, r[1].stats->hash);
         QCOMPARE(r[0].stats->min, r[1].stats->min);
         QCOMPARE(r[0].stats->numel, uint64_t(32 * 64));
@@ -769,7 +821,8 @@ private slots:
     {
         QTemporaryDir dir;
         const uint16_t halves[] = { 0x3c00, 0xc000, 0x7e00, 0x0001 }; // 1, -2, NaN, 2^-24
-        const Source s = rawTensorSource(dir, QByteArray(reinterpret_cast<const char*>(halves), sizeof halves), DType::Complex32, { 2 });
+        const Source s = rawTensorSource(
+            dir, QByteArray(reinterpret_cast<const char*>(halves), sizeof halves), DType::Complex32, { 2 });
         QCOMPARE(s.entries.size(), size_t(1));
         values::FileCache files;
         std::string why;
@@ -1234,6 +1287,70 @@ private slots:
         QVERIFY2(timer.elapsed() < 60000, qPrintable(QString::number(timer.elapsed())));
     }
 
+    // Broadcast views (torch's expand(): stride 0) are summarised from their stored elements, each weighed by
+    // how often it stands: the statistics are torch's over the whole view, the work is the stored bytes'. A
+    // view of 2^32 x 20 elements over 20 stored ones used to be read element by element (past 120 s).
+    void broadcastViewsAreWeighed()
+    {
+        if (!test::haveTorchPython())
+            QSKIP("no /usr/bin/python3 with torch");
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("expanded.pt"));
+        const QString script = QStringLiteral(R"(
+import json, sys, torch
+base = torch.arange(20, dtype=torch.float32) * 0.5 - 3.5
+sd = {"small": base.expand(8, 20), "big": base.expand(2**21, 20), "huge": base.expand(2**32, 20)}
+torch.save(sd, sys.argv[1])
+truth = {}
+for k in ("small", "big"):
+    t = sd[k]
+    d = base.double().expand(t.shape)
+    lo, hi = t.min().item(), t.max().item()
+    truth[k] = {"numel": t.numel(), "min": lo, "max": hi, "mean": d.mean().item(), "std": d.std().item(),
+                "hist": [int(c) for c in torch.histc(t, bins=16, min=lo, max=hi).tolist()]}
+print(json.dumps(truth))
+)");
+        const auto r = test::run(test::torchPython(), { QStringLiteral("-c"), script, path });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const QJsonObject truth = QJsonDocument::fromJson(r.out).object();
+        const Source s = openSource(path.toStdString());
+        QElapsedTimer timer;
+        timer.start();
+        for (const char* name : { "small", "big" }) {
+            const Entry* e = findEntry(s, QLatin1String(name));
+            QVERIFY(e);
+            const auto st = values::computeStats(s, { static_cast<size_t>(e - s.entries.data()) });
+            QVERIFY2(st[0].stats, st[0].skipped.c_str());
+            const auto& t = *st[0].stats;
+            const QJsonObject want = truth.value(QLatin1String(name)).toObject();
+            QCOMPARE(t.numel, uint64_t(want.value(QStringLiteral("numel")).toDouble()));
+            QCOMPARE(t.finite, t.numel);
+            QCOMPARE(t.min, want.value(QStringLiteral("min")).toDouble());
+            QCOMPARE(t.max, want.value(QStringLiteral("max")).toDouble());
+            QVERIFY(std::abs(t.mean - want.value(QStringLiteral("mean")).toDouble()) < 1e-12);
+            QVERIFY2(std::abs(*t.std() - want.value(QStringLiteral("std")).toDouble()) < 1e-9,
+                qPrintable(QString::number(*t.std(), 'g', 17)));
+            const QJsonArray hist = want.value(QStringLiteral("hist")).toArray();
+            QCOMPARE(t.histogram.size(), size_t(hist.size()));
+            for (qsizetype b = 0; b < hist.size(); ++b)
+                QCOMPARE(t.histogram[static_cast<size_t>(b)], uint64_t(hist[b].toDouble()));
+            // The small view is read element by element (its hash is of the logical order); the big one is weighed.
+            QCOMPARE(t.note.find("broadcast") != std::string::npos, std::string(name) == "big");
+        }
+        // 2^32 x 20 elements over 20: weighed in the same time as the stored elements take.
+        const Entry* huge = findEntry(s, QStringLiteral("huge"));
+        QVERIFY(huge);
+        const auto st = values::computeStats(s, { static_cast<size_t>(huge - s.entries.data()) });
+        QVERIFY2(st[0].stats, st[0].skipped.c_str());
+        QCOMPARE(st[0].stats->numel, (uint64_t(1) << 32) * 20);
+        QCOMPARE(st[0].stats->min, -3.5);
+        QCOMPARE(st[0].stats->max, 6.0);
+        QVERIFY2(timer.elapsed() < 20000, qPrintable(QString::number(timer.elapsed())));
+        // Readers that cannot weigh (value comparison) refuse such a view rather than read it.
+        values::FileCache files;
+        QVERIFY_THROWS_EXCEPTION(LoadError, values::TensorBytes::open(s, *huge, files));
+    }
+
     // Parts that do not fit their group are refused when the reader opens, never read past.
     void hostileQuantizedGroupsAreRefused()
     {
@@ -1259,7 +1376,9 @@ private slots:
         QVERIFY(!values::ValueReader::open(s, bigger, files, why));
         QVERIFY2(why.find("do not fit") != std::string::npos, why.c_str());
         Entry noScales = *gptq;
-        noScales.parts.erase(std::remove_if(noScales.parts.begin(), noScales.parts.end(), [](const Entry& p) { return p.name == "scales"; }), noScales.parts.end());
+        noScales.parts.erase(std::remove_if(noScales.parts.begin(), noScales.parts.end(),
+                                 [](const Entry& p) { return p.name == "scales"; }),
+            noScales.parts.end());
         why.clear();
         QVERIFY(!values::ValueReader::open(s, noScales, files, why));
         QVERIFY2(why.find("cannot dequantize") != std::string::npos, why.c_str());
