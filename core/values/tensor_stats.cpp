@@ -14,6 +14,7 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <span>
 
 namespace sl::values {
 
@@ -301,10 +302,13 @@ std::optional<double> TensorStats::std() const
     return std::sqrt(m2 / static_cast<double>(finite - 1));
 }
 
-std::vector<TensorStatsResult> computeStats(
-    const Source& source, const std::vector<size_t>& entries, const StatsOptions& options)
+namespace {
+
+// One batch of tensors: what computeStats does, with the working state (readers, pieces, partial sums)
+// living only while the batch runs.
+void computeBatch(const Source& source, std::span<const size_t> entries, const StatsOptions& options, FileCache& files,
+    TablePool& tables, std::vector<TensorStatsResult>& results)
 {
-    FileCache files;
     std::vector<Work> work(entries.size());
     std::vector<Piece> pieces;
     for (size_t i = 0; i < entries.size(); ++i) {
@@ -381,7 +385,6 @@ std::vector<TensorStatsResult> computeStats(
     }
     const unsigned threads = threadsFor(options.threads);
     LoadControl* progress = const_cast<LoadControl*>(options.control);
-    TablePool tables;
     if (progress)
         progress->addTotal(pieces.size() * (options.bins ? 2 : 1));
 
@@ -497,10 +500,9 @@ std::vector<TensorStatsResult> computeStats(
         });
     }
 
-    std::vector<TensorStatsResult> out(work.size());
     for (size_t i = 0; i < work.size(); ++i) {
         const Work& w = work[i];
-        TensorStatsResult& r = out[i];
+        TensorStatsResult& r = results.emplace_back();
         r.entry = w.entry;
         if (!w.bytes && !w.reader) {
             r.skipped = w.skipped;
@@ -558,7 +560,23 @@ std::vector<TensorStatsResult> computeStats(
         }
         r.stats = std::move(s);
     }
-    return out;
+}
+
+} // namespace
+
+std::vector<TensorStatsResult> computeStats(const Source& source, const std::vector<size_t>& entries, const StatsOptions& options)
+{
+    // Batches keep the working state per batch, not per file: a million small tensors at once held a
+    // reader, pieces and partial histograms for each (1.8 GB for 10^6). A batch is large enough to keep
+    // every core busy on small tensors; a large tensor is split into pieces within its batch.
+    constexpr size_t kBatch = 4096;
+    FileCache files;
+    TablePool tables;
+    std::vector<TensorStatsResult> results;
+    results.reserve(entries.size());
+    for (size_t at = 0; at < entries.size(); at += kBatch)
+        computeBatch(source, std::span(entries).subspan(at, std::min(kBatch, entries.size() - at)), options, files, tables, results);
+    return results;
 }
 
 } // namespace sl::values
