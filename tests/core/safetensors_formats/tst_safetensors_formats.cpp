@@ -885,6 +885,21 @@ void TstSafetensorsFormats::shardsSymlinkedOutOfTheFolder()
     QCOMPARE(same.files.size(), size_t(1));
     QCOMPARE(same.entries.size(), size_t(2));
     QCOMPARE(locationName(nthEntry(same, "y", 0)->location.kind), QStringLiteral("mapped"));
+
+    // A folder whose index is a symlink out of it: nothing to list.
+    const QString index = d + "/outside/model.safetensors.index.json";
+    QVERIFY(QFile::copy(indexDir() + "/st_sharded/model.safetensors.index.json", index));
+    QVERIFY(QDir().mkpath(d + "/linked") && symlinkTo(index, d + "/linked/model.safetensors.index.json"));
+    try {
+        (void)openSource(s(d + "/linked"));
+        QFAIL("a folder whose index lies outside it opened");
+    } catch (const LoadError& e) {
+        QVERIFY2(
+            q(e.problem())
+                .startsWith("model.safetensors.index.json is a symlink that points outside the folder (to " + index),
+            e.what());
+    }
+    QVERIFY(inputReachedBy(s(index)).empty());
 }
 
 // A Hugging Face hub cache keeps a snapshot's files as symlinks to its repository's blobs
