@@ -4,6 +4,7 @@
 #include "formats/load_error_reader.h"
 #include "formats/loader.h"
 #include "formats/rank_sets.h"
+#include "io/file_trust.h"
 #include "models/aligned_tree_model.h"
 #include "rules/rule_export.h"
 #include "rules/rule_io.h"
@@ -862,6 +863,8 @@ bool MainWindow::exportRules(RuleExportFormat format, const QString& path, QStri
             }
             break;
         }
+        // Never over a checkpoint or model this window has read (io/file_trust.h).
+        refuseOutputOntoInput(path.toStdString(), static_cast<unsigned>(InputKind::Checkpoint));
         writeFileAtomically(path.toStdString(), text);
     } catch (const std::exception& e) {
         if (error)
@@ -885,6 +888,7 @@ bool MainWindow::exportReport(DiffReportFormat format, const QString& path, QStr
     try {
         const std::vector<Suggestion>* suggestions = m_comparison->suggestionsCurrent() ? &m_comparison->suggestions() : nullptr;
         DiffReportInput in { *snap->a, *snap->b, snap->rules, snap->diff, &snap->issues, suggestions };
+        refuseOutputOntoInput(path.toStdString(), static_cast<unsigned>(InputKind::Checkpoint));
         writeFileAtomically(path.toStdString(), renderDiffReport(in, format));
     } catch (const std::exception& e) {
         if (error)

@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include "cli/commands.h"
+#include "io/file_trust.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/timings.h"
@@ -31,6 +32,9 @@ void emit(const std::string& text, const std::string& outputPath)
         std::fflush(stdout);
         return;
     }
+    // Everything this run read (sources, their shards and metadata, rule files) is an input, and inputs are
+    // never written over: `ls A -o A` is refused here, before a byte is written.
+    refuseOutputOntoInput(outputPath);
     writeFileAtomically(outputPath, text);
 }
 

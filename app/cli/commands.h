@@ -50,7 +50,8 @@ std::pair<const Source&, const Source&> openBoth(const SideOption& a, const Side
 // `--timings`: each phase and their total, to stderr.
 void printTimings(const Timings& t);
 
-// Writes `text` to `outputPath` atomically, or to stdout when the path is empty or "-".
+// Writes `text` to `outputPath` atomically, or to stdout when the path is empty or "-". A LoadError, and
+// nothing written, when the path reaches a file the command read (io/file_trust.h).
 void emit(const std::string& text, const std::string& outputPath);
 
 // A command's loaded data, deliberately not freed: the process exits right after its output, and tearing

@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 
 #include "formats/rank_sets.h"
+#include "io/file_trust.h"
 
 #include <future>
 
@@ -57,7 +58,12 @@ const Source& openSide(const SideOption& side, OpenOptions options)
     for (const std::string& p : side.paths)
         for (std::string& found : expandPattern(p))
             paths.push_back(std::move(found));
-    return keepUntilExit(openPaths(paths, options));
+    const Source& s = keepUntilExit(openPaths(paths, options));
+    // What the source names is an input even where its reader has not opened it (yet): -o may not reach it.
+    recordInput(s.path);
+    for (const std::string& f : s.files)
+        recordInput(f);
+    return s;
 }
 
 std::pair<const Source&, const Source&> openBoth(const SideOption& a, const SideOption& b)

@@ -25,6 +25,7 @@
 
 #include "formats/dcp_safetensors.h"
 #include "formats/dcp_source.h"
+#include "io/file_trust.h"
 #include "io/mapped_file.h"
 #include "util/error.h"
 #include "util/timings.h"
@@ -47,11 +48,16 @@ class FolderFiles : public dcp::FileProvider {
 public:
     explicit FolderFiles(std::string dir)
         : m_dir(std::move(dir))
+        , m_folder(m_dir)
     {
     }
     std::shared_ptr<const MappedFile> open(const std::string& relativePath, std::string& error) const override
     {
         const std::string path = pathOf(relativePath);
+        if (!leadsOutside(relativePath).empty()) {
+            error = "a symlink that points outside the checkpoint folder";
+            return nullptr;
+        }
         std::error_code ec;
         if (!fs::exists(path, ec)) {
             error = "missing";
@@ -72,9 +78,14 @@ public:
     {
         return (fs::path(m_dir) / relativePath).lexically_normal().string();
     }
+    std::string leadsOutside(const std::string& relativePath) const override
+    {
+        return m_folder.leadsOutside(pathOf(relativePath));
+    }
 
 private:
     std::string m_dir;
+    CheckpointFolder m_folder;
 };
 
 bool hasIndex(const fs::path& dir)
@@ -105,15 +116,18 @@ bool isShardedSafetensorsFolder(const fs::path& dir)
 {
     if (hasIndex(dir))
         return false;
-    std::vector<std::string> files = safetensorsFiles(dir);
-    if (files.empty())
-        return false;
-    try {
-        auto f = MappedFile::open((dir / files.front()).string());
-        return dcp::looksLikeDcpSafetensors(f->bytes());
-    } catch (const LoadError&) {
-        return false;
+    const CheckpointFolder folder(dir.string());
+    for (const std::string& name : safetensorsFiles(dir)) {
+        if (!folder.leadsOutside((dir / name).string()).empty())
+            continue; // never opened; metadataFromShards reports it
+        try {
+            auto f = MappedFile::open((dir / name).string());
+            return dcp::looksLikeDcpSafetensors(f->bytes());
+        } catch (const LoadError&) {
+            return false;
+        }
     }
+    return false;
 }
 
 // HuggingFaceStorageWriter(save_sharded=True) output as the Metadata torch's HuggingFaceStorageReader builds
@@ -124,8 +138,14 @@ dcp::MetadataFile metadataFromShards(const std::string& dir, const std::vector<s
     md.info.emplace_back("layout", "huggingface sharded safetensors");
     std::map<std::string, size_t> itemOf;
     std::string version;
+    const CheckpointFolder folder(dir);
     for (const std::string& name : files) {
         std::shared_ptr<const MappedFile> file;
+        if (const std::string to = folder.leadsOutside((fs::path(dir) / name).string()); !to.empty()) {
+            findings.push_back({ Severity::Danger,
+                name + " is a symlink that points outside the checkpoint folder (to " + to + "); not opened", {} });
+            continue;
+        }
         try {
             file = MappedFile::open((fs::path(dir) / name).string());
         } catch (const LoadError& e) {
@@ -229,6 +249,10 @@ Source readDcp(const std::string& dirGiven, const OpenOptions& options)
                 std::string("the folder also holds ") + name + "; this is its torch.distributed.checkpoint (.metadata); open "
                     + name + " itself to list that one",
                 {} });
+    // The checkpoint is the folder: its .metadata must be in it too.
+    if (const std::string to = files.leadsOutside(".metadata"); !to.empty())
+        throw LoadError(
+            dir, ".metadata is a symlink that points outside the checkpoint folder (to " + to + "); not opened");
     PhaseTimer mapTimer(options.timings, "map .metadata");
     auto metadata = MappedFile::open((folder / ".metadata").string());
     mapTimer.stop();

@@ -310,6 +310,7 @@ struct FileState {
     bool tried = false;
     std::shared_ptr<const MappedFile> file;
     std::string error;
+    std::string outside; // where it leads when it is a symlink out of the folder (then never opened)
     size_t unavailableChunks = 0;
     size_t unavailableItems = 0;
     size_t shortItems = 0;
@@ -431,6 +432,11 @@ public:
     {
         if (!f.tried) {
             f.tried = true;
+            f.outside = m_provider.leadsOutside(f.rel);
+            if (!f.outside.empty()) {
+                f.error = "a symlink that points outside the checkpoint folder";
+                return false;
+            }
             f.file = m_provider.open(f.rel, f.error);
             if (!f.file && f.error.empty())
                 f.error = "cannot be read";
@@ -447,7 +453,10 @@ public:
         }
         at.file = f->index;
         if (!ensureOpen(*f)) {
-            at.why = f->rel + (f->error == "missing" ? " is missing" : " cannot be read");
+            at.why = f->rel
+                + (f->error == "missing"     ? " is missing"
+                        : f->outside.empty() ? " cannot be read"
+                                             : " points outside the checkpoint folder");
             return false;
         }
         if (!r.rangeKnown) {
@@ -850,7 +859,13 @@ public:
         for (FileState& f : m_files) {
             const std::string lost = std::to_string(f.unavailableChunks) + " chunk(s) and "
                 + std::to_string(f.unavailableItems) + " entr" + (f.unavailableItems == 1 ? "y" : "ies") + " affected";
-            if (f.tried && !f.file)
+            // A danger like a relative_path that leaves the folder: the same read outside it, by a symlink.
+            if (!f.outside.empty())
+                out.push_back({ Severity::Danger,
+                    f.rel + " is a symlink that points outside the checkpoint folder (to " + f.outside
+                        + "); not opened; " + lost,
+                    {} });
+            else if (f.tried && !f.file)
                 out.push_back({ Severity::Warning,
                     f.rel + (f.error == "missing" ? " is missing" : " cannot be read: " + f.error) + "; " + lost, {} });
             else if (f.shortItems)

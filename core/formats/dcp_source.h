@@ -33,6 +33,9 @@ public:
     virtual std::shared_ptr<const MappedFile> open(const std::string& relativePath, std::string& error) const = 0;
     // How the file is named in Source::files.
     virtual std::string pathOf(const std::string& relativePath) const = 0;
+    // Where the file leads when it is a symlink out of the checkpoint folder (open() refuses it then); empty
+    // when it stays inside.
+    virtual std::string leadsOutside(const std::string& /*relativePath*/) const { return {}; }
 };
 
 // Files held in memory, by relative path.

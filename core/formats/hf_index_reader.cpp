@@ -1,6 +1,7 @@
 #include "hf_index_reader.h"
 
 #include "formats/loader.h"
+#include "io/file_trust.h"
 #include "io/mapped_file.h"
 #include "util/error.h"
 #include "util/load_control.h"
@@ -21,6 +22,7 @@ namespace fs = std::filesystem;
 struct Shard {
     std::string name; // as written in weight_map
     std::string path; // resolved; empty when the name is refused
+    std::string outside; // where it leads when it is a symlink out of the index folder (never opened then)
     std::optional<Source> source;
     std::string error;
     std::unordered_map<std::string_view, size_t> byName;
@@ -101,19 +103,28 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     const uint64_t declaredTotal = index.totalSize.value_or(0);
     const bool hasTotal = index.totalSize.has_value();
 
-    // Spellings of one file ("a", "./a", "x/../a") are one shard: opened once per spelling, a small index
-    // could multiply a large shard's entries in memory.
+    // Spellings of one file ("a", "./a", "x/../a", symlinks to it in the folder) are one shard: opened once
+    // per spelling, a small index could multiply a large shard's entries in memory.
     std::vector<Shard> shards;
     std::unordered_map<std::string, size_t> shardByPath;
     std::vector<size_t> shardOfName(index.shards.size());
     const fs::path dir = fs::path(indexPath).parent_path();
+    // Shard names are looked up beside the index as named (a hub cache's index is itself a symlink to a blob),
+    // and must resolve inside that folder.
+    const CheckpointFolder folder(dir.string());
     for (size_t n = 0; n < index.shards.size(); ++n) {
         Shard s;
         s.name = std::move(index.shards[n]);
-        if (isSafeShardName(s.name))
+        if (isSafeShardName(s.name)) {
             s.path = (dir / s.name).lexically_normal().string();
+            s.outside = folder.leadsOutside(s.path);
+        }
         if (!s.path.empty()) {
-            auto [it, inserted] = shardByPath.emplace(s.path, shards.size());
+            std::string key = s.path;
+            std::error_code ec;
+            if (fs::path real = fs::canonical(s.path, ec); !ec && s.outside.empty())
+                key = real.string();
+            auto [it, inserted] = shardByPath.emplace(key, shards.size());
             if (!inserted) {
                 shardOfName[n] = it->second;
                 continue;
@@ -142,7 +153,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
                     c->advance();
             }
         } advance { control };
-        if (s.path.empty() || (control && control->cancelled()))
+        if (s.path.empty() || !s.outside.empty() || (control && control->cancelled()))
             return;
         try {
             if (!fs::exists(s.path)) {
@@ -179,6 +190,13 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     for (Shard& s : shards) {
         if (s.path.empty()) {
             out.addFinding(Severity::Danger, "shard name '" + s.name + "' points outside the index folder; not opened");
+            continue;
+        }
+        // A danger like an escaping name: it is the same read outside the checkpoint, by a symlink instead.
+        if (!s.outside.empty()) {
+            out.addFinding(Severity::Danger,
+                "shard " + s.name + " is a symlink that points outside the index folder (to " + s.outside
+                    + "); not opened");
             continue;
         }
         s.fileIndex = static_cast<int32_t>(out.files.size());
@@ -265,7 +283,9 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     for (const auto& [si, count] : unavailable)
         out.addFinding(Severity::Warning,
             std::to_string(count) + " tensors listed in the index are unavailable because shard " + shards[si].name
-                + (shards[si].path.empty() ? " was not opened (its name leaves the index folder)" : " could not be read"));
+                + (shards[si].path.empty()            ? " was not opened (its name leaves the index folder)"
+                        : !shards[si].outside.empty() ? " was not opened (it is a symlink out of the index folder)"
+                                                      : " could not be read"));
 
     // Tensors a shard holds that the index never mentions still load (transformers reads whole shards).
     size_t unlisted = 0;

@@ -9,6 +9,7 @@
 #include "formats/torch_legacy_reader.h"
 #include "formats/torch_zip_reader.h"
 #include "formats/torchscript_reader.h"
+#include "io/file_trust.h"
 #include "io/mapped_file.h"
 #include "io/tar_archive.h"
 #include "io/zip_archive.h"
@@ -144,17 +145,18 @@ std::string sniff(const std::string& path, Bytes b, bool byName = false, bool lo
     throw LoadError(path, withPickleDangers("unrecognised format (first bytes: " + hexPrefix(b) + ")", b));
 }
 
+// The index or single checkpoint file a folder stands for; a LoadError when it is a symlink out of the folder.
 std::string indexInDirectory(const std::string& dir)
 {
-    for (const char* name : { "model.safetensors.index.json", "pytorch_model.bin.index.json" }) {
+    for (const char* name :
+        { "model.safetensors.index.json", "pytorch_model.bin.index.json", "model.safetensors", "pytorch_model.bin" }) {
         fs::path p = fs::path(dir) / name;
-        if (fs::is_regular_file(p))
-            return p.string();
-    }
-    for (const char* name : { "model.safetensors", "pytorch_model.bin" }) {
-        fs::path p = fs::path(dir) / name;
-        if (fs::is_regular_file(p))
-            return p.string();
+        if (!fs::is_regular_file(p))
+            continue;
+        if (const std::string outside = CheckpointFolder(dir).leadsOutside(p.string()); !outside.empty())
+            throw LoadError(dir,
+                std::string(name) + " is a symlink that points outside the folder (to " + outside + "); not opened");
+        return p.string();
     }
     return {};
 }
@@ -172,6 +174,9 @@ RankFolderPlan rankFolderPlan(const std::string& dir)
     if (!plan.leftOut.empty())
         problem += "; open a file in it on its own: " + plan.leftOut.front()
             + (plan.leftOut.size() > 1 ? " and " + std::to_string(plan.leftOut.size() - 1) + " more" : "");
+    if (!plan.outside.empty())
+        problem += "; not opened, as symlinks that point outside the folder: " + plan.outside.front()
+            + (plan.outside.size() > 1 ? " and " + std::to_string(plan.outside.size() - 1) + " more" : "");
     throw LoadError(dir, problem);
 }
 

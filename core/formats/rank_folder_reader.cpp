@@ -3,6 +3,7 @@
 #include "formats/loader.h"
 #include "formats/rank_files_reader.h"
 #include "formats/rank_sets.h"
+#include "io/file_trust.h"
 #include "torch/state_dict_tree.h"
 #include "util/error.h"
 #include "util/load_control.h"
@@ -183,8 +184,13 @@ RankFolderPlan planRankFolder(const std::string& dir)
 
     RankFolderPlan plan;
     std::map<std::pair<std::string, std::string>, std::vector<Candidate>> groups; // (set, extension)
+    const CheckpointFolder folder(dir);
     for (const std::string& path : files) {
         const std::string filename = fs::path(path).filename().string();
+        if (const std::string to = folder.leadsOutside(path); !to.empty()) {
+            plan.outside.push_back(filename + " (to " + to + ")");
+            continue;
+        }
         std::string format;
         try {
             format = detectFormat(path);
@@ -276,6 +282,14 @@ Source readRankFolder(const std::string& dir, RankFolderPlan plan, const OpenOpt
                 + " file(s) in the folder named as a rank's file are no checkpoint StateLens reads, so no set holds "
                   "them: "
                 + listNames(plan.unreadable),
+            {} });
+    // A danger, as a shard or DCP file that leaves its folder is: the rank's pieces are missing from its set,
+    // and the file it points to is never read.
+    if (!plan.outside.empty())
+        backing->folderFindings.push_back({ Severity::Danger,
+            std::to_string(plan.outside.size())
+                + " file(s) in the folder are symlinks that point outside it; not opened, so no set holds them: "
+                + listNames(plan.outside),
             {} });
     if (!plan.leftOut.empty())
         backing->folderFindings.push_back({ Severity::Info,

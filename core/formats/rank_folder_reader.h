@@ -39,9 +39,11 @@ struct RankFolderPlan {
     std::vector<RankFolderSet> sets; // by name
     std::vector<std::string> leftOut; // checkpoint files in no set: "name (why)"
     std::vector<std::string> unreadable; // files named as a rank's that no reader recognises: "name (why)"
+    std::vector<std::string> outside; // symlinks that point outside the folder, never opened: "name (to target)"
 };
 
-// Reads the folder's listing and each file's first bytes (to tell torch.save files from others).
+// Reads the folder's listing and each file's first bytes (to tell torch.save files from others); files that
+// resolve outside the folder are not opened.
 RankFolderPlan planRankFolder(const std::string& dir);
 
 // Opens `plan` (non-empty sets) as the folder's source.

@@ -4,9 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace sl {
@@ -25,39 +23,19 @@ void populate(const void* data, size_t size)
         ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
 }
 
-std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path)
+std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path, InputKind kind)
 {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        throw LoadError(path, std::string("cannot open: ") + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        int err = errno;
-        ::close(fd);
-        throw LoadError(path, std::string("cannot stat: ") + std::strerror(err));
-    }
-    if (S_ISDIR(st.st_mode)) {
-        ::close(fd);
-        throw LoadError(path, "is a directory, not a checkpoint file");
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw LoadError(path, "is not a regular file");
-    }
+    const ReadableFile file = openRegularFile(path, kind);
     std::shared_ptr<MappedFile> f(new MappedFile);
     f->m_path = path;
-    f->m_size = static_cast<size_t>(st.st_size);
+    f->m_size = static_cast<size_t>(file.size());
     if (f->m_size > 0) {
-        void* p = ::mmap(nullptr, f->m_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            int err = errno;
-            ::close(fd);
-            throw LoadError(path, std::string("cannot map: ") + std::strerror(err));
-        }
+        void* p = ::mmap(nullptr, f->m_size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+        if (p == MAP_FAILED)
+            throw LoadError(path, std::string("cannot map: ") + std::strerror(errno));
         f->m_data = static_cast<const uint8_t*>(p);
         f->m_mapped = true;
     }
-    ::close(fd);
     return f;
 }
 

@@ -2,6 +2,8 @@
 // Read-only view of a whole file's bytes: mmap for regular files (so a 100 GB checkpoint costs nothing
 // until a page is touched), or an owned buffer for in-memory inputs (embedded demo files, fuzzers).
 
+#include "io/file_trust.h"
+
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -19,8 +21,9 @@ void populate(const void* data, size_t size);
 
 class MappedFile {
 public:
-    // Throws LoadError naming the path when it cannot be opened or mapped.
-    static std::shared_ptr<const MappedFile> open(const std::string& path);
+    // Throws LoadError naming the path when it cannot be opened or mapped, or is not a regular file
+    // (io/file_trust.h, which also records it as an input of `kind`).
+    static std::shared_ptr<const MappedFile> open(const std::string& path, InputKind kind = InputKind::Checkpoint);
     static std::shared_ptr<const MappedFile> fromBuffer(std::string name, std::vector<uint8_t> bytes);
 
     ~MappedFile();

@@ -19,12 +19,12 @@
 
 #include "quantized_tensors.h"
 
+#include "io/file_trust.h"
+#include "util/error.h"
 #include "util/name_index.h"
 
 #include <simdjson.h>
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -109,14 +109,6 @@ public:
         : m_s(s)
     {
     }
-    ~SmallReads()
-    {
-        for (int fd : m_fds)
-            if (fd >= 0)
-                ::close(fd);
-    }
-    SmallReads(const SmallReads&) = delete;
-    SmallReads& operator=(const SmallReads&) = delete;
 
     // The bytes at [offset, offset+length) of files[file], or the reason they cannot be had.
     std::optional<std::string> read(int32_t file, uint64_t offset, uint64_t length, std::string& why)
@@ -129,26 +121,22 @@ public:
             why = "larger than " + std::to_string(kMaxQuantStateBytes) + " bytes; not read";
             return std::nullopt;
         }
-        if (m_fds.size() < m_s.files.size())
-            m_fds.resize(m_s.files.size(), -2);
-        int& fd = m_fds[static_cast<size_t>(file)];
-        if (fd == -2) {
-            fd = ::open(m_s.files[static_cast<size_t>(file)].c_str(), O_RDONLY | O_CLOEXEC);
-            struct stat st {};
-            if (fd >= 0 && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
-                ::close(fd);
-                fd = -1;
-            }
-            if (fd >= 0) {
-                m_sizes.resize(m_s.files.size(), 0);
-                m_sizes[static_cast<size_t>(file)] = static_cast<uint64_t>(st.st_size);
+        if (m_files.size() < m_s.files.size())
+            m_files.resize(m_s.files.size());
+        Opened& f = m_files[static_cast<size_t>(file)];
+        if (!f.tried) {
+            f.tried = true;
+            try {
+                f.file = openRegularFile(m_s.files[static_cast<size_t>(file)]);
+            } catch (const LoadError&) {
+                // fd() stays -1
             }
         }
-        if (fd < 0) {
+        if (f.file.fd() < 0) {
             why = "its file cannot be opened";
             return std::nullopt;
         }
-        const uint64_t size = m_sizes[static_cast<size_t>(file)];
+        const uint64_t size = f.file.size();
         if (offset > size || length > size - offset) {
             why = "its bytes lie past the end of the file";
             return std::nullopt;
@@ -156,7 +144,7 @@ public:
         std::string out(length, '\0');
         size_t done = 0;
         while (done < length) {
-            const ssize_t n = ::pread(fd, out.data() + done, length - done, static_cast<off_t>(offset + done));
+            const ssize_t n = ::pread(f.file.fd(), out.data() + done, length - done, static_cast<off_t>(offset + done));
             if (n <= 0) {
                 why = "reading its bytes failed";
                 return std::nullopt;
@@ -167,9 +155,12 @@ public:
     }
 
 private:
+    struct Opened {
+        bool tried = false;
+        ReadableFile file; // fd() -1: unusable
+    };
     const Source& m_s;
-    std::vector<int> m_fds; // by file index: -2 not opened yet, -1 unusable
-    std::vector<uint64_t> m_sizes;
+    std::vector<Opened> m_files; // by file index
 };
 
 struct QuantState {
@@ -273,17 +264,20 @@ std::vector<std::pair<std::string, std::string>> readSafetensorsMetadata(
     const std::string& path, simdjson::dom::parser& parser, uint64_t& budget)
 {
     std::vector<std::pair<std::string, std::string>> out;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    ReadableFile file;
+    try {
+        file = openRegularFile(path);
+    } catch (const LoadError&) {
         return out;
-    struct stat st {};
+    }
+    const int fd = file.fd();
     uint8_t len[8];
     std::string header;
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::pread(fd, len, 8, 0) == 8) {
+    if (::pread(fd, len, 8, 0) == 8) {
         uint64_t n = 0;
         for (int i = 7; i >= 0; --i)
             n = n << 8 | len[i];
-        if (n <= budget && n + 8 <= static_cast<uint64_t>(st.st_size)) {
+        if (n <= budget && n + 8 <= file.size()) {
             budget -= n;
             header.resize(n);
             size_t done = 0;
@@ -297,7 +291,6 @@ std::vector<std::pair<std::string, std::string>> readSafetensorsMetadata(
                 header.clear();
         }
     }
-    ::close(fd);
     simdjson::dom::element doc;
     simdjson::dom::object meta;
     if (header.empty() || parser.parse(header.data(), header.size(), true).get(doc)

@@ -1,5 +1,6 @@
 #include "rules/rule_import.h"
 
+#include "io/file_trust.h"
 #include "rules/rule_engine.h"
 #include "rules/rule_inverse.h"
 #include "rules/rule_io.h"
@@ -13,8 +14,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
+#include <unistd.h>
 #include <unordered_map>
 #include <vector>
 
@@ -682,27 +683,23 @@ namespace {
 
 std::string readCapped(const std::string& path)
 {
-    std::error_code ec;
-    const auto status = std::filesystem::status(path, ec);
-    if (status.type() == std::filesystem::file_type::not_found)
-        throw LoadError(path, "no such file");
-    if (ec)
-        throw LoadError(path, "cannot be read: " + ec.message());
-    if (std::filesystem::is_directory(status))
-        throw LoadError(path, "a directory, not a rule file");
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        throw LoadError(path, std::string("cannot be opened: ") + std::strerror(errno));
+    const ReadableFile file = openRegularFile(path, InputKind::Rules);
+    if (file.size() > kMaxFileSize)
+        throw LoadError(path, "a rule file larger than 64 MiB is not a rule file");
     std::string text;
     char buffer[1 << 16];
-    while (in) {
-        in.read(buffer, sizeof buffer);
-        text.append(buffer, static_cast<size_t>(in.gcount()));
-        if (text.size() > kMaxFileSize)
+    for (;;) {
+        const ssize_t n = ::read(file.fd(), buffer, sizeof buffer);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            throw LoadError(path, std::string("read error: ") + std::strerror(errno));
+        if (n == 0)
+            break;
+        text.append(buffer, static_cast<size_t>(n));
+        if (text.size() > kMaxFileSize) // it grew while read
             throw LoadError(path, "a rule file larger than 64 MiB is not a rule file");
     }
-    if (in.bad())
-        throw LoadError(path, "read error");
     return text;
 }
 

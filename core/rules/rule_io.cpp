@@ -224,7 +224,7 @@ RuleSet parseRules(std::string_view text, const std::string& name)
 
 RuleSet loadRules(const std::string& path)
 {
-    auto file = MappedFile::open(path);
+    auto file = MappedFile::open(path, InputKind::Rules);
     Bytes b = file->bytes();
     if (b.size() > (size_t(64) << 20))
         throw LoadError(path, "a rule file larger than 64 MB is not a rule file");

@@ -4,7 +4,6 @@
 #include "util/error.h"
 #include "values/element_decode.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -67,20 +66,18 @@ std::shared_ptr<const std::vector<uint8_t>> inflateRaw(Bytes in, uint64_t want, 
 
 } // namespace
 
-FileCache::~FileCache()
-{
-    for (auto& [path, fd] : m_fds)
-        if (fd >= 0)
-            ::close(fd);
-}
-
 int FileCache::descriptor(const std::string& path)
 {
     std::lock_guard lock(m_mutex);
-    auto [it, inserted] = m_fds.try_emplace(path, -1);
-    if (inserted)
-        it->second = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    return it->second;
+    auto [it, inserted] = m_fds.try_emplace(path);
+    if (inserted) {
+        try {
+            it->second = openRegularFile(path);
+        } catch (const LoadError&) {
+            // stays -1: the caller says the bytes cannot be read
+        }
+    }
+    return it->second.fd();
 }
 
 std::shared_ptr<const MappedFile> FileCache::get(const std::string& path)

@@ -26,14 +26,13 @@ namespace sl::values {
 // buffers, where touching the mapping would make every page read part of it.
 class FileCache {
 public:
-    ~FileCache();
     std::shared_ptr<const MappedFile> get(const std::string& path);
     int descriptor(const std::string& path); // -1 when the file cannot be opened again
 
 private:
     std::mutex m_mutex;
     std::map<std::string, std::shared_ptr<const MappedFile>> m_files;
-    std::map<std::string, int> m_fds;
+    std::map<std::string, ReadableFile> m_fds; // fd() -1: it could not be opened
 };
 
 class TensorBytes {

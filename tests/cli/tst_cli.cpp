@@ -11,8 +11,17 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <QCryptographicHash>
+#include <QDirIterator>
+#include <QElapsedTimer>
+
 #include <cmath>
+#include <fcntl.h>
 #include <map>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 using sl::test::runStatelens;
 
@@ -54,6 +63,50 @@ QStringList sorted(QStringList l)
 {
     l.sort();
     return l;
+}
+
+QByteArray readFile(const QString& path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+bool writeFile(const QString& path, const QByteArray& bytes)
+{
+    QFile f(path);
+    return f.open(QIODevice::WriteOnly) && f.write(bytes) == bytes.size();
+}
+
+// The files directly in `from`, copied into `to` (created).
+bool copyFolder(const QString& from, const QString& to)
+{
+    if (!QDir().mkpath(to))
+        return false;
+    for (const QString& name : QDir(from).entryList(QDir::Files | QDir::Hidden))
+        if (!QFile::copy(from + "/" + name, to + "/" + name))
+            return false;
+    return true;
+}
+
+// Every plain file under `root` (symlinks not followed) with the sha256 of its bytes; symlinks by their target.
+QMap<QString, QByteArray> snapshot(const QString& root)
+{
+    QMap<QString, QByteArray> out;
+    QDirIterator it(
+        root, QDir::Files | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot, QDirIterator::Subdirectories);
+    while (it.hasNext()) {
+        const QString path = it.next();
+        const QFileInfo info(path);
+        out[path] = info.isSymLink() ? "-> " + info.symLinkTarget().toUtf8()
+                                     : QCryptographicHash::hash(readFile(path), QCryptographicHash::Sha256).toHex();
+    }
+    return out;
+}
+
+bool isCharDevice(const QString& path, dev_t rdev)
+{
+    struct stat st { };
+    return ::lstat(path.toLocal8Bit().constData(), &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == rdev;
 }
 
 } // namespace
@@ -420,6 +473,221 @@ private slots:
     }
 
     // diff: 0 when a strict load would succeed, 1 when it would not, 2 on errors, one line each.
+    // Inputs are never written over: an -o that reaches a file the command reads, by its name, a symlink or
+    // a hard link, is one line and exit 2, and no file changes (nor is a temporary one left behind).
+    void outputOntoAnInputIsRefused_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("output");
+        const QStringList json { "--format", "json" };
+        QTest::newRow("ls A -o A") << QStringList { "ls", "@/A.pt", "--format", "json" } << "@/A.pt";
+        QTest::newRow("ls --containers") << QStringList { "ls", "@/A.pt", "--containers" } << "@/A.pt";
+        QTest::newRow("diff A B -o B") << QStringList { "diff", "@/A.pt", "@/B.pt" } << "@/B.pt";
+        QTest::newRow("diff A B -o A, json")
+            << QStringList { "diff", "@/A.pt", "@/B.pt", "--format", "json" } << "@/A.pt";
+        QTest::newRow("hard link to A") << QStringList { "ls", "@/A.pt" } << "@/hardlink.json";
+        QTest::newRow("symlink to A") << QStringList { "ls", "@/A.pt" } << "@/symlink.json";
+        QTest::newRow("symlink to B, diff") << QStringList { "diff", "@/A.pt", "@/B.pt" } << "@/symlink-b.json";
+        QTest::newRow("stats A -o A") << QStringList { "stats", "@/A.pt" } << "@/A.pt";
+        QTest::newRow("suggest A B -o A") << QStringList { "suggest", "@/A.pt", "@/B.pt" } << "@/A.pt";
+        QTest::newRow("DCP .metadata") << QStringList { "ls", "@/dcp" } << "@/dcp/.metadata";
+        QTest::newRow("DCP data file") << QStringList { "ls", "@/dcp" } << "@/dcp/__1_0.distcp";
+        QTest::newRow("DCP named by a symlink") << QStringList { "ls", "@/dcp-link" } << "@/dcp/__0_0.distcp";
+        QTest::newRow("DCP stats into .metadata") << QStringList { "stats", "@/dcp/.metadata" } << "@/dcp/.metadata";
+        QTest::newRow("a shard") << QStringList { "ls", "@/index/model.safetensors.index.json" }
+                                 << "@/index/model-00002-of-00003.safetensors";
+        QTest::newRow("the index") << QStringList { "ls", "@/index" } << "@/index/model.safetensors.index.json";
+        QTest::newRow("a shard, diff") << QStringList { "diff", "@/index", "@/A.pt" }
+                                       << "@/index/model-00003-of-00003.safetensors";
+        QTest::newRow("a rank file") << QStringList { "ls", "@/ranks/model_rank0.pt", "@/ranks/model_rank1.pt" }
+                                     << "@/ranks/model_rank1.pt";
+        QTest::newRow("a rank file of a folder") << QStringList { "ls", "@/ranks" } << "@/ranks/model_rank0.pt";
+        QTest::newRow("--rules of diff") << QStringList { "diff", "@/A.pt", "@/B.pt", "--rules", "@/rules.yaml" }
+                                         << "@/rules.yaml";
+        QTest::newRow("--rules of suggest")
+            << QStringList { "suggest", "@/A.pt", "@/B.pt", "--rules", "@/rules.yaml" } << "@/rules.yaml";
+        QTest::newRow("rules export") << QStringList { "rules", "export", "@/rules.yaml", "--to", "yaml" }
+                                      << "@/rules.yaml";
+        QTest::newRow("rules export --keys")
+            << QStringList { "rules", "export", "@/rules.yaml", "--to", "csv", "--keys", "@/A.pt" } << "@/A.pt";
+        QTest::newRow("rules import") << QStringList { "rules", "import", "@/key_mapping.json" }
+                                      << "@/key_mapping.json";
+    }
+
+    void outputOntoAnInputIsRefused()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, output);
+        QTemporaryDir tmp;
+        const QString d = tmp.path();
+        QVERIFY(QFile::copy(m_checkpoint, d + "/A.pt") && QFile::copy(m_model, d + "/B.pt"));
+        QCOMPARE(
+            ::link(QFile::encodeName(d + "/A.pt").constData(), QFile::encodeName(d + "/hardlink.json").constData()), 0);
+        QVERIFY(QFile::link("A.pt", d + "/symlink.json") && QFile::link(d + "/B.pt", d + "/symlink-b.json"));
+        QVERIFY(copyFolder(sl::test::fixturesDir() + "/dcp/t113_two_ranks", d + "/dcp"));
+        QVERIFY(QFile::link("dcp", d + "/dcp-link"));
+        QVERIFY(copyFolder(sl::test::fixturesDir() + "/index/st_sharded", d + "/index"));
+        QVERIFY(QDir().mkpath(d + "/ranks"));
+        for (const char* rank : { "model_rank0.pt", "model_rank1.pt" })
+            QVERIFY(QFile::copy(torch2() + "/fsdp2/" + rank, d + "/ranks/" + rank));
+        QVERIFY(writeFile(d + "/rules.yaml", "version: 1\nrules:\n  - pattern: '^_orig_mod\\.'\n    replace: ''\n"));
+        QVERIFY(writeFile(d + "/key_mapping.json", R"({"^_orig_mod\\.": ""})"));
+        for (QString& a : args)
+            a.replace("@", d);
+        output.replace("@", d);
+
+        const QMap<QString, QByteArray> before = snapshot(d);
+        QVERIFY(before.contains(d + "/dcp/.metadata") && before.contains(d + "/symlink.json"));
+        auto r = runStatelens(args + QStringList { "-o", output });
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY(r.out.isEmpty());
+        QCOMPARE(r.err.count('\n'), 1);
+        QVERIFY2(r.err.startsWith("statelens: " + output.toUtf8() + ": ") && r.err.contains("input")
+                && r.err.contains("nothing was written"),
+            r.err.constData());
+        QCOMPARE(snapshot(d), before);
+        // The command itself works: the same run writes elsewhere.
+        auto ok = runStatelens(args + QStringList { "-o", d + "/elsewhere.out" });
+        QVERIFY2(ok.exitCode == 0 || ok.exitCode == 1, ok.err.constData());
+        QVERIFY(QFileInfo(d + "/elsewhere.out").size() > 0);
+    }
+
+    // -o onto a symlink writes the file it points to (atomically, beside it) and leaves the link; an existing
+    // file keeps its permissions; a dangling link's target is created.
+    void outputThroughASymlinkWritesItsTarget()
+    {
+        QTemporaryDir tmp;
+        const QString d = tmp.path();
+        QVERIFY(QDir().mkpath(d + "/real") && QDir().mkpath(d + "/links"));
+        QVERIFY(writeFile(d + "/real/report.json", "old"));
+        QCOMPARE(::chmod(QFile::encodeName(d + "/real/report.json").constData(), 0640), 0);
+        QVERIFY(QFile::link("../real/report.json", d + "/links/report.json"));
+        QVERIFY(QFile::link("../real/new.json", d + "/links/new.json")); // dangling
+        const QByteArray expected = runStatelens({ "ls", m_checkpoint, "--format", "json" }).out;
+        QVERIFY(!expected.isEmpty());
+        for (const char* name : { "report.json", "new.json" }) {
+            const QString link = d + "/links/" + name;
+            auto r = runStatelens({ "ls", m_checkpoint, "--format", "json", "-o", link });
+            QVERIFY2(r.exitCode == 0, r.err.constData());
+            QVERIFY2(QFileInfo(link).isSymLink(), name);
+            QCOMPARE(readFile(d + "/real/" + name), expected);
+        }
+        struct stat st { };
+        QVERIFY(::stat(QFile::encodeName(d + "/real/report.json").constData(), &st) == 0);
+        QCOMPARE(st.st_mode & 07777, mode_t(0640));
+        QCOMPARE(sorted(QDir(d + "/real").entryList(QDir::Files | QDir::Hidden)),
+            QStringList({ "new.json", "report.json" }));
+        QCOMPARE(QDir(d + "/links").entryList(QDir::Files | QDir::Hidden | QDir::System).size(), 2);
+        // A folder is no place to write.
+        auto dir = runStatelens({ "ls", m_checkpoint, "-o", d + "/real" });
+        QCOMPARE(dir.exitCode, 2);
+        QVERIFY2(dir.err.contains("is a directory"), dir.err.constData());
+    }
+
+    // -o onto a FIFO writes into it: the reader gets the output, and the FIFO stays a FIFO. Bounded: a run
+    // that replaced the FIFO instead would leave this reader waiting until the deadline.
+    void outputIntoAFifo()
+    {
+        QTemporaryDir tmp;
+        const QString fifo = tmp.filePath("out.fifo");
+        QCOMPARE(::mkfifo(QFile::encodeName(fifo).constData(), 0600), 0);
+        const QByteArray expected = runStatelens({ "ls", m_checkpoint, "--format", "json" }).out;
+        const int fd = ::open(QFile::encodeName(fifo).constData(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        QVERIFY(fd >= 0);
+        QProcess p;
+        p.start(sl::test::statelensBinary(), { "ls", m_checkpoint, "--format", "json", "-o", fifo });
+        QByteArray got;
+        QElapsedTimer timer;
+        timer.start();
+        bool eof = false;
+        while (!eof && timer.elapsed() < 30000) {
+            pollfd pfd { fd, POLLIN, 0 };
+            // Before a writer comes, Linux reports nothing on the FIFO; afterwards data, then the hang-up.
+            if (::poll(&pfd, 1, 100) <= 0)
+                continue;
+            char buf[65536];
+            const ssize_t n = ::read(fd, buf, sizeof buf);
+            if (n > 0)
+                got.append(buf, n);
+            else if (n == 0)
+                eof = true;
+        }
+        ::close(fd);
+        QVERIFY(p.waitForFinished(30000));
+        QVERIFY2(eof, "the FIFO's reader got no end of file");
+        QCOMPARE(p.exitCode(), 0);
+        QCOMPARE(got, expected);
+        struct stat st { };
+        QVERIFY(::lstat(QFile::encodeName(fifo).constData(), &st) == 0 && S_ISFIFO(st.st_mode));
+    }
+
+    // -o onto a character device writes into it and leaves it a device. As root this is a /dev/null of the
+    // test's own (mknod c 1 3): a regression must not replace the system's /dev/null. As anyone else it is
+    // /dev/null itself, which replacing would need a temporary file in /dev.
+    void outputIntoACharacterDevice()
+    {
+        QTemporaryDir tmp;
+        QString device = QStringLiteral("/dev/null");
+        if (::geteuid() == 0) {
+            device = tmp.filePath("null");
+            QCOMPARE(::mknod(QFile::encodeName(device).constData(), S_IFCHR | 0666, makedev(1, 3)), 0);
+        }
+        QVERIFY(isCharDevice(device, makedev(1, 3)));
+        auto r = runStatelens({ "ls", m_checkpoint, "--format", "json", "-o", device });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY(r.out.isEmpty());
+        QVERIFY(isCharDevice(device, makedev(1, 3)));
+        QCOMPARE(QDir(tmp.path()).entryList(QDir::Files | QDir::System | QDir::Hidden).size(),
+            device.startsWith(tmp.path()) ? 1 : 0);
+    }
+
+    // A FIFO (or a device) given as an input is one line and exit 2 at once: opening it for reading would
+    // wait for a writer forever. The deadline turns a regression into a failure rather than a hang.
+    void fifoInputsExitAtOnce_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("needle");
+        const QString fifo = "is a FIFO, not a regular file";
+        QTest::newRow("ls") << QStringList { "ls", "@fifo" } << fifo;
+        QTest::newRow("ls, json") << QStringList { "ls", "@fifo", "--format", "json" } << fifo;
+        QTest::newRow("ls through a symlink") << QStringList { "ls", "@link" } << fifo;
+        QTest::newRow("stats") << QStringList { "stats", "@fifo" } << fifo;
+        QTest::newRow("diff B") << QStringList { "diff", "@A", "@fifo" } << fifo;
+        QTest::newRow("diff --rules") << QStringList { "diff", "@A", "@B", "--rules", "@fifo" } << fifo;
+        QTest::newRow("suggest --rules") << QStringList { "suggest", "@A", "@B", "--rules", "@fifo" } << fifo;
+        QTest::newRow("rules export") << QStringList { "rules", "export", "@fifo", "--to", "yaml" } << fifo;
+        QTest::newRow("rules import") << QStringList { "rules", "import", "@fifo" } << fifo;
+        QTest::newRow("rules export --keys")
+            << QStringList { "rules", "export", "@rules", "--to", "csv", "--keys", "@fifo" } << fifo;
+        QTest::newRow("device") << QStringList { "ls", "/dev/zero" } << "is a character device, not a regular file";
+        QTest::newRow("device as rules") << QStringList { "rules", "import", "/dev/zero" } << "is a character device";
+    }
+
+    void fifoInputsExitAtOnce()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, needle);
+        QTemporaryDir tmp;
+        const QString fifo = tmp.filePath("input.pt");
+        QCOMPARE(::mkfifo(QFile::encodeName(fifo).constData(), 0600), 0);
+        QVERIFY(QFile::link(fifo, tmp.filePath("link.pt")));
+        QVERIFY(writeFile(tmp.filePath("rules.yaml"), "version: 1\nrules: []\n"));
+        for (QString& a : args)
+            a = a == "@fifo"    ? fifo
+                : a == "@link"  ? tmp.filePath("link.pt")
+                : a == "@A"     ? m_checkpoint
+                : a == "@B"     ? m_model
+                : a == "@rules" ? tmp.filePath("rules.yaml")
+                                : a;
+        QElapsedTimer timer;
+        timer.start();
+        auto r = runStatelens(args, 10000);
+        QVERIFY2(r.exitCode == 2, r.err.constData());
+        QVERIFY2(timer.elapsed() < 5000, qPrintable(QString::number(timer.elapsed())));
+        QCOMPARE(r.err.count('\n'), 1);
+        QVERIFY2(QString::fromUtf8(r.err).contains(needle), r.err.constData());
+    }
+
     void diffExitCodes()
     {
         QCOMPARE(runStatelens({ "diff", m_checkpoint, m_model }).exitCode, 1);

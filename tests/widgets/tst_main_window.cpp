@@ -269,6 +269,38 @@ private slots:
             QVERIFY2(!name.contains(QStringLiteral(".tmp")), qPrintable(name));
     }
 
+    // Exports and saves never write over a checkpoint or model the window has read, by its name or through a
+    // symlink; a rule file is saved over the one it came from.
+    void exportsNeverOverwriteAnOpenInput()
+    {
+        QTemporaryDir dir;
+        const QString a = dir.filePath(QStringLiteral("a.pt"));
+        const QString b = dir.filePath(QStringLiteral("b.pt"));
+        const QString link = dir.filePath(QStringLiteral("link.json"));
+        QVERIFY(QFile::copy(kCheckpoint, a) && QFile::copy(kModel, b) && QFile::link(a, link));
+        const QByteArray bytesA = readAll(a);
+        const QByteArray bytesB = readAll(b);
+        MainWindow w;
+        w.openA(a);
+        w.openB(b);
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
+        QString error;
+        QVERIFY(!w.exportReport(DiffReportFormat::Json, a, &error));
+        QVERIFY2(error.contains(QStringLiteral("is an input")), qPrintable(error));
+        QVERIFY(!w.exportReport(DiffReportFormat::Html, link, &error));
+        QVERIFY2(error.contains(QStringLiteral("would overwrite the input")), qPrintable(error));
+        QVERIFY(!w.exportRules(RuleExportFormat::Yaml, b, &error));
+        QVERIFY(!w.saveRules(b, &error));
+        QCOMPARE(readAll(a), bytesA);
+        QCOMPARE(readAll(b), bytesB);
+        QVERIFY(QFileInfo(link).isSymLink());
+        const QString rules = dir.filePath(QStringLiteral("rules.yaml"));
+        QVERIFY2(w.saveRules(rules, &error), qPrintable(error));
+        QVERIFY2(w.loadRules(rules, &error), qPrintable(error));
+        QVERIFY2(w.saveRules(rules, &error), qPrintable(error));
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+    }
+
     void rulesSaveLoadAndRecoverAfterACrash()
     {
         QTemporaryDir dir;

@@ -1,5 +1,6 @@
 #include "rule_document.h"
 
+#include "io/file_trust.h"
 #include "rules/rule_import.h"
 #include "rules/rule_io.h"
 #include "util/atomic_file.h"
@@ -132,6 +133,8 @@ bool RuleDocument::save(const QString& path, QString* error)
 {
     try {
         const bool json = path.endsWith(QStringLiteral(".json"), Qt::CaseInsensitive);
+        // A rule file may be saved over the one it came from, never over a checkpoint or model read.
+        refuseOutputOntoInput(path.toStdString(), static_cast<unsigned>(InputKind::Checkpoint));
         writeFileAtomically(path.toStdString(), json ? rulesToJson(m_rules) : rulesToYaml(m_rules));
     } catch (const std::exception& e) {
         if (error)

@@ -18,11 +18,13 @@
 #include "formats/dcp_reader.h"
 #include "formats/dcp_source.h"
 #include "formats/loader.h"
+#include "io/file_trust.h"
 #include "model/dtype.h"
 #include "model/source.h"
 #include "report/source_report.h"
-#include "util/load_control.h"
 #include "util/error.h"
+#include "util/load_control.h"
+#include "values/tensor_bytes.h"
 
 #include <QDir>
 #include <QDirIterator>
@@ -38,6 +40,7 @@
 #include <QtTest>
 
 #include <functional>
+#include <unistd.h>
 
 using namespace sl;
 
@@ -72,6 +75,11 @@ bool writeFile(const QString& path, const QByteArray& bytes)
 }
 
 // A fixture folder copied into a temporary one, to be damaged there.
+bool symlinkTo(const QString& target, const QString& link)
+{
+    return ::symlink(QFile::encodeName(target).constData(), QFile::encodeName(link).constData()) == 0;
+}
+
 bool copyFolder(const QString& from, const QString& to)
 {
     QDir().mkpath(to);
@@ -325,6 +333,7 @@ private slots:
     void bitFlippedMetadata();
     void missingAndShortFiles();
     void escapingRelativePaths();
+    void symlinksOutOfTheFolder();
     void damagedItems();
     void handMadePickles();
     void notAMetadata();
@@ -700,6 +709,72 @@ void TestDcp::escapingRelativePaths()
         for (const auto& f : src.files)
             QVERIFY2(q(f).startsWith(folder + "/"), qPrintable(q(f)));
     }
+}
+
+// A data file that is a symlink out of the checkpoint folder is never opened, though it holds the real rank-1
+// bytes: its chunks are unavailable, their values refused, and a danger names it. That it was not opened is
+// read from io/file_trust.h's record of every file StateLens opens. The folder itself may be named through a
+// symlink, and symlinks that stay inside it are followed.
+void TestDcp::symlinksOutOfTheFolder()
+{
+    QTemporaryDir tmp;
+    const QString folder = tmp.path() + "/ckpt";
+    QVERIFY(copyFolder(dcpDir() + "/t113_two_ranks", folder));
+    QVERIFY(QDir().mkpath(tmp.path() + "/outside"));
+    const QString outside = tmp.path() + "/outside/__1_0.distcp";
+    QVERIFY(QFile::rename(folder + "/__1_0.distcp", outside));
+    for (const QString& target : { QStringLiteral("../outside/__1_0.distcp"), outside }) {
+        QFile::remove(folder + "/__1_0.distcp");
+        QVERIFY(symlinkTo(target, folder + "/__1_0.distcp"));
+        Source src;
+        QVERIFY(openOrLoadError(folder, folder, &src));
+        QVERIFY2(hasFinding(src, Severity::Danger,
+                     "__1_0.distcp is a symlink that points outside the checkpoint folder (to " + outside),
+            qPrintable(describeFindings(src)));
+        const Entry* w = entryNamed(src, "layers.0.weight");
+        QVERIFY(w && w->sharding);
+        QCOMPARE(w->location.kind, TensorLocation::Kind::Unavailable);
+        QCOMPARE(w->sharding->chunks[2].byteLength, uint64_t(0));
+        QVERIFY(q(w->sharding->chunks[2].label).contains("outside"));
+        QCOMPARE(entryNamed(src, "norm.weight")->location.kind, TensorLocation::Kind::Mapped); // rank 0's file
+        values::FileCache files;
+        QVERIFY_THROWS_EXCEPTION(LoadError, values::TensorBytes::open(src, *w, files));
+        QVERIFY2(inputReachedBy(s(outside)).empty(), "the file outside the folder was opened");
+    }
+
+    // .metadata itself out of the folder (a copy never opened): nothing to list.
+    QVERIFY(QFile::remove(folder + "/__1_0.distcp") && QFile::rename(outside, folder + "/__1_0.distcp"));
+    const QString metadataOutside = tmp.path() + "/outside/.metadata";
+    QVERIFY(
+        QFile::copy(dcpDir() + "/t113_two_ranks/.metadata", metadataOutside) && QFile::remove(folder + "/.metadata"));
+    QVERIFY(symlinkTo(metadataOutside, folder + "/.metadata"));
+    QString error;
+    QVERIFY(!openOrLoadError(folder, folder, nullptr, &error));
+    QVERIFY2(error.contains(".metadata is a symlink that points outside the checkpoint folder"), qPrintable(error));
+    QVERIFY(inputReachedBy(s(metadataOutside)).empty());
+
+    // Inside is fine: the folder named by a symlink, a data file linked to a sub-folder of it.
+    QVERIFY(QFile::remove(folder + "/.metadata") && QFile::rename(metadataOutside, folder + "/.metadata"));
+    QVERIFY(QDir().mkpath(folder + "/sub") && QFile::rename(folder + "/__1_0.distcp", folder + "/sub/real.distcp"));
+    QVERIFY(symlinkTo("sub/real.distcp", folder + "/__1_0.distcp"));
+    QVERIFY(symlinkTo(folder, tmp.path() + "/alias"));
+    Source src;
+    QVERIFY(openOrLoadError(tmp.path() + "/alias", tmp.path() + "/alias", &src));
+    QCOMPARE(src.countFindings(Severity::Danger), size_t(0));
+    QVERIFY(entryNamed(src, "layers.0.weight")->sharding->chunks[2].byteLength > 0); // in rank 1's file
+    QVERIFY(!entryNamed(src, "layers.0.weight")->attribute("unavailable_chunks"));
+
+    // HuggingFaceStorageWriter's sharded folder (no .metadata): a shard out of the folder is not read either.
+    const QString hf = tmp.path() + "/hf";
+    QVERIFY(copyFolder(dcpDir() + "/hf_sharded", hf));
+    const QString hfOutside = tmp.path() + "/outside/shard-00002-model-00001-of-00001.safetensors";
+    QVERIFY(QFile::rename(hf + "/shard-00002-model-00001-of-00001.safetensors", hfOutside));
+    QVERIFY(symlinkTo(hfOutside, hf + "/shard-00002-model-00001-of-00001.safetensors"));
+    QVERIFY(openOrLoadError(hf, hf, &src));
+    QVERIFY2(hasFinding(src, Severity::Danger,
+                 "shard-00002-model-00001-of-00001.safetensors is a symlink that points outside"),
+        qPrintable(describeFindings(src)));
+    QVERIFY(inputReachedBy(s(hfOutside)).empty());
 }
 
 void TestDcp::damagedItems()

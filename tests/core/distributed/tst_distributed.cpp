@@ -17,6 +17,7 @@
 #include "formats/loader.h"
 #include "formats/rank_files_reader.h"
 #include "formats/rank_sets.h"
+#include "io/file_trust.h"
 #include "model/source.h"
 #include "report/source_report.h"
 #include "util/error.h"
@@ -36,6 +37,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 using namespace sl;
@@ -634,6 +636,7 @@ private slots:
     void folderWithTwoSets();
     void folderSetsWithInnerContainers();
     void folderWithStrayFiles();
+    void folderRankFilesSymlinkedOutside();
     void rankSetNames();
     void pathsSplitIntoSides();
     void perRankRejectsOtherFormats();
@@ -1090,6 +1093,51 @@ void TstDistributed::folderWithStrayFiles()
     QVERIFY2(hasWarning(s, "shard_rank7.pt (unrecognised format"), qPrintable(findingsText(s)));
     // No DTensors here: identical shapes stay unknown.
     QVERIFY(!entryNamed(s, "w")->shapeKnown);
+}
+
+// A rank file in a folder that is a symlink out of the folder is never opened: a danger names it and its set
+// goes on without it (its pieces are missing). That it was not opened is read from io/file_trust.h's record of
+// every file StateLens opens. Rank files named one by one on the command line are the user's to name.
+void TstDistributed::folderRankFilesSymlinkedOutside()
+{
+    QTemporaryDir tmp;
+    const QString ckpt = tmp.path() + "/ckpt";
+    const QString outside = tmp.path() + "/outside";
+    QVERIFY(QDir().mkpath(ckpt) && QDir().mkpath(outside));
+    for (const char* name : { "model_rank0.pt", "optim_rank0.pt", "optim_rank1.pt" })
+        QVERIFY(QFile::copy(torch2() + "/fsdp2/" + name, ckpt + "/" + name));
+    QVERIFY(QFile::copy(torch2() + "/fsdp2/model_rank1.pt", outside + "/model_rank1.pt"));
+    auto link = [](const QString& target, const QString& at) {
+        return ::symlink(QFile::encodeName(target).constData(), QFile::encodeName(at).constData()) == 0;
+    };
+    QVERIFY(link("../outside/model_rank1.pt", ckpt + "/model_rank1.pt"));
+    const Source s = openSource(ckpt.toStdString());
+    const QString danger = "symlinks that point outside it; not opened, so no set holds them: model_rank1.pt (to "
+        + outside + "/model_rank1.pt)";
+    QVERIFY2(std::any_of(s.findings.begin(), s.findings.end(),
+                 [&](const Finding& f) { return f.severity == Severity::Danger && q(f.message).contains(danger); }),
+        qPrintable(findingsText(s)));
+    QCOMPARE(q(s.container), QStringLiteral("model"));
+    QCOMPARE(s.files.size(), size_t(1));
+    QVERIFY2(inputReachedBy((outside + "/model_rank1.pt").toStdString()).empty(),
+        "the rank file outside the folder was opened");
+    // The same file named by the user is read.
+    const Source named
+        = openRankFiles({ (ckpt + "/model_rank0.pt").toStdString(), (ckpt + "/model_rank1.pt").toStdString() }, {});
+    QCOMPARE(named.files.size(), size_t(2));
+
+    // Every rank file outside: nothing to open, and the error says why.
+    QTemporaryDir tmp2;
+    QVERIFY(link(outside + "/model_rank1.pt", tmp2.filePath("model_rank1.pt")));
+    QVERIFY(link(torch2() + "/fsdp2/model_rank0.pt", tmp2.filePath("model_rank0.pt")));
+    try {
+        (void)openSource(tmp2.path().toStdString());
+        QFAIL("a folder of rank files that all lie outside it opened");
+    } catch (const LoadError& e) {
+        QVERIFY2(QString::fromUtf8(e.what()).contains(
+                     "not opened, as symlinks that point outside the folder: model_rank0.pt"),
+            e.what());
+    }
 }
 
 void TstDistributed::rankSetNames()

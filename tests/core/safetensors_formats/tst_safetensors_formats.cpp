@@ -9,11 +9,12 @@
 #include "formats/loader.h"
 #include "formats/safetensors_reader.h"
 #include "formats/torch_zip_reader.h"
-#include "util/load_control.h"
+#include "io/file_trust.h"
 #include "io/mapped_file.h"
 #include "model/dtype.h"
 #include "model/source.h"
 #include "util/error.h"
+#include "util/load_control.h"
 
 #include <QCryptographicHash>
 #include <QDir>
@@ -30,6 +31,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <unistd.h>
 
 using namespace sl;
 
@@ -235,6 +237,29 @@ QByteArray stFile(QByteArray header, const QByteArray& buffer = {})
     return u64le(static_cast<uint64_t>(header.size())) + header + buffer;
 }
 
+bool hasFinding(const Source& src, Severity severity, const QString& text)
+{
+    for (const auto& f : src.findings)
+        if (f.severity == severity && q(f.message).contains(text))
+            return true;
+    return false;
+}
+
+bool symlinkTo(const QString& target, const QString& link)
+{
+    return ::symlink(QFile::encodeName(target).constData(), QFile::encodeName(link).constData()) == 0;
+}
+
+bool copyFiles(const QString& from, const QString& to)
+{
+    if (!QDir().mkpath(to))
+        return false;
+    for (const QString& name : QDir(from).entryList(QDir::Files))
+        if (!QFile::copy(from + "/" + name, to + "/" + name))
+            return false;
+    return true;
+}
+
 std::vector<uint8_t> toVector(const QByteArray& b) { return std::vector<uint8_t>(b.begin(), b.end()); }
 
 // One line naming the file, as the CLI prints it.
@@ -287,6 +312,8 @@ private slots:
     void detectFormatIds();
     void indexRefusesOddShards_data();
     void indexRefusesOddShards();
+    void shardsSymlinkedOutOfTheFolder();
+    void hubCacheLayout();
     void loadProgressAndCancel();
 };
 
@@ -800,6 +827,117 @@ void TstSafetensorsFormats::indexRefusesOddShards()
         found = found || (q(severityName(f.severity)) == severity && q(f.message).contains(token, Qt::CaseInsensitive));
     QVERIFY2(found, qPrintable(describeFindings(src)));
     QCOMPARE(src.countFindings(Severity::Danger), size_t(severity == "danger" ? 1 : 0));
+}
+
+// A shard that is a symlink out of the index folder is never opened, though it is a good shard: a danger names
+// it and its tensors are unavailable. That it was not opened is read from io/file_trust.h's record of every
+// file StateLens opens. Symlinks that stay inside the folder, and the folder named through a symlink, read as
+// before; names that reach one file through symlinks are one shard.
+void TstSafetensorsFormats::shardsSymlinkedOutOfTheFolder()
+{
+    QTemporaryDir tmp;
+    const QString d = tmp.path();
+    const QString ckpt = d + "/ckpt";
+    QVERIFY(copyFiles(indexDir() + "/st_sharded", ckpt));
+    QVERIFY(QDir().mkpath(d + "/outside") && QDir().mkpath(ckpt + "/sub"));
+    const QString outside = d + "/outside/model-00002-of-00003.safetensors";
+    QVERIFY(QFile::rename(ckpt + "/model-00002-of-00003.safetensors", outside));
+    QVERIFY(QFile::rename(ckpt + "/model-00003-of-00003.safetensors", ckpt + "/sub/three.safetensors"));
+    QVERIFY(symlinkTo("sub/three.safetensors", ckpt + "/model-00003-of-00003.safetensors"));
+    QVERIFY(symlinkTo(d + "/ckpt", d + "/alias"));
+    for (const QString& target : { QStringLiteral("../outside/model-00002-of-00003.safetensors"), outside }) {
+        QFile::remove(ckpt + "/model-00002-of-00003.safetensors");
+        QVERIFY(symlinkTo(target, ckpt + "/model-00002-of-00003.safetensors"));
+        for (const QString& path : { ckpt + "/model.safetensors.index.json", d + "/alias" }) {
+            Source src;
+            try {
+                src = openSource(s(path));
+            } catch (const LoadError& e) {
+                QFAIL(e.what());
+            }
+            QVERIFY2(hasFinding(src, Severity::Danger,
+                         "shard model-00002-of-00003.safetensors is a symlink that points outside the index folder (to "
+                             + outside + "); not opened"),
+                qPrintable(describeFindings(src)));
+            QCOMPARE(src.countFindings(Severity::Danger), size_t(1));
+            QVERIFY2(hasFinding(src, Severity::Warning,
+                         "unavailable because shard model-00002-of-00003.safetensors was not opened (it is a symlink "
+                         "out of the index folder)"),
+                qPrintable(describeFindings(src)));
+            for (const char* name : { "model.layers.1.mlp.weight", "model.layers.2.mlp.weight" })
+                QCOMPARE(locationName(nthEntry(src, name, 0)->location.kind), QStringLiteral("unavailable"));
+            for (const char* name : { "model.embed_tokens.weight", "lm_head.weight" }) // shard 1; shard 3 via sub/
+                QCOMPARE(locationName(nthEntry(src, name, 0)->location.kind), QStringLiteral("mapped"));
+            QCOMPARE(src.files.size(), size_t(2));
+            QVERIFY2(inputReachedBy(s(outside)).empty(), "the shard outside the folder was opened");
+        }
+    }
+
+    // Two names that are one file (a symlink beside its target) are one shard, opened once.
+    const QByteArray two = stFile(
+        R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+        QByteArray(8, '\0'));
+    QVERIFY(QDir().mkpath(d + "/same") && writeFile(d + "/same/a.safetensors", two));
+    QVERIFY(symlinkTo("a.safetensors", d + "/same/b.safetensors"));
+    QVERIFY(writeFile(
+        d + "/same/model.safetensors.index.json", R"({"weight_map": {"x": "a.safetensors", "y": "b.safetensors"}})"));
+    const Source same = openSource(s(d + "/same/model.safetensors.index.json"));
+    QCOMPARE(same.files.size(), size_t(1));
+    QCOMPARE(same.entries.size(), size_t(2));
+    QCOMPARE(locationName(nthEntry(same, "y", 0)->location.kind), QStringLiteral("mapped"));
+
+    // A folder whose index is a symlink out of it: nothing to list.
+    const QString index = d + "/outside/model.safetensors.index.json";
+    QVERIFY(QFile::copy(indexDir() + "/st_sharded/model.safetensors.index.json", index));
+    QVERIFY(QDir().mkpath(d + "/linked") && symlinkTo(index, d + "/linked/model.safetensors.index.json"));
+    try {
+        (void)openSource(s(d + "/linked"));
+        QFAIL("a folder whose index lies outside it opened");
+    } catch (const LoadError& e) {
+        QVERIFY2(
+            q(e.problem())
+                .startsWith("model.safetensors.index.json is a symlink that points outside the folder (to " + index),
+            e.what());
+    }
+    QVERIFY(inputReachedBy(s(index)).empty());
+}
+
+// A Hugging Face hub cache keeps a snapshot's files as symlinks to its repository's blobs
+// (models--org--name/snapshots/<rev>/model.safetensors -> ../../blobs/<sha256>): the blobs count as inside the
+// snapshot, another repository's blobs do not.
+void TstSafetensorsFormats::hubCacheLayout()
+{
+    QTemporaryDir tmp;
+    const QString repo = tmp.path() + "/hub/models--org--name";
+    const QString snapshot = repo + "/snapshots/0123abcd";
+    QVERIFY(QDir().mkpath(repo + "/blobs") && QDir().mkpath(snapshot));
+    const QStringList names = QDir(indexDir() + "/st_sharded").entryList({ "*.safetensors", "*.json" }, QDir::Files);
+    QVERIFY(names.contains("model.safetensors.index.json"));
+    for (const QString& name : names) {
+        if (name == "expected.json")
+            continue;
+        const QString blob
+            = QString::fromLatin1(QCryptographicHash::hash(name.toUtf8(), QCryptographicHash::Sha256).toHex());
+        QVERIFY(QFile::copy(indexDir() + "/st_sharded/" + name, repo + "/blobs/" + blob));
+        QVERIFY(symlinkTo("../../blobs/" + blob, snapshot + "/" + name));
+    }
+    for (const QString& path : { snapshot, snapshot + "/model.safetensors.index.json" }) {
+        const Source src = openSource(s(path));
+        QCOMPARE(src.countFindings(Severity::Danger), size_t(0));
+        QCOMPARE(src.files.size(), size_t(3));
+        for (const Entry& e : src.entries)
+            QCOMPARE(locationName(e.location.kind), QStringLiteral("mapped"));
+    }
+    // A snapshot file that leads into another repository's blobs is outside.
+    const QString other = tmp.path() + "/hub/models--other--repo/blobs";
+    QVERIFY(QDir().mkpath(other));
+    const QString shard = snapshot + "/model-00001-of-00003.safetensors";
+    QVERIFY(QFile::copy(shard, other + "/deadbeef") && QFile::remove(shard));
+    QVERIFY(symlinkTo("../../../models--other--repo/blobs/deadbeef", shard));
+    const Source src = openSource(s(snapshot));
+    QVERIFY2(hasFinding(src, Severity::Danger, "model-00001-of-00003.safetensors is a symlink that points outside"),
+        qPrintable(describeFindings(src)));
+    QVERIFY(inputReachedBy(s(other + "/deadbeef")).empty());
 }
 
 QTEST_GUILESS_MAIN(TstSafetensorsFormats)
