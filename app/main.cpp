@@ -12,6 +12,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <string>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,8 +63,20 @@ bool looksLikeMistypedCommand(const char* arg)
 
 } // namespace
 
+static void raiseOpenFileLimit()
+{
+    rlimit l {};
+    if (getrlimit(RLIMIT_NOFILE, &l) == 0 && l.rlim_cur < l.rlim_max) {
+        l.rlim_cur = l.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &l);
+    }
+}
+
 int main(int argc, char** argv)
 {
+    // Values of a set of hundreds of rank files read from all of them at once; the soft limit on open
+    // files (often 1024) is raised to the hard one, as the descriptors are the process's own.
+    raiseOpenFileLimit();
     // Every subcommand that opens files may meet a TorchScript archive (one readlink, no LibTorch).
     sl::setTorchScriptWorker(sl::torchScriptWorkerFor(selfExecutable()));
     if (argc > 1 && sl::cli::wantsCommandLine(argv[1]))

@@ -23,7 +23,7 @@
 // torch.distributed._shard.checkpoint, 2.x under torch.distributed.checkpoint, and TensorProperties moved
 // from torch.distributed._shard.sharded_tensor.metadata to torch.distributed.checkpoint.metadata.
 
-#include "io/mapped_file.h"
+#include "io/bytes.h"
 #include "model/source.h"
 
 #include <string>

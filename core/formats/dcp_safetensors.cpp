@@ -6,6 +6,9 @@
 
 #include <simdjson.h>
 
+#include <optional>
+#include <span>
+
 namespace sl::dcp {
 
 namespace {
@@ -29,28 +32,42 @@ bool readInts(simdjson::dom::element e, Dims& out)
 
 } // namespace
 
-bool looksLikeDcpSafetensors(Bytes data)
+namespace {
+
+// The header text of the blob at `offset`, or nullopt when the bytes there do not start like one.
+std::optional<simdjson::padded_string> blobHeader(const InputFile& file, uint64_t offset)
 {
-    if (!looksLikeSafetensors(data))
-        return false;
-    ByteReader r(data);
-    uint64_t n = r.u64le();
-    std::string_view header(reinterpret_cast<const char*>(data.data()) + 8, static_cast<size_t>(n));
-    return header.find("\"DCP_SHARDING_INFO\"") != std::string_view::npos;
+    if (offset > file.size())
+        return std::nullopt;
+    std::vector<uint8_t> headBuffer;
+    const Bytes head = file.read(offset, std::min<uint64_t>(file.size() - offset, 4096), headBuffer);
+    if (!looksLikeSafetensors(head, file.size() - offset))
+        return std::nullopt;
+    const uint64_t n = ByteReader(head).u64le();
+    simdjson::padded_string text(static_cast<size_t>(n));
+    file.readInto(offset + 8, std::span(reinterpret_cast<uint8_t*>(text.data()), static_cast<size_t>(n)));
+    return text;
 }
 
-Blob parseBlob(Bytes data)
+} // namespace
+
+bool looksLikeDcpSafetensors(const InputFile& file)
 {
-    if (!looksLikeSafetensors(data))
+    const auto header = blobHeader(file, 0);
+    return header && std::string_view(*header).find("\"DCP_SHARDING_INFO\"") != std::string_view::npos;
+}
+
+Blob parseBlob(const InputFile& file, uint64_t offset)
+{
+    const auto text = blobHeader(file, offset);
+    if (!text)
         throw FormatError("not a safetensors blob (no header length followed by '{')");
-    ByteReader r(data);
-    const uint64_t n = r.u64le();
     Blob blob;
-    blob.dataStart = 8 + n;
+    blob.dataStart = 8 + text->size();
 
     simdjson::dom::parser parser;
     simdjson::dom::object header;
-    if (auto err = parser.parse(reinterpret_cast<const char*>(data.data()) + 8, static_cast<size_t>(n), true).get_object().get(header))
+    if (auto err = parser.parse(*text).get_object().get(header))
         throw FormatError(std::string("unreadable safetensors header: ") + simdjson::error_message(err));
 
     std::unordered_map<std::string, Dims> saved;

@@ -7,7 +7,7 @@
 //   DCP_VERSION        "1.0"
 // Only the header is read.
 
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 #include "model/dims.h"
 #include "model/dtype.h"
 
@@ -36,11 +36,11 @@ struct Blob {
     std::string dcpVersion;
 };
 
-// Parses the header of the blob that starts at `data[0]`. Throws FormatError when it is not a readable
-// safetensors header (the caller names the file).
-Blob parseBlob(Bytes data);
+// Parses the header of the blob that starts at `offset` of `file` (only the header is read). Throws
+// FormatError when it is not a readable safetensors header (the caller names the file).
+Blob parseBlob(const InputFile& file, uint64_t offset = 0);
 
-// Cheap check: the bytes start like a safetensors blob whose header mentions DCP_SHARDING_INFO.
-bool looksLikeDcpSafetensors(Bytes data);
+// Cheap check: the file starts like a safetensors blob whose header mentions DCP_SHARDING_INFO.
+bool looksLikeDcpSafetensors(const InputFile& file);
 
 } // namespace sl::dcp

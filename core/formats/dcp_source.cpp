@@ -308,7 +308,7 @@ struct FileState {
     std::string rel; // normalised relative path
     int32_t index = -1; // in Source::files
     bool tried = false;
-    std::shared_ptr<const MappedFile> file;
+    std::shared_ptr<const InputFile> file;
     std::string error;
     std::string outside; // where it leads when it is a symlink out of the folder (then never opened)
     size_t unavailableChunks = 0;
@@ -354,12 +354,23 @@ public:
 
     // Scanning for a zip's end record is cheap when torch wrote it (no comment: the record ends the item)
     // and up to 64 KiB otherwise.
-    static size_t zipCost(Bytes item)
+    static size_t zipCost(const InputFile& file, const StorageRef& r)
     {
-        const size_t n = item.size();
-        const bool atEnd = n >= kEndRecordSize && item[n - 22] == 'P' && item[n - 21] == 'K' && item[n - 20] == 5
-            && item[n - 19] == 6;
-        return 256 + (atEnd ? 0 : std::min<size_t>(n, 0x10000 + kEndRecordSize));
+        const uint64_t n = r.itemLength;
+        uint8_t end[4] = {};
+        if (n >= kEndRecordSize)
+            file.readInto(r.itemOffset + n - kEndRecordSize, end);
+        const bool atEnd = n >= kEndRecordSize && end[0] == 'P' && end[1] == 'K' && end[2] == 5 && end[3] == 6;
+        return 256 + (atEnd ? 0 : static_cast<size_t>(std::min<uint64_t>(n, 0x10000 + kEndRecordSize)));
+    }
+    // Whether the item starts like a zip archive (a torch.save item): its first four bytes.
+    static bool itemIsZip(const InputFile& file, const StorageRef& r)
+    {
+        uint8_t head[4];
+        if (r.itemLength < sizeof head)
+            return false;
+        file.readInto(r.itemOffset, head);
+        return looksLikeZip(Bytes(head));
     }
 
     void prepareFiles(Source& out)
@@ -444,8 +455,8 @@ public:
         return f.file != nullptr;
     }
 
-    // The item's bytes, or why they are unavailable.
-    bool itemBytes(FileState* f, const StorageRef& r, Located& at, Bytes& item)
+    // Whether the item's range [itemOffset, itemOffset + itemLength) lies in its open file, or why not.
+    bool itemInFile(FileState* f, const StorageRef& r, Located& at)
     {
         if (!f) {
             at.why = "its relative_path " + quote(r.relativePath) + " was not opened";
@@ -470,7 +481,6 @@ public:
             at.why = f->rel + " is too short";
             return false;
         }
-        item = f->file->bytes().subspan(r.itemOffset, r.itemLength);
         return true;
     }
 
@@ -478,9 +488,9 @@ public:
     Located locateChunk(const std::string& fqn, const ChunkMeta& c, DType dtype, FileState* f, const StorageRef& r)
     {
         Located at;
-        Bytes item;
-        if (!itemBytes(f, r, at, item))
+        if (!itemInFile(f, r, at))
             return at;
+        const InputFile& file = *f->file;
         at.available = true;
         at.offset = r.itemOffset;
         at.length = r.itemLength;
@@ -495,11 +505,11 @@ public:
         uint64_t need = 0;
         const bool needKnown = chunkBytes(c.sizes, dtype, need);
         const std::string where = " (" + f->rel + " at " + std::to_string(r.itemOffset) + ")";
-        if (looksLikeZip(item)) {
-            if (!inspect(zipCost(item)))
+        if (itemIsZip(file, r)) {
+            if (!inspect(zipCost(file, r)))
                 return at;
             try {
-                ZipArchive zip(item, r.itemOffset);
+                ZipArchive zip(file, r.itemOffset, r.itemLength);
                 const ZipEntry* data = nullptr;
                 size_t candidates = 0;
                 for (const ZipEntry& e : zip.entries()) {
@@ -530,7 +540,7 @@ public:
                 at.offset = r.itemOffset + zip.dataOffset(*data);
                 at.length = data->size;
                 at.raw = true;
-                if (at.offset - r.itemOffset > item.size() || at.length > item.size() - (at.offset - r.itemOffset)) {
+                if (at.offset - r.itemOffset > r.itemLength || at.length > r.itemLength - (at.offset - r.itemOffset)) {
                     at.available = false;
                     at.why = "its data record runs past the item";
                     return at;
@@ -553,8 +563,9 @@ public:
             return at;
         }
         // SerializationFormat.SAFETENSORS: the item's offset is where the file's blob starts.
-        Bytes rest = f->file->bytes().subspan(r.itemOffset);
-        if (!looksLikeSafetensors(rest)) {
+        std::vector<uint8_t> headBuffer;
+        const Bytes rest = file.read(r.itemOffset, std::min<uint64_t>(file.size() - r.itemOffset, 4096), headBuffer);
+        if (!looksLikeSafetensors(rest, file.size() - r.itemOffset)) {
             at.noteSeverity = Severity::Warning;
             at.note = "its item is neither a torch.save archive nor a safetensors blob" + where;
             return at;
@@ -571,7 +582,7 @@ public:
                 return at;
             }
             try {
-                slot.blob = parseBlob(rest);
+                slot.blob = parseBlob(file, r.itemOffset);
             } catch (const FormatError& e) {
                 slot.error = e.what();
             }
@@ -589,7 +600,7 @@ public:
         }
         const BlobTensor& t = it->second;
         ++m_safetensorsItems;
-        const uint64_t room = rest.size();
+        const uint64_t room = file.size() - r.itemOffset;
         if (slot.blob->dataStart > room || t.end > room - slot.blob->dataStart) {
             ++f->shortItems;
             at.available = false;
@@ -619,8 +630,7 @@ public:
     void describeBytes(FileState* f, const StorageRef& r, Entry& e, std::vector<Finding>& findings)
     {
         Located at;
-        Bytes item;
-        if (!itemBytes(f, r, at, item)) {
+        if (!itemInFile(f, r, at)) {
             e.location.kind = TensorLocation::Kind::Unavailable;
             e.location.file = at.file;
             e.value = "(unavailable: " + at.why + ")";
@@ -636,17 +646,18 @@ public:
             e.value = "(stored through stream transforms; not read)";
             return;
         }
-        if (!looksLikeZip(item)) {
+        const InputFile& file = *f->file;
+        if (!itemIsZip(file, r)) {
             e.typeName = "bytes";
-            e.value = std::to_string(item.size()) + " bytes (not a torch.save archive)";
+            e.value = std::to_string(r.itemLength) + " bytes (not a torch.save archive)";
             return;
         }
-        if (!inspect(zipCost(item))) {
+        if (!inspect(zipCost(file, r))) {
             e.value = "(not inspected)";
             return;
         }
         try {
-            ZipArchive zip(item, r.itemOffset);
+            ZipArchive zip(file, r.itemOffset, r.itemLength);
             if (zip.entries().empty())
                 throw FormatError("the archive has no records");
             std::string_view first = zip.entries().front().name;
@@ -954,14 +965,14 @@ struct DcpBacking : SourceBacking {
 
 } // namespace
 
-std::shared_ptr<const MappedFile> MemoryFiles::open(const std::string& relativePath, std::string& error) const
+std::shared_ptr<const InputFile> MemoryFiles::open(const std::string& relativePath, std::string& error) const
 {
     auto it = m_files.find(relativePath);
     if (it == m_files.end()) {
         error = "missing";
         return nullptr;
     }
-    return MappedFile::fromBuffer(pathOf(relativePath), it->second);
+    return InputFile::fromBuffer(pathOf(relativePath), it->second);
 }
 
 Source buildSource(const std::string& name, MetadataFile md, const FileProvider& files, const OpenOptions& options,

@@ -15,7 +15,7 @@
 
 #include "formats/dcp_metadata.h"
 #include "formats/open_options.h"
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 #include "model/source.h"
 
 #include <map>
@@ -30,7 +30,7 @@ public:
     virtual ~FileProvider() = default;
     // The file at `relativePath` (already checked to stay inside the folder), or null with `error` set:
     // "missing", or why it cannot be read.
-    virtual std::shared_ptr<const MappedFile> open(const std::string& relativePath, std::string& error) const = 0;
+    virtual std::shared_ptr<const InputFile> open(const std::string& relativePath, std::string& error) const = 0;
     // How the file is named in Source::files.
     virtual std::string pathOf(const std::string& relativePath) const = 0;
     // Where the file leads when it is a symlink out of the checkpoint folder (open() refuses it then); empty
@@ -46,7 +46,7 @@ public:
     {
     }
     void add(const std::string& relativePath, std::vector<uint8_t> bytes) { m_files[relativePath] = std::move(bytes); }
-    std::shared_ptr<const MappedFile> open(const std::string& relativePath, std::string& error) const override;
+    std::shared_ptr<const InputFile> open(const std::string& relativePath, std::string& error) const override;
     std::string pathOf(const std::string& relativePath) const override { return m_folder + "/" + relativePath; }
 
 private:

@@ -9,7 +9,7 @@
 // never opened.
 
 #include "formats/open_options.h"
-#include "io/mapped_file.h"
+#include "io/bytes.h"
 #include "model/source.h"
 
 #include <optional>

@@ -36,6 +36,9 @@ std::string text(simdjson::dom::element e)
 
 } // namespace
 
+// A live dump lists a model's keys with shapes: a 100,000-key model's is about 20 MB.
+constexpr uint64_t kMaxLiveDump = uint64_t(1) << 30;
+
 bool looksLikeLiveDump(Bytes data)
 {
     std::string_view t(reinterpret_cast<const char*>(data.data()), std::min<size_t>(data.size(), 4096));
@@ -43,12 +46,13 @@ bool looksLikeLiveDump(Bytes data)
     return i != std::string_view::npos && t[i] == '{' && t.find(kFormat) != std::string_view::npos;
 }
 
-Source readLiveDump(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
+Source readLiveDump(const std::shared_ptr<const InputFile>& file, const OpenOptions& options)
 {
     Source out;
     out.path = file->path();
     out.format = "live-dump";
-    Bytes b = file->bytes();
+    const auto whole = file->whole(kMaxLiveDump, "live dump");
+    const Bytes b = whole->bytes();
     simdjson::dom::parser parser;
     simdjson::dom::object root;
     if (auto err = parser.parse(reinterpret_cast<const char*>(b.data()), b.size(), true).get_object().get(root))

@@ -7,14 +7,14 @@
 // container, "non_persistent_buffers", so a diff can explain a checkpoint that still carries them.
 
 #include "formats/open_options.h"
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 #include "model/source.h"
 
 #include <memory>
 
 namespace sl {
 
-Source readLiveDump(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options);
+Source readLiveDump(const std::shared_ptr<const InputFile>& file, const OpenOptions& options);
 
 // A JSON object whose "format" is "statelens-live-dump".
 bool looksLikeLiveDump(Bytes data);

@@ -129,25 +129,20 @@ struct LoadErrorBacking : SourceBacking {
 
 } // namespace
 
-bool looksLikeLoadErrorText(Bytes data)
+bool looksLikeLoadErrorText(Bytes first, Bytes last)
 {
-    std::string_view raw(reinterpret_cast<const char*>(data.data()), data.size());
+    std::string_view raw(reinterpret_cast<const char*>(first.data()), std::min<size_t>(first.size(), kSniffedBytes));
     // A text file: no NUL bytes in the first kilobyte.
     if (raw.substr(0, 1024).find('\0') != std::string_view::npos)
         return false;
     auto hasHead = [](std::string_view window) {
         const std::string t = asciiLower(window);
-        return findIn(t, kHeadError, 0) != std::string_view::npos
-            || findIn(t, kHeadMissing, 0) != std::string_view::npos
+        return findIn(t, kHeadError, 0) != std::string_view::npos || findIn(t, kHeadMissing, 0) != std::string_view::npos
             || findIn(t, kHeadUnexpected, 0) != std::string_view::npos
-            || (findIn(t, kHeadMismatch, 0) != std::string_view::npos
-                && findIn(t, "from checkpoint", 0) != std::string_view::npos);
+            || (findIn(t, kHeadMismatch, 0) != std::string_view::npos && findIn(t, "from checkpoint", 0) != std::string_view::npos);
     };
-    // A bounded look: the whole of a small text; of a long log, its start and its end (where a run that
-    // failed to load stopped).
-    if (raw.size() <= kSniffedBytes)
-        return hasHead(raw);
-    return hasHead(raw.substr(0, kSniffedBytes / 2)) || hasHead(raw.substr(raw.size() - kSniffedBytes / 2));
+    std::string_view end(reinterpret_cast<const char*>(last.data()), std::min<size_t>(last.size(), kSniffedBytes));
+    return hasHead(raw) || (!end.empty() && hasHead(end));
 }
 
 Source parseLoadErrorText(std::string name, std::string_view text, const OpenOptions& options)
@@ -260,13 +255,13 @@ Source parseLoadErrorText(std::string name, std::string_view text, const OpenOpt
     return out;
 }
 
-Source readLoadErrorText(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
+Source readLoadErrorText(const std::shared_ptr<const InputFile>& file, const OpenOptions& options)
 {
-    Bytes b = file->bytes();
-    if (b.size() > kMaxLoadErrorText)
-        throw LoadError(file->path(),
-            "a load_state_dict error text of " + std::to_string(b.size() >> 20)
+    if (file->size() > kMaxLoadErrorText)
+        throw LoadError(file->path(), "a load_state_dict error text of " + std::to_string(file->size() >> 20)
                 + " MiB is larger than any StateLens reads (256 MiB); save the part of the log with the error");
+    const auto text = file->whole(kMaxLoadErrorText, "load_state_dict error text");
+    const Bytes b = text->bytes();
     return parseLoadErrorText(
         file->path(), std::string_view(reinterpret_cast<const char*>(b.data()), b.size()), options);
 }

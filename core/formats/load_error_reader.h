@@ -17,7 +17,7 @@
 // Keys that loaded fine are not in the text; entries say which clause named them (attribute "from").
 
 #include "formats/open_options.h"
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 #include "model/source.h"
 
 #include <memory>
@@ -25,11 +25,12 @@
 
 namespace sl {
 
-Source readLoadErrorText(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options);
+Source readLoadErrorText(const std::shared_ptr<const InputFile>& file, const OpenOptions& options);
 Source parseLoadErrorText(std::string name, std::string_view text, const OpenOptions& options = {});
 
-// True when the bytes contain a load_state_dict error (one of its clause heads).
-bool looksLikeLoadErrorText(Bytes data);
+// True when a text holds a load_state_dict error (one of its clause heads) in its `first` bytes or, for a long
+// log, its `last` ones.
+bool looksLikeLoadErrorText(Bytes first, Bytes last = {});
 
 // Telling a text apart looks at most at 16 MiB of it (a long log's first and last 8 MiB); a text over
 // 256 MiB is refused rather than copied.

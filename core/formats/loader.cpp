@@ -10,7 +10,7 @@
 #include "formats/torch_zip_reader.h"
 #include "formats/torchscript_reader.h"
 #include "io/file_trust.h"
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 #include "io/tar_archive.h"
 #include "io/zip_archive.h"
 #include "pickle/opcode_scan.h"
@@ -75,34 +75,38 @@ bool endsWith(std::string_view s, std::string_view suffix)
 
 // A file that is no format StateLens reads may still be a pickle: torch.load runs its first pickle before
 // it checks the magic number, so what that pickle calls is named in the error.
-std::string withPickleDangers(std::string message, Bytes b)
+std::string withPickleDangers(std::string message, const InputFile& f, Bytes head)
 {
     constexpr uint64_t kScanned = 16u << 20;
-    if (b.empty() || std::string_view("\x80(cNI]})lLdSVF").find(static_cast<char>(b[0])) == std::string_view::npos)
+    if (head.empty() || std::string_view("\x80(cNI]})lLdSVF").find(static_cast<char>(head[0])) == std::string_view::npos)
         return message;
+    std::vector<uint8_t> buffer;
     torch::LoadSafety safety;
-    safety.add("its pickle", pickle::scanPickle(b.subspan(0, std::min<uint64_t>(b.size(), kScanned))));
+    safety.add("its pickle", pickle::scanPickle(f.prefix(kScanned, buffer)));
     return safety.withDangers(std::move(message));
 }
 
-// Sniffs bytes; `path` only names the file in errors, unless `byName`: then bytes that match nothing but sit
-// under a .safetensors name go to that reader, whose error (HeaderTooLarge, InvalidHeaderLength, ...) says more
-// than a hex dump. detectFormat does not guess from names. Zips are told apart (torch.save or TorchScript)
-// only when `lookInsideZips`: opening a file leaves that to the zip reader, which parses the central
-// directory anyway, so it is not parsed twice.
-std::string sniff(const std::string& path, Bytes b, bool byName = false, bool lookInsideZips = true)
+// Sniffs a file from a bounded prefix (a 3 GB text file costs no more than a small one); `path` only names
+// it in errors, unless `byName`: then bytes that match nothing but sit under a .safetensors name go to that
+// reader, whose error (HeaderTooLarge, InvalidHeaderLength, ...) says more than a hex dump. detectFormat
+// does not guess from names. Zips are told apart (torch.save or TorchScript) only when `lookInsideZips`:
+// opening a file leaves that to the zip reader, which parses the central directory anyway, so it is not
+// parsed twice.
+std::string sniff(const std::string& path, const InputFile& f, bool byName = false, bool lookInsideZips = true)
 {
-    if (b.empty())
+    if (f.size() == 0)
         throw LoadError(path, "the file is empty");
     // A DCP shard is payloads laid end to end (often small torch.save zips) that only .metadata can
     // locate; nothing in its bytes says so, and read as one zip it fails with a misleading zip64 error.
     if (byName && endsWith(path, ".distcp"))
         throw LoadError(path, "is a data file (.distcp)" + kDcp + dcpFolderHint(path));
+    std::vector<uint8_t> headBuffer;
+    const Bytes b = f.prefix(64 << 10, headBuffer);
     if (looksLikeZip(b) && !lookInsideZips)
         return "torch-zip";
     if (looksLikeZip(b)) {
         try {
-            ZipArchive zip(b);
+            ZipArchive zip(f);
             if (!zip.entries().empty()) {
                 std::string_view first = zip.entries().front().name;
                 std::string prefix(first.substr(0, first.find('/') + 1));
@@ -116,33 +120,37 @@ std::string sniff(const std::string& path, Bytes b, bool byName = false, bool lo
     }
     if (looksLikeLegacyTorch(b) || looksLikeTar(b))
         return "torch-legacy";
-    // Text formats are told apart from a bounded prefix: a 3 GB text file costs no more than a small one.
-    std::string_view text(reinterpret_cast<const char*>(b.data()), std::min<size_t>(b.size(), kSniffedBytes));
-    if (text.substr(0, kLfsPointer.size()) == kLfsPointer)
+    std::string_view head(reinterpret_cast<const char*>(b.data()), std::min<size_t>(b.size(), 4096));
+    if (head.substr(0, kLfsPointer.size()) == kLfsPointer)
         throw LoadError(path, "is a Git LFS pointer, not checkpoint data (run `git lfs pull`)");
     if (looksLikeLiveDump(b))
         return "live-dump";
-    if (looksLikeIndexJson(b))
-        return "index";
-    if (looksLikeSafetensors(b))
+    if (looksLikeSafetensors(b, f.size()))
         return "safetensors";
+    // Text: the first 16 MiB, and a long log's last 8 MiB (where a run that failed to load stopped).
+    std::vector<uint8_t> textBuffer, tailBuffer;
+    const Bytes text = b.size() == f.size() ? b : f.prefix(kSniffedBytes, textBuffer);
+    if (looksLikeIndexJson(text))
+        return "index";
     if (byName && endsWith(path, ".safetensors"))
         return "safetensors";
     // Never "index" by name alone: a shard check that sniffs bytes would miss it, and it could name itself.
     // Files that sit next to checkpoints: say what they are rather than dumping their first bytes.
-    std::string_view head = text.substr(0, 4096);
     if (b[0] == 0x80 && head.find("checkpoint.metadata") != std::string_view::npos)
         throw LoadError(
             path, "is the .metadata pickle" + kDcp + "; open the folder that holds it with its .distcp files");
-    if (looksLikeLoadErrorText(b))
+    const bool longText = f.size() > kSniffedBytes;
+    const Bytes tail = longText ? f.read(f.size() - kSniffedBytes / 2, kSniffedBytes / 2, tailBuffer) : Bytes {};
+    if (looksLikeLoadErrorText(longText ? text.first(kSniffedBytes / 2) : text, tail))
         return "load-error-text";
-    if (size_t i = text.find_first_not_of(" \t\r\n"); i != std::string_view::npos && text[i] == '{') {
+    const std::string_view textView(reinterpret_cast<const char*>(text.data()), text.size());
+    if (size_t i = textView.find_first_not_of(" \t\r\n"); i != std::string_view::npos && textView[i] == '{') {
         if (head.find("\"model_type\"") != std::string_view::npos
             || head.find("\"architectures\"") != std::string_view::npos)
             throw LoadError(path, "is a Hugging Face model config (JSON), not checkpoint data");
         throw LoadError(path, "is a JSON file without a \"weight_map\", neither checkpoint data nor a shard index");
     }
-    throw LoadError(path, withPickleDangers("unrecognised format (first bytes: " + hexPrefix(b) + ")", b));
+    throw LoadError(path, withPickleDangers("unrecognised format (first bytes: " + hexPrefix(b) + ")", f, b));
 }
 
 // The index or single checkpoint file a folder stands for; a LoadError when it is a symlink out of the folder.
@@ -180,10 +188,10 @@ RankFolderPlan rankFolderPlan(const std::string& dir)
     throw LoadError(dir, problem);
 }
 
-Source dispatch(const std::string& path, const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
+Source dispatch(const std::string& path, const std::shared_ptr<const InputFile>& file, const OpenOptions& options)
 {
     PhaseTimer sniffTimer(options.timings, "sniff format");
-    std::string format = sniff(path, file->bytes(), true, false);
+    std::string format = sniff(path, *file, true, false);
     sniffTimer.stop();
     if (format == "torch-zip")
         return readTorchZip(file, options);
@@ -259,8 +267,8 @@ std::string detectFormat(const std::string& path)
             s.format = "dcp";
             return s;
         }
-        auto file = MappedFile::open(path);
-        s.format = sniff(path, file->bytes());
+        auto file = InputFile::open(path);
+        s.format = sniff(path, *file);
         if (s.format == "index")
             s.format = path.find(".bin.index") != std::string::npos ? "torch-bin-index" : "safetensors-index";
         return s;
@@ -289,7 +297,7 @@ Source openSource(const std::string& path, const OpenOptions& options)
                 throw LoadError(path, e.problem()); // name what the user gave
             }
         }
-        auto file = MappedFile::open(path);
+        auto file = InputFile::open(path);
         return finish(dispatch(path, file, options), options);
     });
 }
@@ -297,10 +305,10 @@ Source openSource(const std::string& path, const OpenOptions& options)
 Source openSourceFromMemory(const std::string& name, std::vector<uint8_t> bytes, const OpenOptions& options)
 {
     return guarded(name, [&] {
-        auto file = MappedFile::fromBuffer(name, std::move(bytes));
+        auto file = InputFile::fromBuffer(name, std::move(bytes));
         // Sniffed as dispatch does (by name too), so bytes that only a .safetensors name claims get that
         // reader's specific error here as they do from disk.
-        if (sniff(name, file->bytes(), true) == "index")
+        if (sniff(name, *file, true) == "index")
             throw LoadError(name, "an index must be opened from disk, next to its shards");
         return finish(dispatch(name, file, options), options);
     });

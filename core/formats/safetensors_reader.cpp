@@ -23,65 +23,54 @@ struct Span {
     size_t entry;
 };
 
-// The backing of a safetensors source: just the mapping.
-struct MappedBacking : SourceBacking {
-    std::shared_ptr<const MappedFile> file;
-};
-
 bool isJsonSpace(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 } // namespace
 
-bool looksLikeSafetensors(Bytes data)
+bool looksLikeSafetensors(Bytes head, uint64_t fileSize)
 {
-    if (data.size() < 10)
+    if (head.size() < 10 || fileSize < head.size())
         return false;
-    ByteReader r(data);
+    ByteReader r(head);
     uint64_t n = r.u64le();
-    if (n < 2 || n > kSafetensorsMaxHeader || n > data.size() - 8)
+    if (n < 2 || n > kSafetensorsMaxHeader || n > fileSize - 8)
         return false;
-    for (size_t i = 8; i < 8 + n; ++i) {
-        if (data[i] == '{')
+    for (size_t i = 8; i < 8 + n && i < head.size(); ++i) {
+        if (head[i] == '{')
             return true;
-        if (!isJsonSpace(data[i]))
+        if (!isJsonSpace(head[i]))
             return false;
     }
     return false;
 }
 
-Source readSafetensors(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
+Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenOptions& options)
 {
     Source out;
     out.path = file->path();
     out.format = "safetensors";
     out.files.push_back(file->path());
-    Bytes data = file->bytes();
+    const uint64_t fileSize = file->size();
 
-    if (data.size() < 8)
-        throw LoadError(file->path(), "HeaderTooSmall: " + std::to_string(data.size()) + " bytes, a safetensors file needs at least 8");
-    uint64_t n = ByteReader(data).u64le();
+    if (fileSize < 8)
+        throw LoadError(file->path(), "HeaderTooSmall: " + std::to_string(fileSize) + " bytes, a safetensors file needs at least 8");
+    uint8_t length[8];
+    file->readInto(0, length);
+    uint64_t n = ByteReader(Bytes(length)).u64le();
     if (n > kSafetensorsMaxHeader)
         throw LoadError(file->path(), "HeaderTooLarge: header length " + std::to_string(n) + " exceeds the 100,000,000-byte limit");
-    if (n > data.size() - 8)
+    if (n > fileSize - 8)
         throw LoadError(file->path(), "InvalidHeaderLength: header length " + std::to_string(n) + " runs past the end of the "
-                + std::to_string(data.size()) + "-byte file");
+                + std::to_string(fileSize) + "-byte file");
     const uint64_t bufferStart = 8 + n;
 
     PhaseTimer parseTimer(options.timings, "header parse");
-    // simdjson On-Demand walks the header once without building a document (the DOM parser's tape and
-    // string buffers for a 13 MB header cost as much as the parse). It reads up to SIMDJSON_PADDING bytes
-    // past the text without interpreting them; the tensor buffer usually follows, so the mapping is parsed
-    // in place and the header is copied into a padded buffer only when the file ends too soon after it.
-    const char* text = reinterpret_cast<const char*>(data.data() + 8);
-    const bool padded = data.size() - bufferStart >= simdjson::SIMDJSON_PADDING;
-    simdjson::padded_string copy;
-    simdjson::padded_string_view json;
-    if (padded) {
-        json = simdjson::padded_string_view(text, static_cast<size_t>(n), static_cast<size_t>(n) + simdjson::SIMDJSON_PADDING);
-    } else {
-        copy = simdjson::padded_string(text, static_cast<size_t>(n));
-        json = copy;
-    }
+    // Only the header is read, into a buffer with the padding simdjson reads past the text (without
+    // interpreting it). simdjson On-Demand walks it once without building a document (the DOM parser's tape
+    // and string buffers for a 13 MB header cost as much as the parse).
+    simdjson::padded_string copy(static_cast<size_t>(n));
+    file->readInto(8, std::span(reinterpret_cast<uint8_t*>(copy.data()), static_cast<size_t>(n)));
+    simdjson::padded_string_view json = copy;
     auto bad = [&](const std::string& what) { throw LoadError(file->path(), "InvalidHeaderDeserialization: " + what); };
     auto check = [&](simdjson::error_code err, const std::string& what) {
         if (err)
@@ -218,7 +207,7 @@ Source readSafetensors(const std::shared_ptr<const MappedFile>& file, const Open
         loc.offset = loc.storageByteOffset;
         loc.length = end >= begin ? end - begin : 0;
         loc.storageNbytes = loc.length;
-        if (begin > data.size() - bufferStart || end > data.size() - bufferStart)
+        if (begin > fileSize - bufferStart || end > fileSize - bufferStart)
             loc.kind = TensorLocation::Kind::Unavailable;
 
         // torch sees F4 as float4_e2m1fn_x2 with the last dimension halved (two values per byte).
@@ -283,15 +272,13 @@ Source readSafetensors(const std::shared_ptr<const MappedFile>& file, const Open
     }
     if (reported > kMaxFindingsPerKind)
         out.addFinding(Severity::Danger, "InvalidOffset: " + std::to_string(reported) + " gaps or overlaps between tensors in all");
-    if (expected != data.size() - bufferStart)
+    if (expected != fileSize - bufferStart)
         out.addFinding(Severity::Danger,
             "MetadataIncompleteBuffer: tensors end at buffer byte " + std::to_string(expected) + " but the buffer holds "
-                + std::to_string(data.size() - bufferStart)
-                + (expected > data.size() - bufferStart ? " (the file is truncated)" : " (trailing bytes)"));
+                + std::to_string(fileSize - bufferStart)
+                + (expected > fileSize - bufferStart ? " (the file is truncated)" : " (trailing bytes)"));
 
-    auto backing = std::make_shared<MappedBacking>();
-    backing->file = file;
-    out.backing = backing;
+    out.backing = std::make_shared<SourceBacking>(); // entries hold offsets; nothing to keep open
     return out;
 }
 

@@ -12,7 +12,7 @@
 // only an unreadable header is an error.
 
 #include "formats/open_options.h"
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 #include "model/source.h"
 
 #include <memory>
@@ -21,9 +21,10 @@ namespace sl {
 
 constexpr uint64_t kSafetensorsMaxHeader = 100'000'000;
 
-Source readSafetensors(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options);
+Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenOptions& options);
 
-// An 8-byte length that fits the file followed by '{' (leading whitespace allowed, as serde does).
-bool looksLikeSafetensors(Bytes data);
+// An 8-byte length that fits the file followed by '{' (leading whitespace allowed, as serde does): `head` is
+// the file's first bytes, `fileSize` its size.
+bool looksLikeSafetensors(Bytes head, uint64_t fileSize);
 
 } // namespace sl

@@ -35,9 +35,60 @@ bool isMagic(const pickle::Value* v)
 // (target, root, offset, numel)), `tensors` (count, then per tensor a pickled (key, storage key, type) and
 // int32 ndim, 4 padding bytes, ndim int64 sizes, ndim int64 strides, int64 storage offset), and `pickle`,
 // whose persistent ids are those keys.
-void readTarLayout(const std::shared_ptr<torch::PickledCheckpoint>& ck, Bytes all, Source& out)
+// The pickle that starts at `pos` (and ends before `end`): read in a window grown until the opcode scan finds
+// its STOP (pickles here are small; the raw storage data around them is never read), kept alive in `ck`.
+Bytes pickleAt(torch::PickledCheckpoint& ck, const InputFile& file, uint64_t pos, uint64_t end)
 {
-    auto members = listTarMembers(all);
+    if (pos > end)
+        throw FormatError("a pickle at " + std::to_string(pos) + " starts past the end of its member");
+    uint64_t want = std::min<uint64_t>(end - pos, 64 << 10);
+    while (true) {
+        auto region = file.region(pos, want);
+        const pickle::PickleScan scan = pickle::scanPickle(region->bytes(), pos, 0);
+        if (!scan.ranOut || want == end - pos) {
+            ck.regions.push_back(region);
+            return region->bytes();
+        }
+        want = std::min(end - pos, want * 4);
+    }
+}
+
+// Reads little- or big-endian unsigned integers of the file at a moving position.
+struct FileCursor {
+    const InputFile& file;
+    uint64_t pos;
+    uint64_t end;
+    uint64_t u64(bool littleEndian, const char* what)
+    {
+        uint8_t b[8];
+        if (end - pos < 8)
+            throw FormatError(std::string("truncated ") + what + " at byte " + std::to_string(pos));
+        file.readInto(pos, b);
+        pos += 8;
+        return ByteReader(Bytes(b)).u64(littleEndian, what);
+    }
+    uint32_t u32le(const char* what)
+    {
+        uint8_t b[4];
+        if (end - pos < 4)
+            throw FormatError(std::string("truncated ") + what + " at byte " + std::to_string(pos));
+        file.readInto(pos, b);
+        pos += 4;
+        return ByteReader(Bytes(b)).u32le(what);
+    }
+    void skip(uint64_t n, const char* what)
+    {
+        if (n > end - pos)
+            throw FormatError(std::string("truncated ") + what + " at byte " + std::to_string(pos) + ": needs " + std::to_string(n)
+                + " bytes, " + std::to_string(end - pos) + " remain");
+        pos += n;
+    }
+    uint64_t remaining() const { return end - pos; }
+};
+
+void readTarLayout(const std::shared_ptr<torch::PickledCheckpoint>& ck, const InputFile& file, Source& out)
+{
+    auto members = listTarMembers(file);
     auto find = [&](const char* name) -> const TarMember* {
         for (const auto& m : members)
             if (m.name == name)
@@ -51,7 +102,7 @@ void readTarLayout(const std::shared_ptr<torch::PickledCheckpoint>& ck, Bytes al
     pickle::InertSemantics inert;
     bool littleEndian = true;
     if (const TarMember* sys = find("sys_info")) {
-        pickle::Unpickler u(all.subspan(sys->offset, sys->size), ck->arena, inert, sys->offset);
+        pickle::Unpickler u(pickleAt(*ck, file, sys->offset, sys->offset + sys->size), ck->arena, inert, sys->offset);
         if (auto* d = pickle::asDict(u.load())) {
             int64_t le = 1;
             if (pickle::toInt(d->lookup("little_endian"), le))
@@ -71,9 +122,9 @@ void readTarLayout(const std::shared_ptr<torch::PickledCheckpoint>& ck, Bytes al
         throw FormatError("tar storage key is neither a string nor an integer");
     };
     {
-        ByteReader r(all.subspan(storages->offset, storages->size), storages->offset);
+        FileCursor r { file, storages->offset, storages->offset + storages->size };
         auto next = [&](pickle::Semantics& s) {
-            pickle::Unpickler u(all.subspan(r.absolutePosition(), r.remaining()), ck->arena, s, r.absolutePosition());
+            pickle::Unpickler u(pickleAt(*ck, file, r.pos, r.end), ck->arena, s, r.pos);
             pickle::Value* v = u.load();
             r.skip(u.consumed(), "pickle");
             return v;
@@ -93,13 +144,13 @@ void readTarLayout(const std::shared_ptr<torch::PickledCheckpoint>& ck, Bytes al
                 static_cast<int64_t>(std::min<uint64_t>(n, INT64_MAX)));
             unsigned item = s->untyped ? 1 : std::max(1u, dtypeItemSize(s->dtype));
             if (n > r.remaining() / item)
-                r.fail("tar storage " + key + " claims more bytes than the member holds");
-            s->fileOffset = static_cast<int64_t>(r.absolutePosition());
+                throw FormatError("tar storage " + key + " claims more bytes than the member holds (at byte " + std::to_string(r.pos) + ")");
+            s->fileOffset = static_cast<int64_t>(r.pos);
             s->recordSize = n * item;
             r.skip(n * item, "storage data");
             sem.addPrebuilt(key, s);
         }
-        if (!r.atEnd()) {
+        if (r.remaining() > 0) {
             if (auto* views = pickle::asSeq(next(inert))) {
                 for (auto* v : views->items) {
                     auto* t = pickle::asSeq(v);
@@ -120,9 +171,9 @@ void readTarLayout(const std::shared_ptr<torch::PickledCheckpoint>& ck, Bytes al
         }
     }
     if (const TarMember* tensors = find("tensors")) {
-        ByteReader r(all.subspan(tensors->offset, tensors->size), tensors->offset);
+        FileCursor r { file, tensors->offset, tensors->offset + tensors->size };
         auto next = [&](pickle::Semantics& s) {
-            pickle::Unpickler u(all.subspan(r.absolutePosition(), r.remaining()), ck->arena, s, r.absolutePosition());
+            pickle::Unpickler u(pickleAt(*ck, file, r.pos, r.end), ck->arena, s, r.pos);
             pickle::Value* v = u.load();
             r.skip(u.consumed(), "pickle");
             return v;
@@ -139,7 +190,7 @@ void readTarLayout(const std::shared_ptr<torch::PickledCheckpoint>& ck, Bytes al
             uint32_t ndim = r.u32le("tensor ndim");
             r.skip(4, "tensor header");
             if (ndim > 64)
-                r.fail("tensor with " + std::to_string(ndim) + " dimensions");
+                throw FormatError("tensor with " + std::to_string(ndim) + " dimensions (at byte " + std::to_string(r.pos) + ")");
             auto* tv = ck->arena.make<pickle::TensorValue>();
             auto sizes = ck->arena.array<int64_t>(ndim);
             auto strides = ck->arena.array<int64_t>(ndim);
@@ -163,8 +214,8 @@ void readTarLayout(const std::shared_ptr<torch::PickledCheckpoint>& ck, Bytes al
     }
     for (const TarMember* m : { find("sys_info"), main })
         if (m)
-            ck->safety.add("the tar's " + m->name + " member", pickle::scanPickle(all.subspan(m->offset, m->size), m->offset));
-    pickle::Unpickler u(all.subspan(main->offset, main->size), ck->arena, sem, main->offset);
+            ck->safety.add("the tar's " + m->name + " member", pickle::scanPickle(pickleAt(*ck, file, m->offset, m->offset + m->size), m->offset));
+    pickle::Unpickler u(pickleAt(*ck, file, main->offset, main->offset + main->size), ck->arena, sem, main->offset);
     ck->root = u.load();
 }
 
@@ -185,7 +236,7 @@ bool looksLikeLegacyTorch(Bytes data)
         && std::memcmp(data.data() + at + 2, kMagicLE, sizeof kMagicLE) == 0;
 }
 
-Source readTorchLegacy(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
+Source readTorchLegacy(const std::shared_ptr<const InputFile>& file, const OpenOptions& options)
 {
     Source out;
     out.path = file->path();
@@ -193,33 +244,56 @@ Source readTorchLegacy(const std::shared_ptr<const MappedFile>& file, const Open
     out.files.push_back(file->path());
     torch::LoadSafety safety;
     try {
-        Bytes all = file->bytes();
-        if (looksLikeTar(all)) {
+        std::vector<uint8_t> headBuffer;
+        if (looksLikeTar(file->prefix(512, headBuffer))) {
             auto ck = std::make_shared<torch::PickledCheckpoint>(torch::TorchSemantics::PersistentIds::Tar);
-            ck->file = file;
-            readTarLayout(ck, all, out);
+            ck->fileSize = file->size();
+            readTarLayout(ck, *file, out);
             torch::finishSource(ck, out, options.container ? &*options.container : nullptr, options.timings);
             return out;
         }
         auto ck = std::make_shared<torch::PickledCheckpoint>(torch::TorchSemantics::PersistentIds::Legacy);
-        ck->file = file;
+        ck->fileSize = file->size();
         // torch.load runs all five pickles (magic number, protocol, sys_info, the object, storage keys), and
-        // the first before it checks anything: each is scanned before any is run.
+        // the first before it checks anything: each is scanned before any is run. They sit at the start of the
+        // file, the storages' bytes after them; only the pickles are read, in a region grown until the scan
+        // finds the fifth STOP.
+        std::shared_ptr<const Region> pickles;
         {
             static constexpr const char* kPickles[] = { "the magic-number pickle", "the protocol pickle",
                 "the sys_info pickle", "the main pickle", "the storage-key pickle" };
-            uint64_t at = 0;
-            for (const char* what : kPickles) {
-                if (at >= all.size())
+            for (uint64_t want = std::min<uint64_t>(file->size(), 1 << 20);; want = std::min(file->size(), want * 4)) {
+                pickles = file->region(0, want);
+                const Bytes all = pickles->bytes();
+                torch::LoadSafety scanned;
+                uint64_t at = 0;
+                bool complete = true;
+                for (const char* what : kPickles) {
+                    if (at >= all.size()) {
+                        complete = false;
+                        break;
+                    }
+                    pickle::PickleScan scan = pickle::scanPickle(all.subspan(at), at);
+                    if (!scan.complete) {
+                        // Bytes that end the pickle early may just be the end of the prefix read so far;
+                        // anything else (a bad opcode) stops the scan where a longer prefix would too.
+                        complete = !scan.ranOut;
+                        if (!scan.ranOut || want == file->size())
+                            scanned.add(what, scan);
+                        break;
+                    }
+                    scanned.add(what, scan);
+                    at += scan.consumed;
+                }
+                if (complete || want == file->size()) {
+                    safety = scanned;
                     break;
-                pickle::PickleScan scan = pickle::scanPickle(all.subspan(at), at);
-                safety.add(what, scan);
-                if (!scan.complete)
-                    break;
-                at += scan.consumed;
+                }
             }
             ck->safety = safety;
+            ck->regions.push_back(pickles);
         }
+        const Bytes all = pickles->bytes();
         size_t pos = 0;
         pickle::InertSemantics inert;
         auto runPickle = [&](pickle::Semantics& sem) {
@@ -229,7 +303,6 @@ Source readTorchLegacy(const std::shared_ptr<const MappedFile>& file, const Open
             pos += u.consumed();
             return v;
         };
-
         if (!isMagic(runPickle(inert)))
             throw FormatError("bad magic number; not a legacy torch.save file");
         int64_t protocol = 0;
@@ -257,12 +330,12 @@ Source readTorchLegacy(const std::shared_ptr<const MappedFile>& file, const Open
         if (!keys)
             throw FormatError("the storage key list is missing");
 
-        // Walk the storage section: for each key, a u64 count then the bytes.
+        // Walk the storage section: for each key, a u64 count then the bytes (only the counts are read).
         std::unordered_map<std::string_view, pickle::StorageValue*> byKey;
         for (auto* s : ck->semantics.storages())
             if (!s->viewOf)
                 byKey.emplace(s->key, s);
-        ByteReader r(all.subspan(pos), pos);
+        FileCursor r { *file, pos, file->size() };
         for (size_t i = 0; i < keys->items.size(); ++i) {
             auto* k = pickle::asStr(keys->items[i]);
             auto it = k ? byKey.find(k->s) : byKey.end();
@@ -275,17 +348,17 @@ Source readTorchLegacy(const std::shared_ptr<const MappedFile>& file, const Open
             uint64_t count = r.u64(littleEndian, "storage element count");
             unsigned item = s->untyped ? 1 : std::max(1u, dtypeItemSize(s->dtype));
             if (count > r.remaining() / item)
-                r.fail("storage " + std::string(s->key) + " claims " + std::to_string(count) + " elements of "
-                    + std::to_string(item) + " bytes, more than the file holds");
+                throw FormatError("storage " + std::string(s->key) + " claims " + std::to_string(count) + " elements of "
+                    + std::to_string(item) + " bytes, more than the file holds (at byte " + std::to_string(r.pos) + ")");
             if (count != static_cast<uint64_t>(s->numel))
                 out.addFinding(Severity::Danger,
                     "storage " + std::string(s->key) + " holds " + std::to_string(count) + " elements but the pickle says "
                         + std::to_string(s->numel) + "; torch.load would fail");
-            s->fileOffset = static_cast<int64_t>(r.absolutePosition());
+            s->fileOffset = static_cast<int64_t>(r.pos);
             s->recordSize = count * item;
             r.skip(count * item, "storage data");
         }
-        if (!r.atEnd())
+        if (r.remaining() > 0)
             out.addFinding(Severity::Info, std::to_string(r.remaining()) + " bytes follow the last storage");
 
         const std::string* container = options.container ? &*options.container : nullptr;

@@ -12,14 +12,14 @@
 // count * element_size bytes. Only the counts are read, to find where each storage starts.
 
 #include "formats/open_options.h"
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 #include "model/source.h"
 
 #include <memory>
 
 namespace sl {
 
-Source readTorchLegacy(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options);
+Source readTorchLegacy(const std::shared_ptr<const InputFile>& file, const OpenOptions& options);
 
 // The magic number at the start, in any pickle protocol.
 bool looksLikeLegacyTorch(Bytes data);

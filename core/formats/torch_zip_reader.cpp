@@ -83,7 +83,7 @@ bool loadsAsTorchScript(const ZipArchive& zip, const std::string& prefix)
     return isTorchScriptArchive(zip, prefix) && (!zip.findAsTorch(prefix + "data.pkl") || zip.find(prefix + "constants.pkl"));
 }
 
-Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
+Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOptions& options)
 {
     Source out;
     out.path = file->path();
@@ -93,7 +93,7 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
     torch::LoadSafety safety;
     try {
         PhaseTimer directoryTimer(options.timings, "zip central directory");
-        ZipArchive zip(file->bytes());
+        ZipArchive zip(*file);
         if (zip.entries().empty())
             throw FormatError("the zip archive is empty");
         std::string_view first = zip.entries().front().name;
@@ -199,7 +199,7 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
                 out.addFinding(Severity::Info, "archive version " + *version + " is newer than StateLens knows");
         }
         auto ck = std::make_shared<torch::PickledCheckpoint>(torch::TorchSemantics::PersistentIds::Zip);
-        ck->file = file;
+        ck->fileSize = file->size();
         ck->safety = safety;
         if (const std::string* order = meta("byteorder"); order && *order == "big") {
             ck->context.bigEndian = true;
@@ -207,10 +207,9 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
         }
 
         directoryTimer.stop();
-        // Run the pickle over the mapped bytes (inflated first only if the archive was re-compressed).
+        // Run the pickle over its bytes, read (and inflated if the archive was re-compressed) into the checkpoint.
         PhaseTimer pickleTimer(options.timings, "pickle");
         Bytes pickleBytes = zip.contents(*pkl, ck->ownedPickle, kMaxInflatedPickle);
-        populate(pickleBytes.data(), pickleBytes.size());
         uint64_t pickleOffset = pkl->method == 0 ? zip.dataOffset(*pkl) : 0;
         pickle::Unpickler unpickler(pickleBytes, ck->arena, ck->semantics, pickleOffset);
         unpickler.setControl(options.control);
@@ -258,7 +257,7 @@ Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOpt
                 ++caseMatched;
             try {
                 uint64_t offset = computed ? zip.torchDataOffset(rec, alignment) : zip.dataOffset(rec);
-                if (computed && (offset > file->size() || rec.compressedSize > file->size() - offset))
+                if (computed && (offset > zip.size() || rec.compressedSize > zip.size() - offset))
                     offset = zip.dataOffset(rec); // throws the precise reason
                 s->fileOffset = static_cast<int64_t>(offset);
             } catch (const FormatError& e) {

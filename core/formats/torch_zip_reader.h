@@ -12,7 +12,7 @@
 // Only data.pkl and the local headers of the storage records are read; tensor bytes are never touched.
 
 #include "formats/open_options.h"
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 #include "model/source.h"
 
 #include <memory>
@@ -21,7 +21,7 @@ namespace sl {
 
 class ZipArchive;
 
-Source readTorchZip(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options);
+Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOptions& options);
 
 // TorchScript archives are zips too; they carry constants.pkl, bytecode.pkl or code/ records.
 bool isTorchScriptArchive(const ZipArchive& zip, const std::string& prefix);

@@ -157,11 +157,11 @@ void readPickledTensors(const ZipArchive& zip, const std::string& prefix, Archiv
     collectTensors(root, path, 0, ctx, facts.pickled, budget);
 }
 
-ArchiveFacts inspectArchive(const MappedFile& file, Source& out, Timings* timings)
+ArchiveFacts inspectArchive(const InputFile& file, Source& out, Timings* timings)
 {
     PhaseTimer timer(timings, "zip central directory");
     ArchiveFacts facts;
-    ZipArchive zip(file.bytes());
+    ZipArchive zip(file);
     if (zip.entries().empty())
         throw FormatError("the zip archive is empty");
     std::string_view first = zip.entries().front().name;
@@ -202,7 +202,7 @@ struct WorkerRun {
     uint64_t memoryLimit = 0;
 };
 
-WorkerRun runWorker(const MappedFile& file, const TorchScriptWorker& worker)
+WorkerRun runWorker(const InputFile& file, const TorchScriptWorker& worker)
 {
     WorkerRun run;
     const uint64_t size = file.size();
@@ -217,7 +217,7 @@ WorkerRun runWorker(const MappedFile& file, const TorchScriptWorker& worker)
 
     std::vector<std::string> argv = worker.command;
     int fd = -1;
-    if (file.isMapped()) {
+    if (file.onDisk()) {
         // Absolute, so that a name starting with '-' is not taken for an option.
         std::error_code ec;
         fs::path abs = fs::absolute(file.path(), ec);
@@ -229,7 +229,8 @@ WorkerRun runWorker(const MappedFile& file, const TorchScriptWorker& worker)
             run.result.startError = std::string("memfd_create failed: ") + std::strerror(errno);
             return run;
         }
-        Bytes b = file.bytes();
+        std::vector<uint8_t> unused;
+        const Bytes b = file.read(0, file.size(), unused); // a view: the file is in memory
         for (size_t done = 0; done < b.size();) {
             ssize_t n = ::write(fd, b.data() + done, b.size() - done);
             if (n < 0 && errno == EINTR)
@@ -503,7 +504,7 @@ TorchScriptWorker torchScriptWorkerFor(const std::string& statelensExecutable)
     return w;
 }
 
-Source readTorchScript(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options)
+Source readTorchScript(const std::shared_ptr<const InputFile>& file, const OpenOptions& options)
 {
     const std::string& path = file->path();
     if (options.container && !options.container->empty())

@@ -21,7 +21,7 @@
 // the reader fails with a LoadError and runs nothing.
 
 #include "formats/open_options.h"
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 #include "model/source.h"
 
 #include <cstdint>
@@ -47,6 +47,6 @@ TorchScriptWorker torchScriptWorker();
 // {exe, "__torchscript-worker"}: the command for a statelens executable at `exe`.
 TorchScriptWorker torchScriptWorkerFor(const std::string& statelensExecutable);
 
-Source readTorchScript(const std::shared_ptr<const MappedFile>& file, const OpenOptions& options);
+Source readTorchScript(const std::shared_ptr<const InputFile>& file, const OpenOptions& options);
 
 } // namespace sl

@@ -2,7 +2,7 @@
 // A bounded cursor over bytes. Every read checks the bytes that remain first and throws FormatError
 // with the offset and the shortfall, so readers never index past their input or trust a length field.
 
-#include "io/mapped_file.h"
+#include "io/bytes.h"
 #include "util/error.h"
 
 #include <cstring>

@@ -39,6 +39,13 @@ public:
 
     int fd() const { return m_fd; }
     uint64_t size() const { return m_size; }
+    // Hands the descriptor over (closing it becomes the caller's job).
+    int release()
+    {
+        const int fd = m_fd;
+        m_fd = -1;
+        return fd;
+    }
 
 private:
     friend ReadableFile openRegularFile(const std::string& path, InputKind kind);

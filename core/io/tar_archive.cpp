@@ -42,47 +42,57 @@ bool looksLikeTar(Bytes data)
     return data.size() >= kBlock && (std::memcmp(data.data() + 257, "ustar", 5) == 0);
 }
 
-std::vector<TarMember> listTarMembers(Bytes data)
+std::vector<TarMember> listTarMembers(const InputFile& file)
 {
+    // pax and GNU long names longer than this are not names torch wrote.
+    constexpr uint64_t kMaxLongName = 1 << 16;
     std::vector<TarMember> out;
     std::string pendingName;
-    size_t pos = 0;
-    while (pos + kBlock <= data.size()) {
-        const uint8_t* h = data.data() + pos;
+    uint64_t pos = 0;
+    const uint64_t size = file.size();
+    uint8_t h[kBlock];
+    std::vector<uint8_t> buffer;
+    while (pos + kBlock <= size) {
+        file.readInto(pos, h);
         if (allZero(h))
             break;
-        uint64_t size = parseOctal(h + 124, 12);
+        uint64_t memberSize = parseOctal(h + 124, 12);
         char type = static_cast<char>(h[156]);
         uint64_t dataStart = pos + kBlock;
-        if (size > data.size() - dataStart)
-            throw FormatError("tar member at " + std::to_string(pos) + " claims " + std::to_string(size)
+        if (memberSize > size - dataStart)
+            throw FormatError("tar member at " + std::to_string(pos) + " claims " + std::to_string(memberSize)
                 + " bytes, past the end of the archive");
         std::string name = cString(h, 100);
         std::string prefix = cString(h + 345, 155);
         if (!prefix.empty() && std::memcmp(h + 257, "ustar", 5) == 0)
             name = prefix + "/" + name;
-        if (type == 'L') {
-            pendingName = cString(data.data() + dataStart, static_cast<size_t>(size));
-        } else if (type == 'x') {
-            // pax records: "<len> path=<name>\n"
-            std::string recs(reinterpret_cast<const char*>(data.data() + dataStart), static_cast<size_t>(size));
-            size_t at = recs.find(" path=");
-            if (at != std::string::npos) {
-                size_t end = recs.find('\n', at);
-                pendingName = recs.substr(at + 6, end == std::string::npos ? std::string::npos : end - at - 6);
+        if (type == 'L' || type == 'x') {
+            const Bytes text = file.read(dataStart, std::min(memberSize, kMaxLongName), buffer);
+            if (type == 'L') {
+                pendingName = cString(text.data(), text.size());
+            } else {
+                // pax records: "<len> path=<name>\n"
+                std::string recs(reinterpret_cast<const char*>(text.data()), text.size());
+                size_t at = recs.find(" path=");
+                if (at != std::string::npos) {
+                    size_t end = recs.find('\n', at);
+                    pendingName = recs.substr(at + 6, end == std::string::npos ? std::string::npos : end - at - 6);
+                }
             }
         } else if (type == '0' || type == '\0' || type == '7') {
             TarMember m;
             m.name = pendingName.empty() ? name : pendingName;
             m.offset = dataStart;
-            m.size = size;
+            m.size = memberSize;
             out.push_back(std::move(m));
             pendingName.clear();
         } else {
             pendingName.clear();
         }
-        uint64_t padded = (size + kBlock - 1) / kBlock * kBlock;
-        pos = static_cast<size_t>(dataStart + padded);
+        uint64_t padded = (memberSize + kBlock - 1) / kBlock * kBlock;
+        if (padded < memberSize)
+            break;
+        pos = dataStart + padded;
     }
     return out;
 }

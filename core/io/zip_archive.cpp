@@ -3,7 +3,7 @@
 #include "io/byte_reader.h"
 #include "io/miniz_lookup.h"
 
-#include <sys/mman.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -52,29 +52,36 @@ uint64_t foldedHash(std::string_view s)
 
 bool looksLikeZip(Bytes data) { return data.size() >= 4 && readU32At(data, 0) == kLocalHeaderSig; }
 
-ZipArchive::ZipArchive(Bytes data, uint64_t baseOffset)
-    : m_data(data)
-    , m_base(baseOffset)
+ZipArchive::ZipArchive(const InputFile& file, uint64_t start, uint64_t length)
+    : m_file(file)
+    , m_base(start)
+    , m_size(start > file.size() ? 0 : std::min(length, file.size() - start))
 {
-    if (data.size() < kEndSize)
-        throw FormatError("too small to be a zip archive (" + std::to_string(data.size()) + " bytes)");
+    if (m_size < kEndSize)
+        throw FormatError("too small to be a zip archive (" + std::to_string(m_size) + " bytes)");
 
-    // Step 1: find the end record, scanning back over at most a maximal comment.
-    size_t lowest = data.size() > kEndSize + kMaxCommentSize ? data.size() - kEndSize - kMaxCommentSize : 0;
-    size_t endPos = SIZE_MAX;
-    for (size_t pos = data.size() - kEndSize + 1; pos-- > lowest;) {
-        if (readU32At(data, pos) != kEndSig)
+    // Step 1: find the end record, scanning back over at most a maximal comment (and the ZIP64 locator
+    // before it), in the archive's last bytes.
+    const uint64_t tailSize = std::min<uint64_t>(m_size, kEndSize + kMaxCommentSize + kZip64LocatorSize);
+    const uint64_t tailStart = m_size - tailSize;
+    std::vector<uint8_t> tailBuffer;
+    const Bytes tail = read(tailStart, tailSize, tailBuffer);
+    const size_t lowest = tail.size() > kEndSize + kMaxCommentSize ? tail.size() - kEndSize - kMaxCommentSize : 0;
+    size_t endAt = SIZE_MAX;
+    for (size_t pos = tail.size() - kEndSize + 1; pos-- > lowest;) {
+        if (readU32At(tail, pos) != kEndSig)
             continue;
-        size_t commentLen = static_cast<size_t>(data[pos + 20]) | static_cast<size_t>(data[pos + 21]) << 8;
-        if (pos + kEndSize + commentLen <= data.size()) {
-            endPos = pos;
+        size_t commentLen = static_cast<size_t>(tail[pos + 20]) | static_cast<size_t>(tail[pos + 21]) << 8;
+        if (pos + kEndSize + commentLen <= tail.size()) {
+            endAt = pos;
             break;
         }
     }
-    if (endPos == SIZE_MAX)
+    if (endAt == SIZE_MAX)
         throw FormatError("zip end-of-central-directory record not found (truncated or not a zip archive)");
+    const uint64_t endPos = tailStart + endAt;
 
-    ByteReader end(data.subspan(endPos), baseOffset + endPos);
+    ByteReader end(tail.subspan(endAt), m_base + endPos);
     end.skip(4, "end record");
     uint16_t diskNumber = end.u16le();
     uint16_t cdDisk = end.u16le();
@@ -86,13 +93,15 @@ ZipArchive::ZipArchive(Bytes data, uint64_t baseOffset)
         throw FormatError("multi-disk zip archives are not supported");
 
     // Step 2: the ZIP64 records, when present, hold the real counts and offsets.
-    if (endPos >= kZip64LocatorSize && readU32At(data, endPos - kZip64LocatorSize) == kZip64LocatorSig) {
-        ByteReader loc(data.subspan(endPos - kZip64LocatorSize, kZip64LocatorSize));
+    if (endAt >= kZip64LocatorSize && readU32At(tail, endAt - kZip64LocatorSize) == kZip64LocatorSig) {
+        ByteReader loc(tail.subspan(endAt - kZip64LocatorSize, kZip64LocatorSize));
         loc.skip(8, "zip64 locator");
         uint64_t z64Offset = loc.u64le();
-        if (z64Offset > endPos - kZip64LocatorSize || endPos - kZip64LocatorSize - z64Offset < 56)
+        const uint64_t locatorPos = endPos - kZip64LocatorSize;
+        if (z64Offset > locatorPos || locatorPos - z64Offset < 56)
             throw FormatError("zip64 end record offset " + std::to_string(z64Offset) + " is out of range");
-        ByteReader z(data.subspan(z64Offset, endPos - kZip64LocatorSize - z64Offset), baseOffset + z64Offset);
+        std::vector<uint8_t> z64Buffer;
+        ByteReader z(read(z64Offset, 56, z64Buffer), m_base + z64Offset);
         if (z.u32le("zip64 end record") != kZip64EndSig)
             z.fail("zip64 end record signature missing");
         z.skip(8 + 2 + 2 + 4 + 4 + 8, "zip64 end record");
@@ -173,13 +182,51 @@ void ZipArchive::indexFolded()
     std::sort(m_caseVariants.begin(), m_caseVariants.end());
 }
 
+Bytes ZipArchive::read(uint64_t offset, uint64_t length, std::vector<uint8_t>& buffer) const
+{
+    if (offset > m_size || length > m_size - offset)
+        throw FormatError("bytes " + std::to_string(m_base + offset) + " to " + std::to_string(m_base + offset + length)
+            + " lie past the end of the archive");
+    return m_file.read(m_base + offset, length, buffer);
+}
+
+std::string_view ZipArchive::keepName(Bytes name)
+{
+    constexpr size_t kBlock = size_t(1) << 18; // names are at most 65,535 bytes
+    if (m_nameBlocks.empty() || kBlock - m_nameBlockUsed < name.size()) {
+        m_nameBlocks.push_back(std::make_unique<char[]>(kBlock));
+        m_nameBlockUsed = 0;
+    }
+    char* at = m_nameBlocks.back().get() + m_nameBlockUsed;
+    std::copy(name.begin(), name.end(), at);
+    m_nameBlockUsed += name.size();
+    return { at, name.size() };
+}
+
 void ZipArchive::parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint64_t count)
 {
-    ByteReader r(m_data.subspan(cdOffset, cdSize), m_base + cdOffset);
-    m_entries.reserve(count);
-    m_byName.reserve(count);
+    // Read in windows as the parse goes: a directory that claims gigabytes of a sparse file fails at its
+    // first bad header, not after reading all of it.
+    constexpr uint64_t kWindow = uint64_t(1) << 20;
+    std::vector<uint8_t> window;
+    uint64_t windowStart = 0; // relative to cdOffset
+    Bytes have;
+    uint64_t pos = 0; // relative to cdOffset
+    auto need = [&](uint64_t n) -> ByteReader {
+        if (pos < windowStart || pos + n > windowStart + have.size()) {
+            if (n > cdSize - std::min(pos, cdSize))
+                throw FormatError("zip central directory entry at " + std::to_string(m_base + cdOffset + pos)
+                    + " runs past the end of the directory");
+            windowStart = pos;
+            have = read(cdOffset + pos, std::min(std::max(n, kWindow), cdSize - pos), window);
+        }
+        return ByteReader(have.subspan(static_cast<size_t>(pos - windowStart), static_cast<size_t>(n)), m_base + cdOffset + pos);
+    };
+    m_entries.reserve(static_cast<size_t>(std::min<uint64_t>(count, cdSize / kCentralHeaderSize)));
+    m_byName.reserve(m_entries.capacity());
     auto nameAt = [this](size_t i) { return m_entries[i].name; };
     for (uint64_t i = 0; i < count; ++i) {
+        ByteReader r = need(kCentralHeaderSize);
         if (r.u32le("central directory header") != kCentralHeaderSig)
             r.fail("zip central directory entry " + std::to_string(i) + " has a bad signature");
         ZipEntry e;
@@ -196,9 +243,11 @@ void ZipArchive::parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint6
         uint16_t diskStart = r.u16le();
         r.skip(6, "central directory header"); // attributes
         e.localHeaderOffset = r.u32le();
-        e.name = r.takeString(nameLen, "zip entry name");
-        ByteReader extra(r.take(extraLen, "zip extra field"));
-        r.skip(commentLen, "zip entry comment");
+        pos += kCentralHeaderSize;
+        ByteReader rest = need(uint64_t(nameLen) + extraLen + commentLen);
+        e.name = keepName(rest.take(nameLen, "zip entry name"));
+        ByteReader extra(rest.take(extraLen, "zip extra field"));
+        pos += uint64_t(nameLen) + extraLen + commentLen;
 
         // ZIP64 extended information: only the fields whose 32-bit value overflowed, in this order.
         while (extra.remaining() >= 4) {
@@ -216,7 +265,7 @@ void ZipArchive::parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint6
             if (diskStart == 0xFFFF)
                 field.u32le("zip64 disk number");
         }
-        if (e.localHeaderOffset > m_data.size() || e.compressedSize > m_data.size())
+        if (e.localHeaderOffset > m_size || e.compressedSize > m_size)
             r.fail("zip entry '" + std::string(e.name) + "' points outside the archive");
         // find() takes the first occurrence; duplicates stay visible in entries() (findAsTorch: torch's pick).
         m_entries.push_back(e);
@@ -264,55 +313,51 @@ uint64_t ZipArchive::dataOffset(const ZipEntry& e) const
 {
     // Called once per storage record: the name is only copied when there is an error to report.
     auto name = [&] { return std::string(e.name); };
-    if (e.localHeaderOffset > m_data.size() || m_data.size() - e.localHeaderOffset < kLocalHeaderSize)
+    if (e.localHeaderOffset > m_size || m_size - e.localHeaderOffset < kLocalHeaderSize)
         throw FormatError("zip record '" + name() + "': local header at " + std::to_string(e.localHeaderOffset)
             + " is past the end");
-    if (readU32At(m_data, e.localHeaderOffset) != kLocalHeaderSig)
+    uint8_t header[kLocalHeaderSize];
+    m_file.readInto(m_base + e.localHeaderOffset, header);
+    const Bytes h(header);
+    if (readU32At(h, 0) != kLocalHeaderSig)
         throw FormatError("zip record '" + name() + "': bad local header signature at "
             + std::to_string(m_base + e.localHeaderOffset));
-    size_t p = e.localHeaderOffset + 26;
-    uint64_t nameLen = m_data[p] | m_data[p + 1] << 8;
-    uint64_t extraLen = m_data[p + 2] | m_data[p + 3] << 8;
+    uint64_t nameLen = h[26] | h[27] << 8;
+    uint64_t extraLen = h[28] | h[29] << 8;
     uint64_t start = e.localHeaderOffset + kLocalHeaderSize + nameLen + extraLen;
-    if (start > m_data.size() || e.compressedSize > m_data.size() - start)
+    if (start > m_size || e.compressedSize > m_size - start)
         throw FormatError("zip record '" + name() + "': data (" + std::to_string(e.compressedSize)
             + " bytes at " + std::to_string(m_base + start) + ") runs past the end of the archive");
     return start;
 }
 
-Bytes ZipArchive::storedData(const ZipEntry& e) const
-{
-    if (e.method != 0)
-        throw FormatError("zip record '" + std::string(e.name) + "' is compressed (method "
-            + std::to_string(e.method) + ")");
-    if (e.flags & 1)
-        throw FormatError("zip record '" + std::string(e.name) + "' is encrypted");
-    if (e.size != e.compressedSize)
-        throw FormatError("zip record '" + std::string(e.name) + "' is stored but its sizes disagree ("
-            + std::to_string(e.size) + " vs " + std::to_string(e.compressedSize) + ")");
-    return m_data.subspan(dataOffset(e), e.size);
-}
-
 Bytes ZipArchive::contents(const ZipEntry& e, std::vector<uint8_t>& buffer, uint64_t maxSize) const
 {
-    if (e.method == 0)
-        return storedData(e);
     const std::string name(e.name);
-    if (e.method != 8)
-        throw FormatError("zip record '" + name + "' uses unsupported compression method " + std::to_string(e.method));
     if (e.flags & 1)
         throw FormatError("zip record '" + name + "' is encrypted");
     if (e.size > maxSize)
         throw FormatError("zip record '" + name + "' inflates to " + std::to_string(e.size) + " bytes, more than the "
             + std::to_string(maxSize) + "-byte limit");
+    if (e.method == 0) {
+        if (e.size != e.compressedSize)
+            throw FormatError("zip record '" + name + "' is stored but its sizes disagree (" + std::to_string(e.size) + " vs "
+                + std::to_string(e.compressedSize) + ")");
+        return read(dataOffset(e), e.size, buffer);
+    }
+    if (e.method != 8)
+        throw FormatError("zip record '" + name + "' uses unsupported compression method " + std::to_string(e.method));
     // Deflate expands at most 1032:1, so a larger declared size is a lie; refuse it before allocating.
     if (e.size / 1032 > e.compressedSize + 1)
         throw FormatError("zip record '" + name + "' claims " + std::to_string(e.size) + " bytes inflated from "
             + std::to_string(e.compressedSize) + ", more than deflate can expand");
-    Bytes in = m_data.subspan(dataOffset(e), e.compressedSize);
-    // Grow the buffer as output arrives instead of trusting the declared size up front.
+    const uint64_t inStart = dataOffset(e);
+    // Grow the buffer as output arrives instead of trusting the declared size up front; the input is read
+    // in windows as zlib takes it.
     buffer.clear();
-    buffer.resize(static_cast<size_t>(std::min<uint64_t>(e.size, std::max<uint64_t>(4 * in.size(), 1 << 16))));
+    buffer.resize(static_cast<size_t>(std::min<uint64_t>(e.size, std::max<uint64_t>(4 * std::min<uint64_t>(e.compressedSize, 1 << 20), 1 << 16))));
+    std::vector<uint8_t> inWindow;
+    constexpr uint64_t kWindow = uint64_t(1) << 20;
 
     z_stream zs {};
     if (inflateInit2(&zs, -MAX_WBITS) != Z_OK)
@@ -320,28 +365,39 @@ Bytes ZipArchive::contents(const ZipEntry& e, std::vector<uint8_t>& buffer, uint
     uint64_t inPos = 0;
     uint64_t outPos = 0;
     int rc = Z_OK;
-    // zlib counts in uInt; feed and drain in chunks so records over 4 GiB work too.
-    while (rc == Z_OK) {
-        if (outPos == buffer.size() && buffer.size() < e.size)
-            buffer.resize(static_cast<size_t>(std::min<uint64_t>(e.size, 2 * buffer.size())));
-        constexpr uint64_t kChunk = 1u << 30;
-        zs.next_in = const_cast<Bytef*>(in.data() + inPos);
-        zs.avail_in = static_cast<uInt>(std::min<uint64_t>(kChunk, in.size() - inPos));
-        zs.next_out = buffer.data() + outPos;
-        zs.avail_out = static_cast<uInt>(std::min<uint64_t>(kChunk, buffer.size() - outPos));
-        uInt inBefore = zs.avail_in;
-        uInt outBefore = zs.avail_out;
-        rc = inflate(&zs, Z_NO_FLUSH);
-        inPos += inBefore - zs.avail_in;
-        outPos += outBefore - zs.avail_out;
-        if (rc == Z_BUF_ERROR && outPos == e.size) {
-            rc = Z_DATA_ERROR; // more output than the declared size
-            break;
+    Bytes in;
+    size_t inUsed = 0;
+    try {
+        while (rc == Z_OK) {
+            if (outPos == buffer.size() && buffer.size() < e.size)
+                buffer.resize(static_cast<size_t>(std::min<uint64_t>(e.size, 2 * buffer.size())));
+            if (inUsed == in.size() && inPos < e.compressedSize) {
+                in = read(inStart + inPos, std::min(kWindow, e.compressedSize - inPos), inWindow);
+                inUsed = 0;
+            }
+            constexpr uint64_t kChunk = 1u << 30;
+            zs.next_in = const_cast<Bytef*>(in.data() + inUsed);
+            zs.avail_in = static_cast<uInt>(in.size() - inUsed);
+            zs.next_out = buffer.data() + outPos;
+            zs.avail_out = static_cast<uInt>(std::min<uint64_t>(kChunk, buffer.size() - outPos));
+            uInt inBefore = zs.avail_in;
+            uInt outBefore = zs.avail_out;
+            rc = inflate(&zs, Z_NO_FLUSH);
+            inUsed += inBefore - zs.avail_in;
+            inPos += inBefore - zs.avail_in;
+            outPos += outBefore - zs.avail_out;
+            if (rc == Z_BUF_ERROR && outPos == e.size) {
+                rc = Z_DATA_ERROR; // more output than the declared size
+                break;
+            }
+            if (rc == Z_BUF_ERROR && (inPos == e.compressedSize || (inBefore == zs.avail_in && outBefore == zs.avail_out)))
+                break; // input exhausted before the stream ended, or no progress at all
+            if (rc == Z_BUF_ERROR)
+                rc = Z_OK;
         }
-        if (rc == Z_BUF_ERROR && (inPos == in.size() || (inBefore == zs.avail_in && outBefore == zs.avail_out)))
-            break; // input exhausted before the stream ended, or no progress at all
-        if (rc == Z_BUF_ERROR)
-            rc = Z_OK;
+    } catch (...) {
+        inflateEnd(&zs);
+        throw;
     }
     inflateEnd(&zs);
     if (rc != Z_STREAM_END || outPos != e.size)
@@ -386,31 +442,30 @@ bool ZipArchive::torchLayoutHolds(uint64_t alignment, size_t samples) const
 
 void ZipArchive::prefetchLocalHeaders() const
 {
-    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    if (!m_file.onDisk())
+        return;
+    constexpr uint64_t kPage = 4096;
     // Headers closer than this share one request: reading the gap costs less than another round trip.
-    const uintptr_t maxGap = 16 * page;
-    const uintptr_t base = reinterpret_cast<uintptr_t>(m_data.data());
-    uintptr_t begin = 0;
-    uintptr_t end = 0;
+    constexpr uint64_t kMaxGap = 16 * kPage;
+    uint64_t begin = 0, end = 0;
     auto flush = [&] {
         if (end > begin)
-            // WILLNEED starts read-ahead for every range at once and returns; populating them one by one
-            // would turn a cold file's scattered headers into serial disk reads (1 s instead of 30 ms).
-            ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED); // a hint: errors do not matter
+            // WILLNEED starts read-ahead for every range at once and returns; reading them one by one would
+            // turn a cold file's scattered headers into serial disk reads (1 s instead of 30 ms).
+            ::posix_fadvise(m_file.descriptor(), static_cast<off_t>(m_base + begin), static_cast<off_t>(end - begin), POSIX_FADV_WILLNEED);
     };
     for (const ZipEntry& e : m_entries) {
-        if (e.localHeaderOffset >= m_data.size())
+        if (e.localHeaderOffset >= m_size)
             continue;
-        uint64_t headerEnd = std::min<uint64_t>(e.localHeaderOffset + kLocalHeaderSize, m_data.size());
-        uintptr_t first = (base + e.localHeaderOffset) & ~(page - 1);
-        uintptr_t last = (base + headerEnd - 1) & ~(page - 1);
-        if (end > begin && first >= begin && first <= end + maxGap) {
-            end = std::max(end, last + page);
+        const uint64_t first = e.localHeaderOffset & ~(kPage - 1);
+        const uint64_t last = std::min<uint64_t>(e.localHeaderOffset + kLocalHeaderSize, m_size) + kPage - 1;
+        if (end > begin && first >= begin && first <= end + kMaxGap) {
+            end = std::max(end, last & ~(kPage - 1));
             continue;
         }
         flush();
         begin = first;
-        end = last + page;
+        end = last & ~(kPage - 1);
     }
     flush();
 }

@@ -14,10 +14,11 @@
 //     classic end record (PK\5\6, 22 bytes + comment) in the last 64 KiB of the file. torch always writes
 //     the ZIP64 records.
 //
-// Every offset and length is checked against the bytes present before use; nothing is decompressed or
-// copied unless a caller asks for a record's contents.
+// Every offset and length is checked against the bytes present before use. Only the end records and the
+// central directory are read when the archive is opened (with pread, io/input_file.h); a record's local
+// header and contents only when a caller asks for them.
 
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 #include "util/name_index.h"
 
 #include <cstdint>
@@ -32,7 +33,7 @@ namespace sl {
 class MinizLookup;
 
 struct ZipEntry {
-    std::string_view name; // points into the archive bytes
+    std::string_view name; // points into the archive's copy of the central directory's names
     uint64_t localHeaderOffset = 0;
     uint64_t compressedSize = 0;
     uint64_t size = 0;
@@ -43,9 +44,13 @@ struct ZipEntry {
 
 class ZipArchive {
 public:
-    // Parses the end records and the central directory of `data`. `baseOffset` is where `data` starts in
-    // its file (for embedded zips), added to reported offsets. Throws FormatError.
-    explicit ZipArchive(Bytes data, uint64_t baseOffset = 0);
+    // Reads the end records and the central directory of the archive at [start, start + length) of `file`
+    // (the whole file by default; a DCP item's torch.save zip inside its .distcp otherwise). Offsets the
+    // archive reports are relative to `start`; baseOffset() gives it. `file` must outlive the archive.
+    // Throws FormatError (LoadError when the file changes while it is read).
+    explicit ZipArchive(const InputFile& file, uint64_t start = 0, uint64_t length = UINT64_MAX);
+    ZipArchive(const ZipArchive&) = delete;
+    ZipArchive& operator=(const ZipArchive&) = delete;
 
     const std::vector<ZipEntry>& entries() const { return m_entries; }
     // The first record of `name` (exact bytes).
@@ -63,18 +68,16 @@ public:
     // Position of `e` (a reference into entries()) in entries().
     size_t indexOf(const ZipEntry& e) const { return static_cast<size_t>(&e - m_entries.data()); }
 
-    // Offset of the record's first data byte, relative to `data` (add baseOffset() for the file offset).
-    // Reads the local header; throws FormatError when it is malformed or the data runs past the end.
+    // Offset of the record's first data byte, relative to the archive's start (add baseOffset() for the file
+    // offset). Reads the local header; throws FormatError when it is malformed or the data runs past the end.
     uint64_t dataOffset(const ZipEntry& e) const;
-    // The stored bytes of a method-0 record (a view into `data`). Throws for other methods.
-    Bytes storedData(const ZipEntry& e) const;
-    // The record's contents: a view for stored records, or inflated into `buffer` (at most `maxSize` bytes)
-    // for deflated ones. Throws FormatError on corrupt data or when the record is larger than maxSize.
+    // The record's contents, read (and inflated, for deflated records) into `buffer`, at most `maxSize`
+    // bytes (a view of the buffer for in-memory files' stored records). Throws FormatError on corrupt data
+    // or when the record is larger than maxSize.
     Bytes contents(const ZipEntry& e, std::vector<uint8_t>& buffer, uint64_t maxSize) const;
-    // A hint for archives mapped from a file: asks the kernel to start reading every record's local header
-    // now. With a cold page cache each dataOffset() is otherwise a random read served by its own page fault,
-    // one after another (0.7 s for the 174 records of a 2 GB checkpoint here); requested together they
-    // overlap (30 ms). Changes nothing else.
+    // A hint for archives on disk: asks the kernel to start reading every record's local header now. With a
+    // cold page cache each dataOffset() is otherwise a random read, one after another (0.7 s for the 174
+    // records of a 2 GB checkpoint here); requested together they overlap (30 ms). Changes nothing else.
     void prefetchLocalHeaders() const;
 
     // Where PyTorchStreamWriter puts a record's data: right after the local header, its name and the "FB"
@@ -87,14 +90,20 @@ public:
     bool torchLayoutHolds(uint64_t alignment, size_t samples) const;
 
     uint64_t baseOffset() const { return m_base; }
-    Bytes data() const { return m_data; }
+    uint64_t size() const { return m_size; }
 
 private:
     void parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint64_t count);
     void indexFolded();
+    // [offset, offset + length) of the archive, into `buffer`.
+    Bytes read(uint64_t offset, uint64_t length, std::vector<uint8_t>& buffer) const;
+    std::string_view keepName(Bytes name);
 
-    Bytes m_data;
-    uint64_t m_base = 0;
+    const InputFile& m_file;
+    uint64_t m_base = 0; // where the archive starts in the file
+    uint64_t m_size = 0;
+    std::vector<std::unique_ptr<char[]>> m_nameBlocks; // the records' names (entries point into them)
+    size_t m_nameBlockUsed = 0;
     std::vector<ZipEntry> m_entries;
     std::vector<size_t> m_duplicates;
     NameIndex m_byName; // positions in m_entries

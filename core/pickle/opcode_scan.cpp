@@ -64,10 +64,17 @@ public:
             if (!step(op))
                 return;
         }
+        m_out.ranOut = true;
         problem("ends without STOP");
     }
 
 private:
+    // The bytes end before the pickle does: a reader that gave only a prefix can give more.
+    bool ranOut(const std::string& what)
+    {
+        m_out.ranOut = true;
+        return problem(what);
+    }
     bool problem(const std::string& what)
     {
         if (m_out.problems.size() < 20)
@@ -93,7 +100,7 @@ private:
     {
         const void* nl = std::memchr(m_data.data() + m_pos, '\n', m_data.size() - m_pos);
         if (!nl)
-            return problem("line without a newline");
+            return ranOut("line without a newline");
         size_t len = static_cast<size_t>(static_cast<const uint8_t*>(nl) - (m_data.data() + m_pos));
         out = bytesAt(len);
         ++m_pos;
@@ -271,12 +278,12 @@ private:
             return true;
         case 0x80: // PROTO
             if (!need(1))
-                return problem("truncated");
+                return ranOut("truncated");
             m_protocol = m_data[m_pos++];
             return true;
         case 0x95: // FRAME
             if (!need(8))
-                return problem("truncated");
+                return ranOut("truncated");
             m_pos += 8;
             return true;
         case 'K': case 'h': case 'q': case 0x82: // 1-byte argument
@@ -285,7 +292,7 @@ private:
         case 'G': { // 8-byte float
             unsigned n = (op == 'K' || op == 'h' || op == 'q' || op == 0x82) ? 1 : (op == 'M' || op == 0x83) ? 2 : op == 'G' ? 8 : 4;
             if (!need(n))
-                return problem("truncated");
+                return ranOut("truncated");
             uint64_t v = readUInt(n);
             if (op == 'h' || op == 'j')
                 push(memoGet(v));
@@ -325,10 +332,10 @@ private:
         case 0x8d: case 0x8e: case 0x96: { // 8-byte length
             unsigned w = (op == 'U' || op == 0x8c || op == 'C' || op == 0x8a) ? 1 : (op == 0x8d || op == 0x8e || op == 0x96) ? 8 : 4;
             if (!need(w))
-                return problem("truncated");
+                return ranOut("truncated");
             uint64_t n = readUInt(w);
             if (!need(n))
-                return problem("a length of " + std::to_string(n) + " runs past the end");
+                return ranOut("a length of " + std::to_string(n) + " runs past the end");
             std::string_view b = bytesAt(n);
             if (op == 'U' || op == 0x8c || op == 'T' || op == 'X' || op == 0x8d)
                 push(strItem(b));

@@ -6,7 +6,7 @@
 // stops (its work budget, a malformed tail) and it reads pickles the unpickler never runs (the magic
 // number, protocol and storage-key pickles of legacy files, nested pickled bytes). Linear in the input.
 
-#include "io/mapped_file.h"
+#include "io/bytes.h"
 #include "pickle/global_policy.h"
 
 #include <cstdint>
@@ -32,6 +32,7 @@ struct PickleScan {
     std::vector<std::string> problems; // what stopped or confused the scan (never fatal)
     uint64_t consumed = 0; // bytes up to and including STOP
     bool complete = false; // reached STOP
+    bool ranOut = false; // stopped because the bytes ended (a longer prefix may complete it)
 };
 
 // Scans one pickle starting at data[0]; `baseOffset` is where data starts in its file. Bytes literals that

@@ -12,7 +12,7 @@
 // naming the opcode and its byte offset.
 
 #include "pickle/value.h"
-#include "io/mapped_file.h"
+#include "io/bytes.h"
 
 #include <optional>
 #include <string>

@@ -1,6 +1,6 @@
 #include "rule_io.h"
 
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 #include "report/json_writer.h"
 #include "util/error.h"
 
@@ -224,10 +224,11 @@ RuleSet parseRules(std::string_view text, const std::string& name)
 
 RuleSet loadRules(const std::string& path)
 {
-    auto file = MappedFile::open(path, InputKind::Rules);
-    Bytes b = file->bytes();
-    if (b.size() > (size_t(64) << 20))
+    auto file = InputFile::open(path, InputKind::Rules);
+    if (file->size() > (size_t(64) << 20))
         throw LoadError(path, "a rule file larger than 64 MB is not a rule file");
+    const auto text = file->whole(uint64_t(64) << 20, "rule file");
+    const Bytes b = text->bytes();
     return parseRules(std::string_view(reinterpret_cast<const char*>(b.data()), b.size()), path);
 }
 

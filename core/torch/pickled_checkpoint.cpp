@@ -176,10 +176,9 @@ void finishSource(const std::shared_ptr<PickledCheckpoint>& ckpt, Source& out, c
     Timings* timings)
 {
     PhaseTimer scanTimer(timings, "scan containers");
-    // The graph lives in the arena (8 bytes per node or reference at least) and its strings in the file
-    // or the inflated pickle: together an upper bound on its size, known without walking it.
-    const size_t graphSize = ckpt->arena.bytesAllocated() / 8 + (ckpt->file ? ckpt->file->size() : 0) / 64
-        + ckpt->ownedPickle.size() / 64 + 1;
+    // The graph lives in the arena (8 bytes per node or reference at least) and its strings in the file's
+    // pickles: together an upper bound on its size, known without walking it.
+    const size_t graphSize = ckpt->arena.bytesAllocated() / 8 + ckpt->fileSize / 64 + ckpt->ownedPickle.size() / 64 + 1;
     ckpt->scan = scanContainers(ckpt->root, graphSize);
     scanTimer.stop();
     reportGlobals(*ckpt, out);

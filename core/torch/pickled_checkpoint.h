@@ -8,7 +8,7 @@
 #include "torch/state_dict_tree.h"
 #include "torch/load_safety.h"
 #include "torch/torch_semantics.h"
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 
 #include <memory>
 
@@ -25,8 +25,9 @@ struct PickledCheckpoint : SourceBacking {
     }
     void selectContainer(Source& s, const std::string& container) const override;
 
-    std::shared_ptr<const MappedFile> file;
-    std::vector<uint8_t> ownedPickle; // inflated data.pkl when the archive was re-zipped with deflate
+    uint64_t fileSize = 0; // bounds the walk over the object graph (finishSource)
+    std::vector<uint8_t> ownedPickle; // data.pkl, read (and inflated when the archive was re-zipped)
+    std::vector<std::shared_ptr<const Region>> regions; // other pickles' bytes, which the graph points into
     pickle::Arena arena;
     TorchSemantics semantics;
     pickle::Value* root = nullptr;

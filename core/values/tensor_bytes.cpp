@@ -19,29 +19,33 @@ namespace {
 // repetition by repetition.
 constexpr uint64_t kCollapseFrom = uint64_t(1) << 24;
 
-// A deflated storage is inflated whole; beyond this it is refused rather than allocated.
+// A deflated storage is inflated, and a non-contiguous view's span read, whole; beyond this it is refused
+// rather than allocated.
 constexpr uint64_t kMaxInflated = uint64_t(4) << 30;
+constexpr uint64_t kMaxHeld = kMaxInflated;
 
 // Inflates the first `want` bytes of a deflated record. The buffer grows as output arrives, never sized up
 // front from what the file claims: a record whose sizes lie would otherwise cost the claimed bytes (1 GB,
 // or 4 GiB) for nothing. What arrives is checked against the need.
-std::shared_ptr<const std::vector<uint8_t>> inflateRaw(Bytes in, uint64_t want, const std::string& what)
+std::shared_ptr<const std::vector<uint8_t>> inflateRaw(
+    const InputFile& file, uint64_t offset, uint64_t want, const std::string& what)
 {
     if (want > kMaxInflated)
         throw std::runtime_error(
             what + ": deflated storage of " + std::to_string(want) + " bytes is over the 4 GiB limit");
     auto out = std::make_shared<std::vector<uint8_t>>();
     out->resize(static_cast<size_t>(std::min<uint64_t>(want, uint64_t(1) << 20)));
-    z_stream z {};
+    struct Stream {
+        z_stream z {};
+        ~Stream() { inflateEnd(&z); }
+    } stream;
+    z_stream& z = stream.z;
     if (inflateInit2(&z, -MAX_WBITS) != Z_OK)
         throw std::runtime_error(what + ": zlib failed to start");
-    auto feed = [&] {
-        if (z.avail_in == 0 && z.total_in < in.size()) {
-            z.next_in = const_cast<Bytef*>(in.data() + z.total_in);
-            z.avail_in
-                = static_cast<uInt>(std::min<uint64_t>(in.size() - z.total_in, std::numeric_limits<uInt>::max()));
-        }
-    };
+    // The compressed bytes are read in windows as zlib takes them; the record runs at most to the end of
+    // the file, and zlib stops at the end of its stream.
+    const uint64_t inSize = file.size() - std::min(offset, file.size());
+    std::vector<uint8_t> window;
     int rc = Z_OK;
     while (rc == Z_OK && z.total_out < want) {
         if (z.total_out == out->size())
@@ -49,15 +53,18 @@ std::shared_ptr<const std::vector<uint8_t>> inflateRaw(Bytes in, uint64_t want, 
         z.next_out = out->data() + z.total_out;
         z.avail_out
             = static_cast<uInt>(std::min<uint64_t>(out->size() - z.total_out, std::numeric_limits<uInt>::max()));
-        feed();
+        if (z.avail_in == 0 && z.total_in < inSize) {
+            const Bytes in = file.read(offset + z.total_in, std::min<uint64_t>(inSize - z.total_in, uint64_t(1) << 20), window);
+            z.next_in = const_cast<Bytef*>(in.data());
+            z.avail_in = static_cast<uInt>(in.size());
+        }
         rc = inflate(&z, Z_NO_FLUSH);
-        if (rc == Z_BUF_ERROR && z.avail_in == 0 && z.total_in >= in.size())
+        if (rc == Z_BUF_ERROR && z.avail_in == 0 && z.total_in >= inSize)
             break; // the input ran out
         if (rc == Z_BUF_ERROR)
             rc = Z_OK;
     }
     const uint64_t got = z.total_out;
-    inflateEnd(&z);
     if (got < want)
         throw std::runtime_error(what + ": the deflated record holds " + std::to_string(got) + " of the "
             + std::to_string(want) + " bytes the tensor needs");
@@ -66,26 +73,17 @@ std::shared_ptr<const std::vector<uint8_t>> inflateRaw(Bytes in, uint64_t want, 
 
 } // namespace
 
-int FileCache::descriptor(const std::string& path)
+std::shared_ptr<const InputFile> FileCache::get(const std::string& path)
 {
     std::lock_guard lock(m_mutex);
-    auto [it, inserted] = m_fds.try_emplace(path);
-    if (inserted) {
-        try {
-            it->second = openRegularFile(path);
-        } catch (const LoadError&) {
-            // stays -1: the caller says the bytes cannot be read
-        }
-    }
-    return it->second.fd();
-}
-
-std::shared_ptr<const MappedFile> FileCache::get(const std::string& path)
-{
-    std::lock_guard lock(m_mutex);
+    // Hundreds of ranks' files would run into the descriptor limit (often 1024): past a bound, files no
+    // open reader holds are closed; they are opened again if asked for.
+    constexpr size_t kKeptOpen = 256;
+    if (m_files.size() >= kKeptOpen && !m_files.count(path))
+        std::erase_if(m_files, [](const auto& kv) { return kv.second.use_count() == 1; });
     auto& f = m_files[path];
     if (!f)
-        f = MappedFile::open(path);
+        f = InputFile::open(path);
     return f;
 }
 
@@ -177,7 +175,7 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
             if (__builtin_mul_overflow(elems, static_cast<uint64_t>(t.m_item), &chunkBytes)
                 || c.byteLength != chunkBytes)
                 return fail("a chunk's byte length does not match its shape");
-            std::shared_ptr<const MappedFile> f;
+            std::shared_ptr<const InputFile> f;
             try {
                 f = files.get(source.files[static_cast<size_t>(c.file)]);
             } catch (const LoadError& err) {
@@ -185,7 +183,8 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
             }
             if (c.byteOffset > f->size() || c.byteLength > f->size() - c.byteOffset)
                 return fail("a chunk's bytes reach past the end of " + f->path());
-            ch.base = f->bytes().data() + c.byteOffset;
+            ch.file = f.get();
+            ch.fileOffset = c.byteOffset;
             ch.offsets.assign(c.offsets.begin(), c.offsets.end());
             ch.sizes.assign(c.sizes.begin(), c.sizes.end());
             ch.strides.assign(nd, 1);
@@ -218,13 +217,13 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
     }
     if (loc.file < 0 || static_cast<size_t>(loc.file) >= source.files.size())
         return fail("its location names no file");
-    std::shared_ptr<const MappedFile> file;
+    std::shared_ptr<const InputFile> file;
     try {
         file = files.get(source.files[static_cast<size_t>(loc.file)]);
     } catch (const LoadError& err) {
         return fail(err.problem());
     }
-    const Bytes bytes = file->bytes();
+    const uint64_t fileSize = file->size();
 
     // Strides: given by torch.save files (in elements), absent for contiguous formats. Every product below
     // is checked: sizes and strides come from the file, and an overflow must refuse, not wrap.
@@ -293,7 +292,7 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
     if (loc.kind == TensorLocation::Kind::Compressed) {
         // The record is the whole storage; the view starts storageOffset elements in, and only the bytes up
         // to its last element are inflated.
-        if (loc.offset > bytes.size())
+        if (loc.offset > fileSize)
             return fail("its record starts past the end of the file");
         uint64_t start = 0, need = 0;
         if (__builtin_mul_overflow(
@@ -301,25 +300,36 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
             || __builtin_add_overflow(start, spanBytes, &need) || need > loc.storageNbytes)
             return fail("its view reaches past the end of its storage");
         try {
-            t.m_inflated = inflateRaw(bytes.subspan(loc.offset), need, e.name);
+            t.m_held = inflateRaw(*file, loc.offset, need, e.name);
+        } catch (const LoadError&) {
+            throw;
         } catch (const std::exception& err) {
             return fail(err.what());
         }
-        t.m_base = t.m_inflated->data() + start;
+        t.m_base = t.m_held->data() + start;
         return t;
     }
-    // Mapped: element [0, ..., 0] is the first byte of the span (strides are non-negative).
+    // Element [0, ..., 0] is the first byte of the span (strides are non-negative).
     const uint64_t start = loc.offset;
-    if (start > bytes.size() || spanBytes > bytes.size() - start)
+    if (start > fileSize || spanBytes > fileSize - start)
         return fail("its bytes reach past the end of " + file->path());
     if (!loc.storageId.empty() && loc.storageNbytes
         && (start < loc.storageByteOffset || start - loc.storageByteOffset + spanBytes > loc.storageNbytes))
         return fail("its view reaches outside its storage");
-    if (file->isMapped())
-        t.m_fd = files.descriptor(file->path());
+    if (!t.m_contiguous) {
+        // A view that is not contiguous (transposed, sliced) is gathered from its span, read once: bounded
+        // per tensor, and far cheaper than a read per element.
+        if (spanBytes > kMaxHeld)
+            return fail("a non-contiguous view spanning " + std::to_string(spanBytes) + " bytes; over the "
+                + std::to_string(kMaxHeld >> 30) + " GiB read for one view");
+        auto held = std::make_shared<std::vector<uint8_t>>();
+        file->read(start, spanBytes, *held);
+        t.m_held = std::move(held);
+        t.m_base = t.m_held->data();
+        return t;
+    }
     t.m_fileOffset = start;
     t.m_file = std::move(file);
-    t.m_base = bytes.data() + start;
     return t;
 }
 
@@ -346,7 +356,7 @@ const uint8_t* TensorBytes::chunked(uint64_t first, uint64_t count, std::vector<
             if (nd > 0)
                 run = static_cast<uint64_t>(hit->offsets[nd - 1] + hit->sizes[nd - 1] - index[nd - 1]);
             run = std::min(run, count - done);
-            std::memcpy(scratch.data() + done * m_item, hit->base + local * m_item, run * m_item);
+            hit->file->readInto(hit->fileOffset + local * m_item, std::span(scratch.data() + done * m_item, run * m_item));
         } else {
             std::memset(scratch.data() + done * m_item, 0, m_item);
         }
@@ -359,18 +369,10 @@ const uint8_t* TensorBytes::read(uint64_t first, uint64_t count, std::vector<uin
 {
     if (!m_chunks.empty())
         return chunked(first, count, buffer);
-    if (m_fd < 0 || !m_contiguous)
-        return elements(first, count, buffer);
-    const uint64_t want = count * m_item;
-    buffer.resize(want);
-    uint64_t done = 0;
-    while (done < want) {
-        const ssize_t n = ::pread(
-            m_fd, buffer.data() + done, want - done, static_cast<off_t>(m_fileOffset + first * m_item + done));
-        if (n <= 0) // the file shrank or failed under us: fall back to the mapping's view of it
-            return elements(first, count, buffer);
-        done += static_cast<uint64_t>(n);
-    }
+    if (m_held)
+        return m_contiguous ? m_base + first * m_item : gather(first, count, buffer);
+    buffer.resize(count * m_item);
+    m_file->readInto(m_fileOffset + first * m_item, std::span(buffer.data(), count * m_item));
     return buffer.data();
 }
 
@@ -382,12 +384,8 @@ void TensorBytes::decodeTo(uint64_t first, uint64_t count, std::vector<double>& 
         decode(m_dtype, read(first, count, scratch), static_cast<size_t>(count), out.data());
 }
 
-const uint8_t* TensorBytes::elements(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const
+const uint8_t* TensorBytes::gather(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const
 {
-    if (!m_chunks.empty())
-        return chunked(first, count, scratch);
-    if (m_contiguous)
-        return m_base + first * m_item;
     // Gather: unravel `first` into an index, then step an odometer, keeping the byte offset in step.
     scratch.resize(count * m_item);
     const size_t nd = m_sizes.size();

@@ -5,7 +5,7 @@
 // is checked against the storage and the file before anything is read, so a hostile header cannot make
 // StateLens read outside the file.
 
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 #include "model/source.h"
 
 #include <cstdint>
@@ -21,18 +21,16 @@ class ChunkTiling;
 
 namespace sl::values {
 
-// The files of a source, mapped once and shared by the threads that read them, with a descriptor for
-// reading contiguous runs with pread: copying a run into a reused buffer keeps the resident set at a few
-// buffers, where touching the mapping would make every page read part of it.
+// The files of a source, opened once and shared by the threads that read them (pread is safe to share).
+// Reads land in reused buffers: the resident set stays at a few buffers whatever the checkpoint's size.
 class FileCache {
 public:
-    std::shared_ptr<const MappedFile> get(const std::string& path);
-    int descriptor(const std::string& path); // -1 when the file cannot be opened again
+    // Throws LoadError naming the path when it cannot be opened.
+    std::shared_ptr<const InputFile> get(const std::string& path);
 
 private:
     std::mutex m_mutex;
-    std::map<std::string, std::shared_ptr<const MappedFile>> m_files;
-    std::map<std::string, ReadableFile> m_fds; // fd() -1: it could not be opened
+    std::map<std::string, std::shared_ptr<const InputFile>> m_files;
 };
 
 class TensorBytes {
@@ -51,23 +49,27 @@ public:
     unsigned itemSize() const { return m_item; }
     uint64_t numel() const { return m_numel; }
     bool contiguous() const { return m_contiguous; }
-    // Elements [first, first + count) in logical order, `count * itemSize()` bytes: a pointer into the file
-    // when they lie there in order, else gathered into `scratch`.
-    const uint8_t* elements(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const;
-    // The same bytes, read without touching the mapping where possible (pread into `buffer`); for large
-    // sequential sweeps.
+    // Elements [first, first + count) in logical order, `count * itemSize()` bytes, read (pread) or gathered
+    // into `buffer`. Throws LoadError when the file no longer holds them (it shrank since it was listed).
     const uint8_t* read(uint64_t first, uint64_t count, std::vector<uint8_t>& buffer) const;
+    const uint8_t* elements(uint64_t first, uint64_t count, std::vector<uint8_t>& buffer) const { return read(first, count, buffer); }
+    // Bytes this tensor holds in memory while it is open: an inflated record, or the span of a view that is
+    // not contiguous (read once, then gathered from).
+    uint64_t heldBytes() const { return m_held ? m_held->size() : 0; }
     // Elements [first, first + count) decoded to numbers (element_decode.h) into `out`, read as read() does;
     // for the small side tensors (scales, code tables) a dequantization needs. The dtype must be decodable.
     void decodeTo(uint64_t first, uint64_t count, std::vector<double>& out) const;
 
 private:
     static TensorBytes open(const Source& source, const Entry& entry, FileCache& files, bool collapse);
-    std::shared_ptr<const MappedFile> m_file; // keeps m_base valid
-    std::shared_ptr<const std::vector<uint8_t>> m_inflated; // or this, for a deflated record
-    const uint8_t* m_base = nullptr; // element [0, ..., 0]
-    int m_fd = -1; // the file, for read(); -1 reads from the mapping
+    const uint8_t* gather(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const;
+    const uint8_t* chunked(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const;
+
+    std::shared_ptr<const InputFile> m_file; // contiguous tensors: read with pread from here
     uint64_t m_fileOffset = 0; // element [0, ..., 0] in the file
+    // Or these bytes, in memory: an inflated deflated record, or the span of a non-contiguous view.
+    std::shared_ptr<const std::vector<uint8_t>> m_held;
+    const uint8_t* m_base = nullptr; // element [0, ..., 0] in m_held
     DType m_dtype = DType::Unknown;
     unsigned m_item = 0;
     uint64_t m_numel = 0;
@@ -75,16 +77,16 @@ private:
     bool m_contiguous = true;
     std::vector<int64_t> m_sizes;
     std::vector<int64_t> m_strides; // in elements
-    // A DCP tensor: its chunks (each a contiguous row-major block of the global tensor in some file),
-    // assembled in logical order as elements are asked for.
+    // A DCP tensor or per-rank pieces: its chunks (each a contiguous row-major block of the global tensor
+    // in some file), assembled in logical order as elements are asked for.
     struct Chunk {
-        const uint8_t* base = nullptr;
+        const InputFile* file = nullptr; // kept open by m_chunkFiles
+        uint64_t fileOffset = 0;
         std::vector<int64_t> offsets, sizes, strides;
     };
     std::vector<Chunk> m_chunks;
     std::shared_ptr<const distributed::ChunkTiling> m_tiling; // which chunk holds an element
-    std::vector<std::shared_ptr<const MappedFile>> m_chunkFiles;
-    const uint8_t* chunked(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const;
+    std::vector<std::shared_ptr<const InputFile>> m_chunkFiles;
 };
 
 } // namespace sl::values

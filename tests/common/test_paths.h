@@ -14,6 +14,16 @@ inline QString sourceDir()
 {
     return QStringLiteral(STATELENS_SOURCE_DIR);
 }
+// Sanitizer builds reserve terabytes of shadow address space, so tests that run under `ulimit -v` skip there.
+inline constexpr bool sanitized()
+{
+#if defined(STATELENS_SANITIZED) && STATELENS_SANITIZED
+    return true;
+#else
+    return false;
+#endif
+}
+
 inline QString fixturesDir()
 {
     return sourceDir() + QStringLiteral("/tests/fixtures");

@@ -3,7 +3,7 @@
 #include "fuzz_common.h"
 
 #include "formats/safetensors_reader.h"
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 
 #include <cstdint>
 #include <vector>
@@ -11,8 +11,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
     const std::string name = "fuzz.safetensors";
-    auto file = sl::MappedFile::fromBuffer(name, std::vector<uint8_t>(data, data + size));
-    (void)sl::looksLikeSafetensors(file->bytes());
+    auto file = sl::InputFile::fromBuffer(name, std::vector<uint8_t>(data, data + size));
+    (void)sl::looksLikeSafetensors(sl::Bytes(data, size), size);
     sl::fuzz::expectOnlyLoadError(name, [&] {
         sl::Source s = sl::readSafetensors(file, {});
         sl::fuzz::exercise(s, name);

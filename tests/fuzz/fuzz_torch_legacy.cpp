@@ -4,7 +4,7 @@
 #include "fuzz_common.h"
 
 #include "formats/torch_legacy_reader.h"
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 
 #include <cstdint>
 #include <vector>
@@ -12,8 +12,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
     const std::string name = "fuzz.pt";
-    auto file = sl::MappedFile::fromBuffer(name, std::vector<uint8_t>(data, data + size));
-    (void)sl::looksLikeLegacyTorch(file->bytes());
+    auto file = sl::InputFile::fromBuffer(name, std::vector<uint8_t>(data, data + size));
+    (void)sl::looksLikeLegacyTorch(sl::Bytes(data, size));
     sl::fuzz::expectOnlyLoadError(name, [&] {
         sl::Source s = sl::readTorchLegacy(file, {});
         sl::fuzz::exercise(s, name);

@@ -5,7 +5,7 @@
 #include "fuzz_common.h"
 
 #include "formats/torch_zip_reader.h"
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 #include "io/zip_archive.h"
 
 #include <cstdint>
@@ -14,10 +14,10 @@
 namespace {
 
 // The zip layer on its own, reading every record the way a caller might.
-void zipAlone(sl::Bytes bytes)
+void zipAlone(const sl::InputFile& file)
 {
     try {
-        sl::ZipArchive zip(bytes);
+        sl::ZipArchive zip(file);
         std::vector<uint8_t> buffer;
         size_t n = 0;
         for (const auto& e : zip.entries()) {
@@ -40,14 +40,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
     const std::string name = "fuzz.pt";
     std::vector<uint8_t> bytes(data, data + size);
-    auto file = sl::MappedFile::fromBuffer(name, bytes);
-    sl::fuzz::expectOnlyLoadError(name, [&] { zipAlone(file->bytes()); });
+    auto file = sl::InputFile::fromBuffer(name, bytes);
+    sl::fuzz::expectOnlyLoadError(name, [&] { zipAlone(*file); });
     sl::fuzz::expectOnlyLoadError(name, [&] {
         sl::Source s = sl::readTorchZip(file, {});
         sl::fuzz::exercise(s, name);
     });
     // Through the sniffer, as `statelens ls` opens files.
-    if (sl::looksLikeZip(file->bytes()))
+    if (sl::looksLikeZip(bytes))
         sl::fuzz::expectOnlyLoadError(name, [&] { (void)sl::openSourceFromMemory(name, std::move(bytes)); });
     return 0;
 }

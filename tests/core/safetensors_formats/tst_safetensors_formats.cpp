@@ -10,7 +10,7 @@
 #include "formats/safetensors_reader.h"
 #include "formats/torch_zip_reader.h"
 #include "io/file_trust.h"
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 #include "model/dtype.h"
 #include "model/source.h"
 #include "util/error.h"
@@ -495,7 +495,7 @@ void TstSafetensorsFormats::headerLoadError()
     // The reader on its own.
     const QString memName = tag + ".safetensors";
     try {
-        readSafetensors(MappedFile::fromBuffer(s(memName), toVector(bytes)), {});
+        readSafetensors(InputFile::fromBuffer(s(memName), toVector(bytes)), {});
         QFAIL("readSafetensors accepted it");
     } catch (const LoadError& e) {
         checkLoadErrorText(e, memName, readerToken);
@@ -983,7 +983,7 @@ void TstSafetensorsFormats::loadProgressAndCancel()
     c.cancel();
     sl::OpenOptions o;
     o.control = &c;
-    QVERIFY_THROWS_EXCEPTION(sl::LoadCancelled, sl::readTorchZip(sl::MappedFile::open(shard), o));
+    QVERIFY_THROWS_EXCEPTION(sl::LoadCancelled, sl::readTorchZip(sl::InputFile::open(shard), o));
     // The same file without cancellation opens.
-    QVERIFY(!sl::readTorchZip(sl::MappedFile::open(shard), {}).entries.empty());
+    QVERIFY(!sl::readTorchZip(sl::InputFile::open(shard), {}).entries.empty());
 }

@@ -19,7 +19,7 @@
 #include "common/test_paths.h"
 #include "formats/loader.h"
 #include "formats/torchscript_reader.h"
-#include "io/mapped_file.h"
+#include "io/input_file.h"
 #include "model/dtype.h"
 #include "model/source.h"
 #include "util/child_process.h"
@@ -242,7 +242,7 @@ void TestTorchScript::fixture()
         return;
     }
     // The reader alone: what LibTorch and data.pkl say, before format-independent grouping.
-    Source raw = readTorchScript(MappedFile::open(path.toStdString()), OpenOptions {});
+    Source raw = readTorchScript(InputFile::open(path.toStdString()), OpenOptions {});
     QStringList problems;
     compareFixture(file, raw, exp, problems);
     // Through the loader, as the CLI and the GUI open it.
@@ -487,7 +487,7 @@ void TestTorchScript::realFile()
     }
     Source s;
     try {
-        s = readTorchScript(MappedFile::open(abs.toStdString()), OpenOptions {});
+        s = readTorchScript(InputFile::open(abs.toStdString()), OpenOptions {});
     } catch (const std::exception& e) {
         QFAIL(qPrintable("torch.jit.load opens it, StateLens does not: " + QString::fromUtf8(e.what())));
     }

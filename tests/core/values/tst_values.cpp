@@ -25,6 +25,7 @@
 #include <QJsonObject>
 #include <QTemporaryDir>
 #include <QTest>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
@@ -1349,6 +1350,99 @@ print(json.dumps(truth))
         // Readers that cannot weigh (value comparison) refuse such a view rather than read it.
         values::FileCache files;
         QVERIFY_THROWS_EXCEPTION(LoadError, values::TensorBytes::open(s, *huge, files));
+    }
+
+    // Files are read with pread, never mapped: a file that shrinks after it was listed gives one clear error
+    // when its values are read (a mapping would have killed the process with SIGBUS at the vanished page),
+    // and a 50 GB file lists under the address-space limit HPC clusters set (ulimit -v).
+    void filesAreReadNotMapped()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("shrinks.safetensors"));
+        QByteArray header = QByteArrayLiteral("{\"w\":{\"dtype\":\"F32\",\"shape\":[1048576],\"data_offsets\":[0,4194304]}}");
+        while (header.size() % 8)
+            header.append(' ');
+        {
+            QFile f(path);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            const quint64 n = static_cast<quint64>(header.size());
+            f.write(reinterpret_cast<const char*>(&n), 8);
+            f.write(header);
+            QVERIFY(f.resize(8 + header.size() + 4194304));
+        }
+        const Source s = openSource(path.toStdString());
+        values::FileCache files;
+        const values::TensorBytes tb = values::TensorBytes::open(s, s.entries.front(), files);
+        QVERIFY(QFile::resize(path, 8 + header.size() + 1000)); // truncated under the open reader
+        std::vector<uint8_t> buffer;
+        try {
+            (void)tb.read(0, tb.numel(), buffer);
+            QFAIL("a read past the file's new end succeeded");
+        } catch (const LoadError& e) {
+            QVERIFY2(std::string(e.what()).find("changed while reading") != std::string::npos, e.what());
+            QVERIFY2(std::string(e.what()).find(path.toStdString()) != std::string::npos, e.what());
+        }
+
+        if (test::sanitized())
+            QSKIP("sanitizer builds cannot run under an address-space limit");
+        const QString big = dir.filePath(QStringLiteral("big.safetensors"));
+        {
+            QByteArray h = QByteArrayLiteral("{\"w\":{\"dtype\":\"BF16\",\"shape\":[25000000000],\"data_offsets\":[0,50000000000]}}");
+            while (h.size() % 8)
+                h.append(' ');
+            QFile f(big);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            const quint64 n = static_cast<quint64>(h.size());
+            f.write(reinterpret_cast<const char*>(&n), 8);
+            f.write(h);
+            QVERIFY(f.resize(8 + h.size() + 50000000000LL)); // sparse: no disk
+        }
+        const auto r = test::run(QStringLiteral("/bin/sh"),
+            { QStringLiteral("-c"), QStringLiteral("ulimit -v 4000000 && exec \"$0\" ls \"$1\""), test::statelensBinary(), big });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY2(r.out.contains("25.0B parameters"), r.out.constData());
+    }
+
+    // stats over an index of 300 shards holds them all open within one batch: the CLI raises its soft
+    // limit on open files to the hard one, so a soft limit of 64 (below the shard count) is no error.
+    void manyShardsOpenAtOnce()
+    {
+        rlimit l {};
+        QVERIFY(getrlimit(RLIMIT_NOFILE, &l) == 0);
+        if (l.rlim_max != RLIM_INFINITY && l.rlim_max < 400)
+            QSKIP("the hard limit on open files is below 400 here");
+        QTemporaryDir dir;
+        QByteArray weightMap;
+        constexpr int kShards = 300;
+        for (int i = 0; i < kShards; ++i) {
+            const QString name = QStringLiteral("model-%1-of-%2.safetensors").arg(i + 1, 5, 10, QLatin1Char('0')).arg(kShards);
+            QByteArray header = QStringLiteral("{\"w%1\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}").arg(i).toUtf8();
+            while (header.size() % 8)
+                header.append(' ');
+            QFile f(dir.filePath(name));
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            const quint64 n = static_cast<quint64>(header.size());
+            f.write(reinterpret_cast<const char*>(&n), 8);
+            f.write(header);
+            const float v[2] = { float(i), -float(i) };
+            f.write(reinterpret_cast<const char*>(v), sizeof v);
+            weightMap += (i ? "," : "") + QStringLiteral("\"w%1\":\"%2\"").arg(i).arg(name).toUtf8();
+        }
+        QFile index(dir.filePath(QStringLiteral("model.safetensors.index.json")));
+        QVERIFY(index.open(QIODevice::WriteOnly));
+        index.write("{\"metadata\":{},\"weight_map\":{" + weightMap + "}}");
+        index.close();
+        const auto r = test::run(QStringLiteral("/bin/sh"),
+            { QStringLiteral("-c"), QStringLiteral("ulimit -Sn 64 && exec \"$0\" stats \"$1\" --format json"), test::statelensBinary(), dir.path() });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const QJsonDocument doc = QJsonDocument::fromJson(r.out);
+        const QJsonArray tensors = doc.object().value(QStringLiteral("tensors")).toArray();
+        QCOMPARE(tensors.size(), kShards);
+        for (const QJsonValue& t : tensors) {
+            const QJsonObject o = t.toObject();
+            const int i = o.value(QStringLiteral("name")).toString().mid(1).toInt();
+            QCOMPARE(o.value(QStringLiteral("max")).toDouble(), double(i));
+        }
     }
 
     // Parts that do not fit their group are refused when the reader opens, never read past.
