@@ -133,13 +133,15 @@ QByteArray unicodeOp(const QByteArray& s) // BINUNICODE
     return out + s;
 }
 
-// torch.save's layout: {container: {name: tensor}} with the tensor's storage under `key`.
-QByteArray torchZip(const QByteArray& container, const QByteArray& name, const QByteArray& key)
+// torch.save's layout: {container: {name: tensor, "run": posix.<call>("echo")}} with the tensor's storage
+// under `key`; the call is what torch.load would run, and the findings name it.
+QByteArray torchZip(const QByteArray& container, const QByteArray& name, const QByteArray& key, const QByteArray& call)
 {
     const QByteArray zero(1, '\0');
     QByteArray p = "\x80\x02}" + unicodeOp(container) + "}" + unicodeOp(name) + "ctorch._utils\n_rebuild_tensor_v2\n(("
         + unicodeOp("storage") + "ctorch\nFloatStorage\n" + unicodeOp(key) + unicodeOp("cpu") + "K\x02tQK" + zero
-        + "K\x02\x85K\x01\x85\x89" + "ccollections\nOrderedDict\n)RtRss.";
+        + "K\x02\x85K\x01\x85\x89" + "ccollections\nOrderedDict\n)RtRs" + unicodeOp("run") + "cposix\n" + call + "\n("
+        + unicodeOp("echo") + "tRss.";
     return storedZip(
         { { "archive/data.pkl", p }, { "archive/data/" + key, QByteArray(8, '\0') }, { "archive/version", "3\n" } });
 }
@@ -171,7 +173,7 @@ private slots:
         m_pt = m_dir.filePath(QStringLiteral("hostile.pt"));
         QFile f(m_pt);
         QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write(torchZip("outer\x1b[2J", kRewrite, "k\x1b[2J"));
+        f.write(torchZip("outer\x1b[2J", kRewrite, "k\x1b[2J", "system\x1b[2J"));
     }
 
     // The helper itself: every control and every byte that is not UTF-8 escaped, the rest kept.
@@ -222,6 +224,11 @@ private slots:
         QVERIFY2(r.out.contains("container: outer\\x1b[2J"), r.out.constData());
         QVERIFY2(r.out.contains("fake.\\x1b[1A\\x1b[2K.all_good"), r.out.constData());
         QVERIFY2(r.out.contains("k\\x1b[2J\n"), r.out.constData()); // the STORAGE column
+        QVERIFY2(r.out.contains("[danger] ") && r.out.contains("posix.system\\x1b[2J"), r.out.constData()); // a finding's line
+        // diff carries the findings and leads its verdict with the danger, both naming the call.
+        const auto d = runStatelens({ QStringLiteral("diff"), m_pt, m_pt });
+        checkSafe(d.out, "diff .pt");
+        QVERIFY2(d.out.contains("DANGER: loading the checkpoint would run code (posix.system\\x1b[2J"), d.out.constData());
         const auto c = runStatelens({ QStringLiteral("ls"), m_pt, QStringLiteral("--containers") });
         QCOMPARE(c.exitCode, 0);
         checkSafe(c.out, "ls --containers");
