@@ -111,6 +111,10 @@ private slots:
                 QVERIFY2(w.find("aaaaaaaaaa") != std::string::npos, w.c_str());
             }
         }
+        // 21 a's take (a+)+$ about 4 million steps: PCRE2's default limit (10 million) lets that run, ours not.
+        QVERIFY_THROWS_EXCEPTION(sl::RuleMatchError, (void)compiled.apply(std::string(21, 'a') + "!"));
+        QCOMPARE(
+            compiled.apply(std::string(17, 'a') + "!").name, std::string(17, 'a') + "!"); // 260,000 steps: no match
     }
 
     // The budget leaves honest patterns alone: the patterns of real rule files on 100,000 keys, and on keys

@@ -298,6 +298,13 @@ private slots:
         checkSafe(r.err, "suggest stderr");
         QVERIFY2(r.out.contains("_orig_mod."), r.out.constData());
         QVERIFY2(r.out.contains("\\x1b["), r.out.constData()); // an example key in the comments
+        // A rule inferred from one pair: its title (on stderr) and its pattern quote the keys.
+        const auto pair = runStatelens({ QStringLiteral("suggest"), m_a, m_b, QStringLiteral("--pair"),
+            QString::fromUtf8("_orig_mod." + kClear), QString::fromUtf8("osc.\x1b]0;pwned\x07.w") });
+        QCOMPARE(pair.exitCode, 0);
+        checkSafe(pair.out, "suggest --pair stdout");
+        checkSafe(pair.err, "suggest --pair stderr");
+        QVERIFY2(pair.err.contains("suggest: rename '") && pair.err.contains("\\x1b"), pair.err.constData());
         // The rule file still reads back, and the rule still does what it did.
         QFile f(m_dir.filePath(QStringLiteral("suggested.yaml")));
         QVERIFY(f.open(QIODevice::WriteOnly));
