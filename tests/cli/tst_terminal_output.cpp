@@ -322,7 +322,7 @@ private slots:
         QFile f(m_dir.filePath(QStringLiteral("ctl.json")));
         QVERIFY(f.open(QIODevice::WriteOnly));
         f.write("{\"version\": 1, \"rules\": [{\"pattern\": \"^_orig_mod\\\\.evil\\\\.\\u001b\\\\[2J\\\\.\", "
-                "\"replace\": \"x\\u009b\\u007f.\", \"note\": \"n\\u001b[2J\"}]}");
+                "\"replace\": \"x\\u009b\\u007f.\", \"note\": \"n\\u001b[2J\\u009b\"}]}");
         f.close();
         const auto y = runStatelens({ QStringLiteral("rules"), QStringLiteral("export"), f.fileName(),
             QStringLiteral("--to"), QStringLiteral("yaml") });
