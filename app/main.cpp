@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "formats/torchscript_reader.h"
+#include "util/terminal_text.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -82,8 +83,10 @@ int main(int argc, char** argv)
     if (argc > 1 && sl::cli::wantsCommandLine(argv[1]))
         return sl::cli::run(argc, argv);
     if (argc > 1 && looksLikeMistypedCommand(argv[1])) {
-        std::fprintf(stderr, "statelens: '%s' is neither a command nor a file (commands: ls, diff, suggest, rules, stats, demo; "
-                             "see statelens --help)\n", argv[1]);
+        std::fprintf(stderr,
+            "statelens: '%s' is neither a command nor a file (commands: ls, diff, suggest, rules, stats, demo; "
+            "see statelens --help)\n",
+            sl::terminalText(argv[1]).c_str());
         return 2;
     }
 #ifdef STATELENS_HAVE_GUI

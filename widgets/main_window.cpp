@@ -705,7 +705,12 @@ std::optional<Suggestion> MainWindow::inferFromPair(const QString& unexpectedMap
     auto snap = m_comparison->snapshot();
     if (!snap->complete())
         return std::nullopt;
-    return inferRule(unexpectedMappedName.toStdString(), missingName.toStdString(), *snap->a, *snap->b, snap->rules);
+    try {
+        return inferRule(
+            unexpectedMappedName.toStdString(), missingName.toStdString(), *snap->a, *snap->b, snap->rules);
+    } catch (const RuleMatchError&) {
+        return std::nullopt; // a rule reached a match limit on some key: nothing can be inferred on a guess
+    }
 }
 
 std::optional<Suggestion> MainWindow::inferFromSelection(QString* why) const

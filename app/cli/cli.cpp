@@ -2,6 +2,7 @@
 
 #include "cli/commands.h"
 #include "io/file_trust.h"
+#include "rules/rule_engine.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/timings.h"
@@ -36,6 +37,15 @@ void emit(const std::string& text, const std::string& outputPath)
     // never written over: `ls A -o A` is refused here, before a byte is written.
     refuseOutputOntoInput(outputPath);
     writeFileAtomically(outputPath, text);
+}
+
+int namingRuleFile(const std::string& file, const std::function<int()>& run)
+{
+    try {
+        return run();
+    } catch (const RuleMatchError& e) {
+        throw LoadError(file, e.what());
+    }
 }
 
 void printTimings(const Timings& t)
@@ -92,7 +102,7 @@ int run(int argc, char** argv)
         std::fprintf(stderr, "statelens: out of memory\n");
         return 2;
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "statelens: %s\n", e.what());
+        std::fprintf(stderr, "statelens: %s\n", oneLineMessage(e.what()).c_str()); // may quote a path
         return 2;
     }
     return 2;

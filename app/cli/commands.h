@@ -50,6 +50,11 @@ std::pair<const Source&, const Source&> openBoth(const SideOption& a, const Side
 // `--timings`: each phase and their total, to stderr.
 void printTimings(const Timings& t);
 
+// Runs `run`, whose rules come from `file` (or "--filter"): a rule that reaches a match limit on a key
+// (rules/rule_engine.h) becomes a LoadError naming that file, one line and exit 2 like a rule that does
+// not compile.
+int namingRuleFile(const std::string& file, const std::function<int()>& run);
+
 // Writes `text` to `outputPath` atomically, or to stdout when the path is empty or "-". A LoadError, and
 // nothing written, when the path reaches a file the command read (io/file_trust.h).
 void emit(const std::string& text, const std::string& outputPath);

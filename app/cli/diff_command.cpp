@@ -69,9 +69,7 @@ int runDiff(const DiffOptionsCli& o)
     const auto& issues = keepUntilExit(checks.valid() ? checks.get() : std::vector<RuleIssue> {});
     checkTimer.stop();
     if (!diff.ruleErrors.empty()) {
-        const auto& e = diff.ruleErrors.front();
-        throw LoadError(o.rules, "rule " + std::to_string(e.rule + 1) + ": " + e.message + " at position "
-                + std::to_string(e.offset) + (e.inReplacement ? " of the replacement" : " of the pattern"));
+        throw LoadError(o.rules, describePatternError(diff.ruleErrors.front()));
     }
     PhaseTimer suggestTimer(t, "suggestions");
     auto& suggestions = keepUntilExit(o.suggest ? suggestRules(a, b, rules) : std::vector<Suggestion> {});
@@ -159,7 +157,7 @@ Runner addDiffCommand(CLI::App& app)
     cmd->add_flag("--timings", o->timings, "Print how long each phase took (to stderr)");
     return [o] {
         splitTwoSides(o->sides, "diff");
-        return runDiff(*o);
+        return namingRuleFile(o->rules, [&] { return runDiff(*o); });
     };
 }
 

@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 
 #include "report/source_report.h"
+#include "util/terminal_text.h"
 #include "util/timings.h"
 
 #include <cstdio>
@@ -24,10 +25,10 @@ struct LsOptions {
 
 std::string containersTable(const Source& s)
 {
-    std::string out = "containers in " + s.path + " (* = selected):\n";
+    std::string out = "containers in " + terminalText(s.path) + " (* = selected):\n";
     for (const auto& c : s.containers) {
         out += (c.path == s.container ? "* " : "  ");
-        out += c.path.empty() ? std::string("(top level)") : c.path;
+        out += c.path.empty() ? std::string("(top level)") : terminalText(c.path);
         out += "  [" + std::string(containerRoleName(c.role)) + ", " + std::to_string(c.tensorCount) + " tensors]\n";
     }
     if (s.containers.empty())

@@ -14,6 +14,7 @@
 #include "rules/rule_inverse.h"
 #include "rules/rule_io.h"
 #include "util/error.h"
+#include "util/terminal_text.h"
 
 #include <cstdio>
 
@@ -50,7 +51,7 @@ std::vector<std::string> keysOf(const SideOption& side)
 int reportProblems(const std::vector<std::string>& problems, const std::string& format)
 {
     for (const auto& p : problems)
-        std::fprintf(stderr, "rules export: %s\n", p.c_str());
+        std::fprintf(stderr, "rules export: %s\n", terminalText(p).c_str());
     if (problems.empty())
         return 0;
     std::fprintf(stderr, "rules export: the %s export does not reproduce the rules exactly (%zu problem(s) above)\n",
@@ -63,16 +64,13 @@ int runExport(const RulesExportOptions& o)
     RuleSet rules = loadRules(o.rules);
     std::vector<PatternError> errors;
     CompiledRules::compile(rules, &errors);
-    if (!errors.empty()) {
-        const auto& e = errors.front();
-        throw LoadError(o.rules, "rule " + std::to_string(e.rule + 1) + ": " + e.message + " at position "
-                + std::to_string(e.offset) + (e.inReplacement ? " of the replacement" : ""));
-    }
+    if (!errors.empty())
+        throw LoadError(o.rules, describePatternError(errors.front()));
     if (o.invert) {
         InvertedRules inv = invertRules(rules);
         if (!inv.problems.empty()) {
             for (const auto& p : inv.problems)
-                std::fprintf(stderr, "rules export: %s\n", p.c_str());
+                std::fprintf(stderr, "rules export: %s\n", terminalText(p).c_str());
             throw LoadError(o.rules, "the rules have no inverse (see above)");
         }
         rules = std::move(inv.rules);
@@ -140,7 +138,7 @@ Runner addRulesCommand(CLI::App& app)
 
     return [ex, im, exportCmd, importCmd]() -> int {
         if (exportCmd->parsed())
-            return runExport(*ex);
+            return namingRuleFile(ex->rules, [&] { return runExport(*ex); });
         if (importCmd->parsed())
             return runImport(*im);
         return 2;

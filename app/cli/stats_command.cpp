@@ -10,6 +10,7 @@
 #include "report/source_report.h"
 #include "rules/rule_engine.h"
 #include "util/error.h"
+#include "util/terminal_text.h"
 #include "values/init_hints.h"
 #include "values/tensor_stats.h"
 
@@ -52,29 +53,31 @@ std::string table(const Source& s, const std::vector<values::TensorStatsResult>&
     for (size_t i = 0; i < results.size(); ++i) {
         const auto& r = results[i];
         const Entry& e = s.entries[r.entry];
+        // Names (and what readers say about them) come from the file: shown terminal-safe.
         if (!r.stats) {
-            skipped.push_back(e.name + ": " + r.skipped);
+            skipped.push_back(terminalText(e.name + ": " + r.skipped));
             continue;
         }
         const auto& t = *r.stats;
         if (!t.note.empty())
-            notes.push_back(e.name + ": " + t.note);
+            notes.push_back(terminalText(e.name + ": " + t.note));
         const bool any = t.finite > 0;
         const auto sd = t.std();
-        rows.push_back({ e.name, std::string(dtypeName(e.dtype)), shapeToString(e.shape), any ? num(t.min) : "-", any ? num(t.max) : "-",
-            any ? num(t.mean) : "-", sd ? num(*sd) : "-", std::to_string(t.nan), std::to_string(t.posInf + t.negInf),
-            std::to_string(t.zeros), hex(t.hash), hints[i] });
+        rows.push_back(
+            { terminalText(e.name), std::string(dtypeName(e.dtype)), shapeToString(e.shape), any ? num(t.min) : "-",
+                any ? num(t.max) : "-", any ? num(t.mean) : "-", sd ? num(*sd) : "-", std::to_string(t.nan),
+                std::to_string(t.posInf + t.negInf), std::to_string(t.zeros), hex(t.hash), terminalText(hints[i]) });
     }
     std::vector<size_t> width(rows[0].size(), 0);
     for (const auto& row : rows)
         for (size_t c = 0; c < row.size(); ++c)
-            width[c] = std::max(width[c], row[c].size());
+            width[c] = std::max(width[c], terminalColumns(row[c]));
     std::string out;
     for (const auto& row : rows) {
         for (size_t c = 0; c < row.size(); ++c) {
             out += row[c];
             if (c + 1 < row.size())
-                out += std::string(width[c] - row[c].size() + 2, ' ');
+                out += std::string(width[c] - terminalColumns(row[c]) + 2, ' ');
         }
         out += '\n';
     }
@@ -184,9 +187,13 @@ int runStats(const StatsOptionsCli& o)
         const CompiledRules re = CompiledRules::compile(one, &errors);
         if (!errors.empty())
             throw LoadError("--filter", "position " + std::to_string(errors[0].offset) + ": " + errors[0].message);
-        for (size_t i = 0; i < s.entries.size(); ++i)
-            if (re.matches(0, s.entries[i].name))
-                entries.push_back(i);
+        try {
+            for (size_t i = 0; i < s.entries.size(); ++i)
+                if (re.matches(0, s.entries[i].name))
+                    entries.push_back(i);
+        } catch (const RuleMatchError& e) {
+            throw LoadError("--filter", "the pattern " + e.problem());
+        }
     }
     values::StatsOptions options;
     options.bins = o.bins;

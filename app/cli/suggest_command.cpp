@@ -8,6 +8,7 @@
 #include "rules/rule_io.h"
 #include "suggest/suggestions.h"
 #include "util/error.h"
+#include "util/terminal_text.h"
 
 #include <cstdio>
 
@@ -45,7 +46,7 @@ int runSuggest(const SuggestOptionsCli& o)
     // What was found goes to stderr, so stdout stays a clean rule file.
     size_t resolves = 0;
     for (const auto& s : suggestions) {
-        std::fprintf(stderr, "suggest: %s\n", s.title.c_str());
+        std::fprintf(stderr, "suggest: %s\n", terminalText(s.title).c_str()); // titles quote keys
         resolves += s.resolves;
     }
     if (suggestions.empty())
@@ -53,8 +54,8 @@ int runSuggest(const SuggestOptionsCli& o)
     else
         std::fprintf(stderr,
             "suggest: %zu suggestion(s), resolving %zu row pair(s); check with `statelens diff %s --rules %s`\n",
-            suggestions.size(), resolves, shellWords(o.sides.arguments).c_str(),
-            o.output.empty() || o.output == "-" ? "RULES.yaml" : o.output.c_str());
+            suggestions.size(), resolves, terminalText(shellWords(o.sides.arguments)).c_str(),
+            o.output.empty() || o.output == "-" ? "RULES.yaml" : terminalText(o.output).c_str());
     return 0;
 }
 
@@ -72,7 +73,7 @@ Runner addSuggestCommand(CLI::App& app)
     cmd->add_option("-o,--output", o->output, "Write the rule file here (atomically) instead of stdout");
     return [o] {
         splitTwoSides(o->sides, "suggest");
-        return runSuggest(*o);
+        return namingRuleFile(o->rules, [&] { return runSuggest(*o); });
     };
 }
 

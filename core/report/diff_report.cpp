@@ -3,6 +3,7 @@
 #include "report/json_writer.h"
 #include "report/source_report.h"
 #include "util/name_list.h"
+#include "util/terminal_text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -70,6 +71,17 @@ template <typename Fn> void withValidUtf8(std::string_view s, Fn&& fn)
     }
 }
 
+// Calls fn with the terminal-safe form of s (util/terminal_text.h; a copy only when s needs escaping).
+template <typename Fn> void withTerminalText(std::string_view s, Fn&& fn)
+{
+    if (isTerminalSafe(s)) {
+        fn(s);
+    } else {
+        const std::string shown = terminalText(s);
+        fn(std::string_view(shown));
+    }
+}
+
 // U+2400 + c for C0 controls, U+2421 for DEL: visible, and harmless to terminals and XML alike.
 void appendControlPicture(std::string& out, unsigned char c)
 {
@@ -96,29 +108,6 @@ size_t unwantedSequence(std::string_view s, size_t i)
         && (static_cast<unsigned char>(s[i + 2]) == 0xBE || static_cast<unsigned char>(s[i + 2]) == 0xBF))
         return 3;
     return 0;
-}
-
-// For people reading text (terminal, Markdown): C0 controls and DEL as pictures, C1 controls (which some
-// terminals obey even UTF-8 encoded: U+009B is CSI) as U+FFFD, the rest as is.
-void appendVisible(std::string& out, std::string_view raw)
-{
-    withValidUtf8(raw, [&](std::string_view s) {
-        size_t run = 0; // start of the pending run of plain bytes
-        for (size_t i = 0; i < s.size(); ++i) {
-            const auto c = static_cast<unsigned char>(s[i]);
-            if (c < 0x20 || c == 0x7f) {
-                out.append(s.substr(run, i - run));
-                appendControlPicture(out, c);
-                run = i + 1;
-            } else if (size_t n = c >= 0xC2 ? unwantedSequence(s, i) : 0) {
-                out.append(s.substr(run, i - run));
-                out += kReplacementChar;
-                i += n - 1;
-                run = i + 1;
-            }
-        }
-        out.append(s.substr(run));
-    });
 }
 
 // XML and HTML text or attribute values. Names keep no raw whitespace controls (they become pictures);
@@ -175,9 +164,7 @@ void appendXmlAttr(std::string& out, std::string_view raw) { appendXml(out, raw,
 // than any run inside, pipes are escaped (GFM splits cells before it parses code spans).
 void appendMarkdownCode(std::string& out, std::string_view raw)
 {
-    std::string visible;
-    visible.reserve(raw.size());
-    appendVisible(visible, raw);
+    const std::string visible = terminalText(raw);
     size_t longest = 0;
     for (size_t i = 0, run = 0; i < visible.size(); ++i) {
         run = visible[i] == '`' ? run + 1 : 0;
@@ -203,9 +190,7 @@ void appendMarkdownCode(std::string& out, std::string_view raw)
 // An underscore between letters or digits cannot open or close emphasis, so `load_state_dict` stays as is.
 void appendMarkdownText(std::string& out, std::string_view raw)
 {
-    std::string visible;
-    visible.reserve(raw.size());
-    appendVisible(visible, raw);
+    const std::string visible = terminalText(raw);
     auto alnum = [&](size_t i) { return i < visible.size() && std::isalnum(static_cast<unsigned char>(visible[i])); };
     for (size_t i = 0; i < visible.size(); ++i) {
         const char c = visible[i];
@@ -216,15 +201,16 @@ void appendMarkdownText(std::string& out, std::string_view raw)
     }
 }
 
-// One RFC 4180 cell. A leading = + - @ (or tab, CR) would make a spreadsheet evaluate the cell as a
-// formula, so such a cell gets a leading apostrophe (the usual OWASP mitigation).
+// One RFC 4180 cell. A leading = + - @ would make a spreadsheet evaluate the cell as a formula, so such a
+// cell gets a leading apostrophe (the usual OWASP mitigation). CSV reports are printed to terminals as
+// often as they are opened in spreadsheets: control characters are shown escaped, as in the text report.
 void appendCsvCell(std::string& out, std::string_view raw)
 {
-    withValidUtf8(raw, [&](std::string_view s) {
-        const bool formula = !s.empty() && s.front() != '\0' && std::strchr("=+-@\t\r", s.front()) != nullptr;
+    withTerminalText(raw, [&](std::string_view s) {
+        const bool formula = !s.empty() && std::strchr("=+-@", s.front()) != nullptr;
         bool quote = false;
         for (char c : s)
-            quote |= c == ',' || c == '"' || c == '\r' || c == '\n';
+            quote |= c == ',' || c == '"';
         if (quote)
             out += '"';
         if (formula)
@@ -271,8 +257,7 @@ std::vector<RuleIssue> issuesFromRuleErrors(const std::vector<PatternError>& err
         issue.kind = RuleIssue::Kind::Invalid;
         issue.severity = Severity::Danger;
         issue.rule = static_cast<int>(e.rule);
-        issue.message = "rule " + std::to_string(e.rule + 1) + ": " + (e.inReplacement ? "replacement" : "pattern") + " at position "
-            + std::to_string(e.offset) + ": " + e.message;
+        issue.message = describePatternError(e);
         out.push_back(std::move(issue));
     }
     return out;
@@ -928,14 +913,14 @@ std::string diffToText(const DiffReportInput& in)
     appendNumber(out, static_cast<uint64_t>(totalRows(s)));
     out += " rows)\n";
     out += "A (checkpoint): ";
-    appendVisible(out, in.a.path);
+    appendTerminalText(out, in.a.path);
     out += "  [";
-    appendVisible(out, sourceLine(in.a));
+    appendTerminalText(out, sourceLine(in.a));
     out += "]\n";
     out += "B (model):      ";
-    appendVisible(out, in.b.path);
+    appendTerminalText(out, in.b.path);
     out += "  [";
-    appendVisible(out, sourceLine(in.b));
+    appendTerminalText(out, sourceLine(in.b));
     out += "]\n";
     if (!in.rules.rules.empty()) {
         out += "rules: ";
@@ -956,7 +941,7 @@ std::string diffToText(const DiffReportInput& in)
         }
         const DiffRow& first = in.diff.rows[f.rows.front()];
         out += "  ";
-        appendVisible(out, f.name);
+        appendTerminalText(out, f.name);
         if (f.rows.size() > 1) {
             out += "  (";
             appendNumber(out, static_cast<uint64_t>(f.rows.size()));
@@ -981,10 +966,10 @@ std::string diffToText(const DiffReportInput& in)
             out += "      ";
             if (f.rows.size() > 1) {
                 out += "e.g. ";
-                appendVisible(out, ctx.name(first));
+                appendTerminalText(out, ctx.name(first));
                 out += ": ";
             }
-            appendVisible(out, first.explanation);
+            appendTerminalText(out, first.explanation);
             out += '\n';
         }
     }
@@ -999,11 +984,11 @@ std::string diffToText(const DiffReportInput& in)
             out += "  ";
             out += ruleIssueKindName(issue.kind);
             out += ": ";
-            appendVisible(out, issue.message);
+            appendTerminalText(out, issue.message);
             out += '\n';
             for (size_t k = 0; k < issue.examples.size() && k < kTextExamples; ++k) {
                 out += "      ";
-                appendVisible(out, issue.examples[k]);
+                appendTerminalText(out, issue.examples[k]);
                 out += '\n';
             }
         }
@@ -1016,7 +1001,7 @@ std::string diffToText(const DiffReportInput& in)
         out += '\n';
         for (const ValueLine& l : v.differ) {
             out += "  ";
-            appendVisible(out, ctx.name(*l.row));
+            appendTerminalText(out, ctx.name(*l.row));
             out += "  ";
             out += valueNumbers(*l.cmp);
             out += '\n';
@@ -1028,12 +1013,12 @@ std::string diffToText(const DiffReportInput& in)
         out += ")\n";
         for (const values::ContentMatch& m : *in.contentMatches) {
             out += "  ";
-            appendVisible(out, in.a.entries[m.a].name);
+            appendTerminalText(out, in.a.entries[m.a].name);
             out += "  =  ";
             for (size_t k = 0; k < m.b.size(); ++k) {
                 if (k)
                     out += ", ";
-                appendVisible(out, in.b.entries[m.b[k]].name);
+                appendTerminalText(out, in.b.entries[m.b[k]].name);
             }
             out += m.b.size() > 1 ? "  (ambiguous: B holds duplicates)\n" : "\n";
         }
@@ -1045,15 +1030,15 @@ std::string diffToText(const DiffReportInput& in)
         out += ")\n";
         for (const Suggestion& sg : ctx.suggestions()) {
             out += "  ";
-            appendVisible(out, sg.title);
+            appendTerminalText(out, sg.title);
             out += '\n';
             for (const Rule& r : sg.rules) {
                 out += "      ";
                 out += r.drop ? "drop " : "";
-                appendVisible(out, r.pattern);
+                appendTerminalText(out, r.pattern);
                 if (!r.drop) {
                     out += "  ->  ";
-                    appendVisible(out, r.replacement);
+                    appendTerminalText(out, r.replacement);
                 }
                 out += '\n';
             }
@@ -1068,12 +1053,12 @@ std::string diffToText(const DiffReportInput& in)
             out += " [";
             out += severityName(f.finding->severity);
             out += "] ";
-            appendVisible(out, f.finding->message);
+            appendTerminalText(out, f.finding->message);
             out += '\n';
         }
     }
     out += '\n';
-    out += verdictWithSafety(in);
+    appendTerminalText(out, verdictWithSafety(in)); // names what would run, from the pickle
     out += '\n';
     return out;
 }

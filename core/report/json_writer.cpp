@@ -1,33 +1,13 @@
 #include "json_writer.h"
 
+#include "util/utf8.h"
+
 #include <cmath>
 #include <cstring>
 
 namespace sl {
 
 namespace {
-
-// Length of the valid UTF-8 sequence at s[i], or 0 when it is invalid (overlong, surrogate, > U+10FFFF).
-size_t validSequence(std::string_view s, size_t i)
-{
-    auto byte = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
-    uint8_t c = byte(i);
-    if (c < 0x80)
-        return 1;
-    size_t n = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    if (n == 0 || i + n > s.size())
-        return 0;
-    uint32_t cp = c & (0x7F >> n);
-    for (size_t k = 1; k < n; ++k) {
-        if ((byte(i + k) & 0xC0) != 0x80)
-            return 0;
-        cp = cp << 6 | (byte(i + k) & 0x3F);
-    }
-    static constexpr uint32_t kMin[] = { 0, 0, 0x80, 0x800, 0x10000 };
-    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
-}
 
 // Length of the pure-ASCII prefix of s: names and paths are nearly always ASCII, and checking eight bytes at
 // a time keeps the per-character decoding below off the hot path of large listings.
@@ -50,7 +30,7 @@ size_t asciiPrefix(std::string_view s)
 bool isValidUtf8(std::string_view s)
 {
     for (size_t i = asciiPrefix(s); i < s.size();) {
-        size_t n = validSequence(s, i);
+        size_t n = utf8SequenceLength(s, i);
         if (!n)
             return false;
         i += n;
@@ -67,7 +47,7 @@ std::string sanitizeUtf8(std::string_view s)
     out.reserve(s.size());
     out.append(s.substr(0, i));
     while (i < s.size()) {
-        size_t n = validSequence(s, i);
+        size_t n = utf8SequenceLength(s, i);
         if (n) {
             out.append(s.substr(i, n));
             i += n;

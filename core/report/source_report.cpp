@@ -1,5 +1,7 @@
 #include "source_report.h"
 
+#include "util/terminal_text.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -259,50 +261,15 @@ std::string sourceToJson(const Source& s)
 
 namespace {
 
-// Text for a terminal: valid UTF-8, and control characters (a tensor name can hold ESC or a newline) shown
-// as \xNN so a file cannot move the cursor or fake lines. Plain printable ASCII, the usual case, is appended
-// as it is.
+// Names, keys and messages come from the file: shown terminal-safe (util/terminal_text.h), and columns
+// measured on what is shown.
 void appendDisplay(std::string& out, std::string_view text)
 {
-    bool plain = true;
-    for (unsigned char c : text)
-        if (c < 0x20 || c >= 0x7F) {
-            plain = false;
-            break;
-        }
-    if (plain) {
-        out += text;
-        return;
-    }
-    const std::string clean = isValidUtf8(text) ? std::string(text) : sanitizeUtf8(text);
-    for (unsigned char c : clean) {
-        if (c < 0x20 || c == 0x7F) {
-            char buf[5];
-            std::snprintf(buf, sizeof buf, "\\x%02x", c);
-            out += buf;
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
+    appendTerminalText(out, text);
 }
-
 size_t displayWidth(std::string_view text)
 {
-    size_t width = 0;
-    bool plain = true;
-    for (unsigned char c : text) {
-        if (c < 0x20 || c >= 0x7F)
-            plain = false;
-        width += (c & 0xC0) != 0x80; // count code points, not bytes
-    }
-    if (plain)
-        return text.size();
-    std::string shown;
-    appendDisplay(shown, text);
-    width = 0;
-    for (unsigned char c : shown)
-        width += (c & 0xC0) != 0x80;
-    return width;
+    return terminalColumns(text);
 }
 
 // The DTYPE and SHAPE cells of a row, written into small buffers: no allocation per row.
@@ -345,7 +312,8 @@ void rowCells(const Entry& e, RowCells& r)
     } else if (!e.typeName.empty()) {
         std::string_view t = e.typeName;
         put(r.dtype, sizeof r.dtype, r.dtypeLen, " <");
-        put(r.dtype, sizeof r.dtype, r.dtypeLen, t.substr(t.rfind('.') + 1));
+        put(r.dtype, sizeof r.dtype, r.dtypeLen,
+            terminalText(t.substr(t.rfind('.') + 1))); // a class name from the pickle
         put(r.dtype, sizeof r.dtype, r.dtypeLen, ">");
     }
     if (!e.shapeKnown) {
@@ -393,7 +361,7 @@ std::string loadSafetyLine(const Source& s)
     } else {
         line += "torch.load(weights_only=True) loads it";
         for (size_t i = 0; i < wo.imports.size(); ++i)
-            line += std::string(i ? ", " : " after ") + "`import " + wo.imports[i] + "`";
+            line += std::string(i ? ", " : " after ") + "`import " + terminalText(wo.imports[i]) + "`";
     }
     return line + ")\n";
 }
@@ -459,15 +427,19 @@ std::string sourceToTable(const Source& s)
         if (e.kind == EntryKind::Object) {
             cell(cells.objectType, wDtype);
             out += "  ";
-            std::string_view v = cells.objectValue;
-            size_t valueStart = out.size();
-            if (displayWidth(v) > 40) {
-                appendDisplay(out, v.substr(0, 37));
-                out += "...";
-            } else {
-                appendDisplay(out, v);
+            // Cut what is shown, not the raw bytes: an escape or a UTF-8 sequence is never split.
+            const std::string v = terminalText(cells.objectValue);
+            size_t columns = 0;
+            size_t cut = 0;
+            for (; cut < v.size(); ++cut) {
+                if ((static_cast<unsigned char>(v[cut]) & 0xC0) != 0x80 && ++columns > 37)
+                    break;
             }
-            fill(out.size() - valueStart, wShape);
+            const bool longer = displayWidth(v) > 40;
+            out.append(longer ? std::string_view(v).substr(0, cut) : std::string_view(v));
+            if (longer)
+                out += "...";
+            fill(longer ? 40 : displayWidth(v), wShape);
             out += "  ";
             fill(0, wCount);
         } else {
@@ -481,7 +453,7 @@ std::string sourceToTable(const Source& s)
             out.append(cells.count, cells.countLen);
         }
         out += "  ";
-        out += e.location.storageId;
+        appendDisplay(out, e.location.storageId);
         out += '\n';
     }
     out += "\n" + std::to_string(s.entries.size()) + " entries, " + humanCount(s.totalParameters()) + " parameters, "

@@ -1,6 +1,7 @@
 #include "rule_engine.h"
 
 #include "report/json_writer.h"
+#include "util/error.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -332,13 +333,61 @@ struct CompiledRules::Impl {
         std::unordered_map<std::string_view, std::vector<uint32_t>> exact; // empty for a regex rule
     };
     std::vector<Step> steps;
+    std::vector<int32_t> position; // by RuleSet index: its position in `rules`, or -1
     pcre2_match_data* match = nullptr;
+    pcre2_match_context* context = nullptr; // the limits (see rule_engine.h)
+    pcre2_jit_stack* jitStack = nullptr;
     ~Impl()
     {
         for (auto& r : rules)
             if (r.code)
                 pcre2_code_free(r.code);
         pcre2_match_data_free(match);
+        pcre2_match_context_free(context);
+        pcre2_jit_stack_free(jitStack);
+    }
+
+    // One pcre2_match under the limits. Returns its rc when it matched or found no match; anything else
+    // (a limit reached, or an internal error) throws, so a key is never mapped on a guess.
+    int run(const CompiledRule& r, std::string_view subject, size_t start, uint32_t options) const
+    {
+        const int rc = pcre2_match(r.code, reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(), start,
+            options | PCRE2_NO_UTF_CHECK, match, context);
+        if (rc >= 0 || rc == PCRE2_ERROR_NOMATCH)
+            return rc;
+        // Pattern and key can be long or hold control characters: short, escaped excerpts of both.
+        throw RuleMatchError(r.index,
+            "rule " + std::to_string(r.index + 1) + " ('" + oneLineMessage(r.rule->pattern, 60) + "')",
+            limitProblem(subject, rc));
+    }
+
+    static std::string limitProblem(std::string_view key, int rc)
+    {
+        std::string what;
+        bool limit = true;
+        switch (rc) {
+        case PCRE2_ERROR_MATCHLIMIT:
+            what = "took more than " + std::to_string(kRuleMatchLimit) + " backtracking steps (PCRE2's match limit)";
+            break;
+        case PCRE2_ERROR_DEPTHLIMIT:
+            what = "nested more than " + std::to_string(kRuleDepthLimit) + " backtracking points (PCRE2's depth limit)";
+            break;
+        case PCRE2_ERROR_HEAPLIMIT:
+            what = "needed more than " + std::to_string(kRuleHeapLimitKiB / 1024)
+                + " MiB to backtrack (PCRE2's heap limit)";
+            break;
+        case PCRE2_ERROR_JIT_STACKLIMIT:
+            what = "needed more than " + std::to_string(kRuleJitStackBytes >> 20) + " MiB of JIT stack";
+            break;
+        default: {
+            PCRE2_UCHAR message[256];
+            pcre2_get_error_message(rc, message, sizeof message);
+            what = std::string("failed (") + reinterpret_cast<const char*>(message) + ")";
+            limit = false;
+        }
+        }
+        return what + " on the key '" + oneLineMessage(std::string(key), 80) + "'"
+            + (limit ? ": nested repeats such as (a+)+ backtrack exponentially; write the pattern without them" : "");
     }
 
     // An exact rule on one key: Python's '$' also matches before a final newline, so "k\n" becomes
@@ -365,12 +414,10 @@ struct CompiledRules::Impl {
         bool mustAdvance = false;
         bool any = false;
         out.clear();
-        const auto* s = reinterpret_cast<PCRE2_SPTR>(subject.data());
         while (pos <= subject.size()) {
-            int rc = pcre2_match(r.code, s, subject.size(), pos, PCRE2_NO_UTF_CHECK | (mustAdvance ? PCRE2_NOTEMPTY_ATSTART : 0u),
-                match, nullptr);
+            const int rc = run(r, subject, pos, mustAdvance ? PCRE2_NOTEMPTY_ATSTART : 0u);
             if (rc < 0)
-                break; // no (more) matches, or a match-time limit: leave the rest as it is
+                break; // no (more) matches
             const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(match);
             const size_t b = ov[0];
             const size_t e = ov[1];
@@ -431,11 +478,48 @@ std::optional<PatternError> validateReplacement(std::string_view replacement, st
     return parseReplacement(replacement, c, parts);
 }
 
+bool isWholeKeyLiteral(std::string_view pattern)
+{
+    return exactLiteral(pattern).has_value();
+}
+
+std::optional<PatternError> patternRuleCapError(const RuleSet& rules)
+{
+    size_t patterns = 0;
+    for (size_t i = 0; i < rules.rules.size(); ++i) {
+        const Rule& r = rules.rules[i];
+        if (!r.enabled || isWholeKeyLiteral(r.pattern) || ++patterns <= kMaxPatternRules)
+            continue;
+        size_t total = patterns;
+        for (size_t k = i + 1; k < rules.rules.size(); ++k)
+            total += rules.rules[k].enabled && !isWholeKeyLiteral(rules.rules[k].pattern);
+        PatternError e = error(0,
+            "the set has " + std::to_string(total) + " rules that run a regex; at most "
+                + std::to_string(kMaxPatternRules) + " are run, since each is tried on every key (rules of one whole "
+                + "literal key, ^name$, are looked up instead and do not count)");
+        e.rule = i;
+        e.positioned = false;
+        return e;
+    }
+    return std::nullopt;
+}
+
+std::string describePatternError(const PatternError& e)
+{
+    std::string out = "rule " + std::to_string(e.rule + 1) + ": ";
+    if (e.positioned)
+        out += std::string(e.inReplacement ? "replacement" : "pattern") + " at position " + std::to_string(e.offset)
+            + ": ";
+    return out + e.message;
+}
+
 CompiledRules CompiledRules::compile(const RuleSet& set, std::vector<PatternError>* errors)
 {
     CompiledRules out;
     auto& impl = *out.m_impl;
     impl.usable.assign(set.rules.size(), false);
+    impl.position.assign(set.rules.size(), -1);
+    const std::optional<PatternError> overCap = patternRuleCapError(set);
     for (size_t i = 0; i < set.rules.size(); ++i) {
         const Rule& rule = set.rules[i];
         if (!rule.enabled)
@@ -450,7 +534,13 @@ CompiledRules CompiledRules::compile(const RuleSet& set, std::vector<PatternErro
             report(*checked.problem);
             continue;
         }
-        if (auto literal = exactLiteral(rule.pattern)) {
+        std::optional<std::string> literal = exactLiteral(rule.pattern);
+        if (!literal && overCap && i >= overCap->rule) {
+            if (i == overCap->rule)
+                report(*overCap); // once: the rules past it are left out with it
+            continue;
+        }
+        if (literal) {
             CompiledRule cr;
             cr.index = i;
             cr.rule = &rule;
@@ -500,6 +590,7 @@ CompiledRules CompiledRules::compile(const RuleSet& set, std::vector<PatternErro
     }
     impl.mode = set.mode;
     for (size_t k = 0; k < impl.rules.size(); ++k) {
+        impl.position[impl.rules[k].index] = static_cast<int32_t>(k);
         const bool exact = impl.rules[k].exact;
         if (!exact || impl.steps.empty() || impl.steps.back().exact.empty()) {
             impl.steps.emplace_back();
@@ -519,6 +610,15 @@ CompiledRules CompiledRules::compile(const RuleSet& set, std::vector<PatternErro
         maxGroups = std::max(maxGroups, n + 1);
     }
     impl.match = pcre2_match_data_create(maxGroups, nullptr);
+    impl.context = pcre2_match_context_create(nullptr);
+    pcre2_set_match_limit(impl.context, kRuleMatchLimit);
+    pcre2_set_depth_limit(impl.context, kRuleDepthLimit);
+    pcre2_set_heap_limit(impl.context, kRuleHeapLimitKiB);
+    if (std::any_of(impl.rules.begin(), impl.rules.end(), [](const CompiledRule& r) { return r.code != nullptr; })) {
+        // JIT's default is 32 KiB of machine stack; a pattern that needs more would fail on long keys.
+        impl.jitStack = pcre2_jit_stack_create(32 * 1024, kRuleJitStackBytes, nullptr);
+        pcre2_jit_stack_assign(impl.context, nullptr, impl.jitStack);
+    }
     return out;
 }
 
@@ -587,22 +687,26 @@ CompiledRules::Result CompiledRules::apply(std::string_view name, std::vector<ui
 
 bool CompiledRules::matches(size_t index, std::string_view name) const
 {
-    if (!validUtf8(name))
+    if (index >= m_impl->position.size() || m_impl->position[index] < 0 || !validUtf8(name))
         return false;
-    for (const auto& r : m_impl->rules) {
-        if (r.index != index)
-            continue;
-        if (r.exact) {
-            std::string ignored;
-            return Impl::substituteExact(r, name, ignored);
-        }
-        if (!r.anchoredPrefix.empty() && name.substr(0, r.anchoredPrefix.size()) != r.anchoredPrefix)
-            return false;
-        int rc = pcre2_match(r.code, reinterpret_cast<PCRE2_SPTR>(name.data()), name.size(), 0, PCRE2_NO_UTF_CHECK,
-            m_impl->match, nullptr);
-        return rc >= 0;
+    const CompiledRule& r = m_impl->rules[static_cast<size_t>(m_impl->position[index])];
+    if (r.exact) {
+        std::string ignored;
+        return Impl::substituteExact(r, name, ignored);
     }
-    return false;
+    if (!r.anchoredPrefix.empty() && name.substr(0, r.anchoredPrefix.size()) != r.anchoredPrefix)
+        return false;
+    return m_impl->run(r, name, 0, 0) >= 0;
+}
+
+std::optional<std::string_view> CompiledRules::literalKey(size_t index) const
+{
+    if (index >= m_impl->position.size() || m_impl->position[index] < 0)
+        return std::nullopt;
+    const CompiledRule& r = m_impl->rules[static_cast<size_t>(m_impl->position[index])];
+    if (!r.exact)
+        return std::nullopt;
+    return std::string_view(r.literal);
 }
 
 size_t CompiledRules::ruleCount() const { return m_impl->usable.size(); }

@@ -2,6 +2,7 @@
 
 #include "rules/rule_engine.h"
 #include "util/error.h"
+#include "util/terminal_text.h"
 
 #include <optional>
 #include <string_view>
@@ -139,37 +140,15 @@ std::optional<std::string> jsonString(std::string_view s)
 }
 
 // Comment lines for a Python file: one per line of `text`. Control characters are shown escaped (a
-// bare '\r' or form feed would end the comment for Python's tokenizer) and bytes that are not UTF-8 as
-// \xHH (Python refuses a source file that is not UTF-8).
+// bare '\r' or form feed would end the comment for Python's tokenizer, and the file is printed to
+// terminals) and bytes that are not UTF-8 as \xHH (Python refuses a source file that is not UTF-8).
 void appendPythonComment(std::string& out, std::string_view indent, std::string_view text)
 {
     size_t start = 0;
     for (;;) {
         size_t end = text.find('\n', start);
         std::string_view line = text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
-        std::string clean;
-        for (size_t i = 0; i < line.size();) {
-            const auto c = static_cast<unsigned char>(line[i]);
-            if (c < 0x80) {
-                if (c < 0x20 || c == 0x7F) {
-                    clean += "\\x";
-                    appendHex(clean, c, 2);
-                } else {
-                    clean += static_cast<char>(c);
-                }
-                ++i;
-                continue;
-            }
-            size_t n = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
-            if (n > 1 && i + n <= line.size() && isUtf8(line.substr(i, n))) {
-                clean.append(line.substr(i, n));
-                i += n;
-            } else {
-                clean += "\\x";
-                appendHex(clean, c, 2);
-                ++i;
-            }
-        }
+        const std::string clean = terminalText(line);
         out += indent;
         out += clean.empty() ? "#" : "# " + clean;
         out += '\n';

@@ -23,7 +23,7 @@ namespace sl {
 
 namespace {
 
-constexpr size_t kMaxFileSize = size_t(64) << 20;
+constexpr size_t kMaxFileSize = kMaxRuleFileBytes;
 
 std::string lineText(size_t line) { return "line " + std::to_string(line) + ": "; }
 
@@ -36,28 +36,6 @@ std::string quotedName(std::string_view name)
 std::string_view withoutBom(std::string_view text)
 {
     return text.substr(0, 3) == "\xEF\xBB\xBF" ? text.substr(3) : text;
-}
-
-// Length of the UTF-8 sequence at s[i] when it is a valid one (strict: no overlongs, no surrogates), 0 if not.
-size_t utf8SequenceLength(std::string_view s, size_t i)
-{
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80)
-        return 1;
-    size_t n = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    if (!n || i + n > s.size())
-        return 0;
-    char32_t cp = c & (n == 2 ? 0x1F : n == 3 ? 0x0F : 0x07);
-    for (size_t k = 1; k < n; ++k) {
-        const auto d = static_cast<unsigned char>(s[i + k]);
-        if ((d & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (d & 0x3F);
-    }
-    static constexpr char32_t kMin[] = { 0, 0, 0x80, 0x800, 0x10000 };
-    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
 }
 
 // Offset of the first byte that is not part of valid UTF-8, or npos.
@@ -541,6 +519,7 @@ RuleSet importHfKeyMapping(std::string_view text, const std::string& name)
         r.comments = std::move(e.comments);
         out.rules.push_back(std::move(r));
     }
+    checkRuleCount(out, name);
     return out;
 }
 
@@ -673,6 +652,7 @@ RuleSet importCsvMapping(std::string_view text, const std::string& name)
         r.drop = row->fields[1].empty();
         out.rules.push_back(std::move(r));
     }
+    checkRuleCount(out, name);
     return out;
 }
 

@@ -2,9 +2,12 @@
 
 #include "io/input_file.h"
 #include "report/json_writer.h"
+#include "rules/rule_engine.h"
 #include "util/error.h"
+#include "util/terminal_text.h"
 
 #include <simdjson.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -73,11 +76,67 @@ bool parseMode(std::string_view text, RuleMode& mode)
     return true;
 }
 
+std::string tooManyRules(size_t count)
+{
+    return std::to_string(count) + " rules: a rule file holds at most " + std::to_string(kMaxRules);
+}
+
+// A first pass over the parser's events, before yaml-cpp builds its node tree: no aliases, and at most
+// kMaxYamlNodes nodes, so the tree (and every string taken from it) is bounded by the file itself.
+class BoundedYaml : public YAML::EventHandler {
+public:
+    explicit BoundedYaml(const std::string& name)
+        : m_name(name)
+    {
+    }
+    void OnDocumentStart(const YAML::Mark&) override { }
+    void OnDocumentEnd() override { }
+    void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
+    void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override
+    {
+        throw LoadError(m_name,
+            "a YAML alias (*name) at line " + std::to_string(mark.line + 1)
+                + ": rule files do not use anchors and aliases; write each value out");
+    }
+    void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string&) override
+    {
+        node(mark);
+    }
+    void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override
+    {
+        node(mark);
+    }
+    void OnSequenceEnd() override { }
+    void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override
+    {
+        node(mark);
+    }
+    void OnMapEnd() override { }
+
+private:
+    void node(const YAML::Mark& mark)
+    {
+        if (++m_nodes > kMaxYamlNodes)
+            throw LoadError(m_name,
+                "more than " + std::to_string(kMaxYamlNodes) + " YAML nodes (at line " + std::to_string(mark.line + 1)
+                    + "): a rule file holds at most " + std::to_string(kMaxRules) + " rules");
+    }
+    const std::string& m_name;
+    size_t m_nodes = 0;
+};
+
 RuleSet fromYaml(std::string_view text, const std::string& name)
 {
     YAML::Node root;
     try {
-        root = YAML::Load(std::string(text));
+        const std::string document(text);
+        {
+            std::istringstream in(document);
+            YAML::Parser parser(in);
+            BoundedYaml bounds(name);
+            parser.HandleNextDocument(bounds); // the first document: the one YAML::Load reads
+        }
+        root = YAML::Load(document);
     } catch (const YAML::Exception& e) {
         throw LoadError(name, "YAML error at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
     }
@@ -106,6 +165,8 @@ RuleSet fromYaml(std::string_view text, const std::string& name)
     if (rules && !rules.IsNull() && !rules.IsSequence())
         throw LoadError(name, "'rules' must be a list" + line(rules));
     if (rules && rules.IsSequence()) {
+        if (rules.size() > kMaxRules)
+            throw LoadError(name, tooManyRules(rules.size()));
         for (const auto& item : rules) {
             if (!item.IsMap())
                 throw LoadError(name, "each rule is a mapping with at least 'pattern'" + line(item));
@@ -131,9 +192,17 @@ RuleSet fromYaml(std::string_view text, const std::string& name)
             }
             if (!item["pattern"])
                 throw LoadError(name, "rule " + std::to_string(out.rules.size() + 1) + " has no 'pattern'" + line(item));
+            // Rules are Python str text (the exports write them as such); yaml-cpp passes any bytes on.
+            for (const auto& [field, text] :
+                { std::pair { "pattern", &r.pattern }, { "replace", &r.replacement }, { "note", &r.note } })
+                if (!isValidUtf8(*text))
+                    throw LoadError(name,
+                        "field '" + std::string(field) + "' of rule " + std::to_string(out.rules.size() + 1)
+                            + " is not UTF-8 text" + line(item));
             out.rules.push_back(std::move(r));
         }
     }
+    checkRuleCount(out, name);
     collectComments(text, out);
     return out;
 }
@@ -167,6 +236,8 @@ RuleSet fromJson(std::string_view text, const std::string& name)
     simdjson::dom::array rules;
     if (rulesField.get_array().get(rules))
         throw LoadError(name, "'rules' must be a list of rules");
+    if (rules.size() > kMaxRules)
+        throw LoadError(name, tooManyRules(rules.size()));
     for (auto item : rules) {
         simdjson::dom::object o;
         if (item.get_object().get(o))
@@ -202,10 +273,19 @@ RuleSet fromJson(std::string_view text, const std::string& name)
             throw LoadError(name, which + " has no 'pattern'");
         out.rules.push_back(std::move(r));
     }
+    checkRuleCount(out, name);
     return out;
 }
 
 } // namespace
+
+void checkRuleCount(const RuleSet& rules, const std::string& name)
+{
+    if (rules.rules.size() > kMaxRules)
+        throw LoadError(name, tooManyRules(rules.rules.size()));
+    if (auto e = patternRuleCapError(rules))
+        throw LoadError(name, describePatternError(*e));
+}
 
 RuleSet parseRules(std::string_view text, const std::string& name)
 {
@@ -225,19 +305,19 @@ RuleSet parseRules(std::string_view text, const std::string& name)
 RuleSet loadRules(const std::string& path)
 {
     auto file = InputFile::open(path, InputKind::Rules);
-    if (file->size() > (size_t(64) << 20))
-        throw LoadError(path, "a rule file larger than 64 MB is not a rule file");
-    const auto text = file->whole(uint64_t(64) << 20, "rule file");
+    if (file->size() > kMaxRuleFileBytes)
+        throw LoadError(path, "a rule file larger than 64 MiB is not a rule file");
+    const auto text = file->whole(kMaxRuleFileBytes, "rule file");
     const Bytes b = text->bytes();
     return parseRules(std::string_view(reinterpret_cast<const char*>(b.data()), b.size()), path);
 }
 
 // Written by hand rather than with YAML::Emitter: the emitter puts a comment that follows a mapping on
-// the line of its last value, where the next load would give it to the wrong rule.
+// the line of its last value, where the next load would give it to the wrong rule. Text that a terminal
+// would obey (control characters) goes double-quoted, escaped, so `suggest` output is safe to print.
 static std::string yamlScalar(const std::string& s)
 {
-    const bool plainText = std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f; });
-    if (plainText) {
+    if (isTerminalSafe(s)) {
         std::string out = "'";
         for (char c : s) {
             if (c == '\'')
@@ -248,18 +328,25 @@ static std::string yamlScalar(const std::string& s)
     }
     YAML::Emitter e;
     e << YAML::DoubleQuoted << s;
-    return e.c_str();
+    std::string out;
+    for (char c : std::string_view(e.c_str()))
+        out += c == '\x7f' ? std::string("\\x7f") : std::string(1, c); // the emitter leaves DEL raw
+    return out;
 }
 
 std::string rulesToYaml(const RuleSet& set)
 {
     std::string out;
     auto comment = [&](const std::string& indent, const std::string& text) {
-        // One comment per line, whatever the text holds.
+        // One comment per line, whatever the text holds; a comment has no escapes, so what a terminal
+        // would obey is shown escaped (suggestion titles quote keys).
         size_t start = 0;
         for (;;) {
             size_t nl = text.find('\n', start);
-            out += indent + "# " + text.substr(start, nl == std::string::npos ? std::string::npos : nl - start) + "\n";
+            out += indent + "# "
+                + terminalText(
+                    std::string_view(text).substr(start, nl == std::string::npos ? std::string::npos : nl - start))
+                + "\n";
             if (nl == std::string::npos)
                 break;
             start = nl + 1;

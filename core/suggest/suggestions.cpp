@@ -141,7 +141,18 @@ public:
 
     // `onTemplates`, when given, is the block's one rule written over templates (its (\d+) groups as {}): a
     // key can match the rule only if its template matches that, which is decided once per template.
+    // A candidate that reaches a match limit on some key (rules/rule_engine.h) cannot be measured, so it
+    // resolves nothing and is not suggested; its error would name a rule the user never wrote.
     Evaluation evaluate(const std::vector<Rule>& block, bool checkBreaks = true, const Rule* onTemplates = nullptr) const
+    {
+        try {
+            return measure(block, checkBreaks, onTemplates);
+        } catch (const RuleMatchError&) {
+            return {};
+        }
+    }
+
+    Evaluation measure(const std::vector<Rule>& block, bool checkBreaks, const Rule* onTemplates) const
     {
         Evaluation ev;
         RuleSet set;
@@ -867,7 +878,12 @@ std::optional<Suggestion> inferRule(std::string_view fromA, std::string_view toB
         // The rule must turn the chosen key into the chosen target.
         RuleSet single;
         single.rules = { r };
-        CompiledRules::Result check = CompiledRules::compile(single).apply(fromA);
+        CompiledRules::Result check;
+        try {
+            check = CompiledRules::compile(single).apply(fromA);
+        } catch (const RuleMatchError&) {
+            continue; // a match limit on the chosen key itself: this shape of rule cannot be checked
+        }
         if (check.dropped || check.name != toB)
             continue;
         Evaluation ev = residual.evaluate({ r });

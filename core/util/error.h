@@ -5,6 +5,8 @@
 // - LoadError: what leaves the core. One line naming the file and the problem; the CLI prints it and
 //   exits with code 2, the GUI shows it on the side that failed.
 
+#include "util/terminal_text.h"
+
 #include <stdexcept>
 #include <string>
 
@@ -16,29 +18,11 @@ public:
 };
 
 // Problems quote names taken from the file (zip records, tensor keys, pickle text). Control characters
-// in them would break the one-line contract (and could drive a terminal), so they are shown escaped, and
-// a huge quoted name is elided in the middle so the line stays readable.
+// in them would break the one-line contract (and could drive a terminal), so they are shown escaped
+// (util/terminal_text.h), and a huge quoted name is elided in the middle so the line stays readable.
 inline std::string oneLineMessage(const std::string& text, size_t maxLength = 1000)
 {
-    std::string s;
-    s.reserve(text.size());
-    for (char c : text) {
-        auto u = static_cast<unsigned char>(c);
-        if (u >= 0x20 && u != 0x7f) {
-            s += c;
-        } else if (c == '\n') {
-            s += "\\n";
-        } else if (c == '\r') {
-            s += "\\r";
-        } else if (c == '\t') {
-            s += "\\t";
-        } else {
-            static constexpr char kHex[] = "0123456789abcdef";
-            s += "\\x";
-            s += kHex[u >> 4];
-            s += kHex[u & 15];
-        }
-    }
+    std::string s = terminalText(text);
     if (s.size() <= maxLength)
         return s;
     // Keep both ends (the quoted name starts it, what went wrong ends it); cut on UTF-8 boundaries.
@@ -63,7 +47,7 @@ public:
 
 private:
     LoadError(std::string file, std::string problem, int)
-        : std::runtime_error(file + ": " + problem)
+        : std::runtime_error(terminalText(file) + ": " + problem) // a path can hold control characters too
         , m_file(std::move(file))
         , m_problem(std::move(problem))
     {

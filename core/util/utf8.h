@@ -1,11 +1,37 @@
 #pragma once
-// Encoding one code point as UTF-8: shared by the readers that decode escapes (pickle's raw-unicode-escape,
-// Python string literals in imported key mappings). Callers check the range (<= U+10FFFF) first.
+// UTF-8 in one place: encoding one code point (the readers that decode escapes: pickle's raw-unicode-escape,
+// Python string literals in imported key mappings; callers check the range, <= U+10FFFF, first) and the
+// strict check of one sequence that keys, JSON output, imports and terminal text share.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace sl {
+
+// Length of the valid UTF-8 sequence at s[i] (1 to 4), or 0 when it is not one: a stray or missing
+// continuation byte, an overlong form, a surrogate or a code point past U+10FFFF (Python's strict reading).
+inline size_t utf8SequenceLength(std::string_view s, size_t i)
+{
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80)
+        return 1;
+    const size_t n = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (!n || i + n > s.size())
+        return 0;
+    uint32_t cp = c & (0x7Fu >> n);
+    for (size_t k = 1; k < n; ++k) {
+        const auto d = static_cast<unsigned char>(s[i + k]);
+        if ((d & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (d & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = { 0, 0, 0x80, 0x800, 0x10000 };
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return n;
+}
 
 inline void appendUtf8(std::string& out, uint32_t cp)
 {

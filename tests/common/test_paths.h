@@ -3,10 +3,13 @@
 
 #include <QByteArray>
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFileInfo>
 #include <QProcess>
 #include <QString>
 #include <QStringList>
+
+#include <csignal>
 
 namespace sl::test {
 
@@ -61,7 +64,9 @@ inline bool haveTorchPython()
 }
 
 struct RunResult {
-    int exitCode = -1;
+    int exitCode = -1; // -1 when it crashed or was killed at the timeout
+    bool timedOut = false; // killed at the timeout, so a regression fails instead of hanging ctest
+    double seconds = 0; // wall time of the child
     QByteArray out;
     QByteArray err;
     qint64 peakKb = -1; // peak resident set of the child, from runMeasured()
@@ -70,11 +75,16 @@ struct RunResult {
 inline RunResult run(const QString& program, const QStringList& args, int timeoutMs = 120000)
 {
     QProcess p;
+    QElapsedTimer clock;
+    clock.start();
     p.start(program, args);
     RunResult r;
-    if (!p.waitForFinished(timeoutMs)) {
+    const bool finished = p.waitForFinished(timeoutMs);
+    r.seconds = clock.nsecsElapsed() / 1e9;
+    if (!finished) {
         p.kill();
         p.waitForFinished();
+        r.timedOut = true;
         r.err = "timed out";
         return r;
     }
@@ -90,13 +100,20 @@ inline RunResult runStatelens(const QStringList& args, int timeoutMs = 120000)
 }
 
 // run() under GNU time (a test dependency, see setup.sh): the child's own peak resident set, which a
-// child forked from this process could not report apart from ours.
+// child forked from this process could not report apart from ours (Linux keeps the pre-exec peak). The
+// child is killed at the timeout by coreutils' timeout, so it is not left running behind GNU time.
 inline RunResult runMeasured(const QString& program, const QStringList& args, int timeoutMs = 120000)
 {
     static const QByteArray marker = "statelens-test-peak-kb=";
     RunResult r = run(QStringLiteral("/usr/bin/time"),
-        QStringList { QStringLiteral("-f"), QString::fromLatin1(marker) + QStringLiteral("%M"), program } + args,
-        timeoutMs);
+        QStringList { QStringLiteral("-f"), QString::fromLatin1(marker) + QStringLiteral("%M"), QStringLiteral("timeout"),
+            QStringLiteral("-s"), QStringLiteral("KILL"), QString::number(timeoutMs / 1000.0, 'f', 3), program }
+            + args,
+        timeoutMs + 10000);
+    if (r.exitCode == 128 + SIGKILL) {
+        r.timedOut = true;
+        r.exitCode = -1;
+    }
     const qsizetype at = r.err.lastIndexOf(marker);
     if (at >= 0) {
         r.peakKb = r.err.mid(at + marker.size()).trimmed().toLongLong();

@@ -262,6 +262,29 @@ private slots:
         QVERIFY(chunk.siblingAtColumn(AlignedTreeModel::NameA).data().toString().isEmpty());
     }
 
+    // A rule that reaches PCRE2's match limit on a key (rules/rule_engine.h) is left out of the snapshot and
+    // named as invalid with the key, as a rule that does not compile is; the other rules still apply.
+    void aRuleThatReachesAMatchLimitIsLeftOut()
+    {
+        const std::string hostile = std::string(40, 'a') + "!";
+        const std::string a = "x.w\n" + hostile + "\n";
+        auto snap = snapshot(a.c_str(), "y.w\nz\n", { { "^x\\.", "y." }, { "(a+)+$", "z" } });
+        QVERIFY(snap->rules.rules[0].enabled);
+        QVERIFY(!snap->rules.rules[1].enabled);
+        QCOMPARE(snap->diff.summary.count(RowStatus::Renamed), size_t(1)); // x.w -> y.w
+        QCOMPARE(snap->diff.summary.count(RowStatus::Unexpected), size_t(1)); // the hostile key, as it is
+        const auto limit = std::find_if(snap->issues.begin(), snap->issues.end(), [](const RuleIssue& i) { return i.rule == 1; });
+        QVERIFY(limit != snap->issues.end());
+        QCOMPARE(limit->kind, RuleIssue::Kind::Invalid);
+        QCOMPARE(limit->severity, Severity::Danger);
+        QVERIFY2(limit->message.rfind("rule 2 ('(a+)+$') took more than", 0) == 0, limit->message.c_str());
+        QVERIFY2(limit->message.find("on the key 'aaaaaaaaaa") != std::string::npos, limit->message.c_str());
+        AlignedTreeModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        model.setSnapshot(snap);
+        QVERIFY(model.rowCount() > 0);
+    }
+
     void oneSideOpenShowsItsTreeWithoutStatuses()
     {
         auto snap = buildSnapshot(parseSource("x.w\nx.b\n"), nullptr, {}, 1);

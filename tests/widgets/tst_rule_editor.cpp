@@ -734,6 +734,16 @@ void TestRuleEditor::previewSpecialCases()
     editor.selectRule(3);
     editor.refreshPreview();
     QCOMPARE(editor.previewSummary(), QStringLiteral("Rule 4 touches 1 of 5 keys"));
+    // A pattern that backtracks past the match limit on a key: the preview names the rule and the key
+    // instead of counting the key as untouched.
+    editor.setPreviewKeys(makeSource({ "model.x", std::string(40, 'a') + "!" }));
+    editor.model()->setData(editor.model()->index(1, RuleListModel::PatternColumn), QStringLiteral("(a+)+$"));
+    editor.selectRule(1);
+    editor.refreshPreview();
+    QVERIFY2(editor.previewSummary().startsWith(QStringLiteral("Rule 2 cannot be previewed: rule 2 ('(a+)+$') took more than")),
+        qPrintable(editor.previewSummary()));
+    QVERIFY(editor.previewSummary().contains(QStringLiteral("on the key 'aaaaaaaaaa")));
+    QCOMPARE(editor.previewList()->count(), 0);
     editor.setPreviewKeys(nullptr);
     editor.refreshPreview();
     QVERIFY(editor.previewSummary().contains(QStringLiteral("open a checkpoint")));

@@ -19,10 +19,27 @@ std::shared_ptr<const DiffSnapshot> buildSnapshot(std::shared_ptr<const Source> 
     s->b = b ? std::move(b) : std::make_shared<const Source>();
     s->rules = rules;
     s->generation = generation;
-    // With one side open there is nothing to explain: every row would read "unexpected" or "missing".
-    s->diff = diffSources(*s->a, *s->b, rules, DiffOptions { .explain = s->complete() });
-    if (s->complete())
-        s->issues = checkRules(rules, *s->a, *s->b, &s->diff);
+    // A rule that reaches a match limit on a key stops the run. It is left out as a rule that does not
+    // compile is, and named as invalid with the key, so the other rules still show what they do.
+    std::vector<RuleIssue> stopped;
+    for (;;) {
+        try {
+            // With one side open there is nothing to explain: every row would read "unexpected" or "missing".
+            s->diff = diffSources(*s->a, *s->b, s->rules, DiffOptions { .explain = s->complete() });
+            if (s->complete())
+                s->issues = checkRules(s->rules, *s->a, *s->b, &s->diff);
+            break;
+        } catch (const RuleMatchError& e) {
+            RuleIssue issue;
+            issue.kind = RuleIssue::Kind::Invalid;
+            issue.severity = Severity::Danger;
+            issue.rule = static_cast<int>(e.rule());
+            issue.message = e.what();
+            stopped.push_back(std::move(issue));
+            s->rules.rules[e.rule()].enabled = false; // each pass turns one rule off: at most one pass per rule
+        }
+    }
+    s->issues.insert(s->issues.begin(), stopped.begin(), stopped.end());
     s->folded = foldRows(s->diff, *s->a, *s->b);
     s->milliseconds = static_cast<double>(timer.nsecsElapsed()) / 1e6;
     return s;
@@ -106,7 +123,11 @@ void Comparison::startSuggestions()
     m_suggestRunning = true;
     auto snap = m_snapshot;
     m_suggestWatcher.setFuture(QtConcurrent::run([snap] {
-        return std::make_pair(snap->generation, suggestRules(*snap->a, *snap->b, snap->rules));
+        try {
+            return std::make_pair(snap->generation, suggestRules(*snap->a, *snap->b, snap->rules));
+        } catch (const RuleMatchError&) {
+            return std::make_pair(snap->generation, std::vector<Suggestion> {}); // the snapshot's issues say why
+        }
     }));
 }
 

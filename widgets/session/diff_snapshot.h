@@ -19,7 +19,7 @@ struct DiffSnapshot {
     std::shared_ptr<const Source> b;
     bool hasA = false;
     bool hasB = false;
-    RuleSet rules;
+    RuleSet rules; // the rules the diff ran: the document's, with any that reached a match limit turned off
     DiffResult diff;
     std::vector<RuleIssue> issues; // checkRules on the pair (only when both sides are open)
     std::vector<FoldedRow> folded; // diff rows folded by index template

@@ -2,6 +2,7 @@
 
 #include "models/rule_list_model.h"
 #include "session/rule_document.h"
+#include "util/error.h"
 
 #include <QAbstractItemDelegate>
 #include <QAction>
@@ -335,10 +336,11 @@ void RuleEditor::refreshPreview()
         QString why;
         for (const PatternError& e : m_prefix->errors)
             if (e.rule == static_cast<size_t>(k))
-                why = tr("%1 at position %2: %3")
-                          .arg(e.inReplacement ? tr("replacement") : tr("pattern"))
-                          .arg(e.offset)
-                          .arg(QString::fromStdString(e.message));
+                why = !e.positioned ? QString::fromStdString(e.message)
+                                    : tr("%1 at position %2: %3")
+                                          .arg(e.inReplacement ? tr("replacement") : tr("pattern"))
+                                          .arg(e.offset)
+                                          .arg(QString::fromStdString(e.message));
         m_previewLabel->setText(tr("Rule %1 does not compile (%2): it is skipped").arg(k + 1).arg(why));
         return;
     }
@@ -347,14 +349,22 @@ void RuleEditor::refreshPreview()
     QStringList examples;
     size_t touched = 0;
     const QString arrow = QStringLiteral(" -> ");
-    for (const Entry& e : m_keys->entries) {
-        matched.clear();
-        CompiledRules::Result r = chain.apply(e.name, &matched);
-        if (matched.empty() || matched.back() != static_cast<uint32_t>(k))
-            continue;
-        ++touched;
-        if (examples.size() < MaxPreviewExamples)
-            examples << QString::fromStdString(e.name) + arrow + (r.dropped ? tr("(dropped)") : QString::fromStdString(r.name));
+    try {
+        for (const Entry& e : m_keys->entries) {
+            matched.clear();
+            CompiledRules::Result r = chain.apply(e.name, &matched);
+            if (matched.empty() || matched.back() != static_cast<uint32_t>(k))
+                continue;
+            ++touched;
+            if (examples.size() < MaxPreviewExamples)
+                examples << QString::fromStdString(e.name) + arrow
+                        + (r.dropped ? tr("(dropped)") : QString::fromStdString(r.name));
+        }
+    } catch (const RuleMatchError& e) {
+        // A rule of the chain reached a match limit: what it would touch is unknown, not "nothing".
+        m_previewLabel->setText(
+            tr("Rule %1 cannot be previewed: %2").arg(k + 1).arg(QString::fromStdString(oneLineMessage(e.what()))));
+        return;
     }
     m_preview->addItems(examples);
     QString summary = tr("Rule %1 touches %2 of %3 keys").arg(k + 1).arg(touched).arg(total);

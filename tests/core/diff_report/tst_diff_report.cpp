@@ -71,8 +71,36 @@ const std::vector<std::string>& awkwardNames()
     return names;
 }
 
-// What people see of a name in text, Markdown, HTML and JUnit (the report's documented mapping): invalid
-// UTF-8 as U+FFFD, C0 controls and DEL as their control pictures, C1 controls as U+FFFD.
+// What people see of a name in the text, Markdown and CSV reports, which terminals print
+// (util/terminal_text.h): \t \n \r, \xNN for other C0 controls, DEL and C1 controls, and \xNN for each
+// byte that is not UTF-8; the rest as it is. Written here from the bytes, not with the helper.
+QString shown(const std::string& raw)
+{
+    QString out;
+    for (size_t i = 0; i < raw.size();) {
+        const auto c = static_cast<unsigned char>(raw[i]);
+        const size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        const QByteArray seq = QByteArray::fromStdString(raw.substr(i, std::max<size_t>(n, 1)));
+        const QString decoded = QString::fromUtf8(seq);
+        const bool valid
+            = n > 0 && size_t(seq.size()) == n && !decoded.contains(QChar(0xfffd)) && decoded.toUtf8() == seq;
+        const char32_t cp = valid ? decoded.toUcs4().value(0) : c;
+        if (!valid || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f)) {
+            out += cp == '\t' ? QStringLiteral("\\t")
+                : cp == '\n'  ? QStringLiteral("\\n")
+                : cp == '\r'  ? QStringLiteral("\\r")
+                              : QStringLiteral("\\x%1").arg(uint(cp), 2, 16, QChar('0'));
+            i += valid ? n : 1;
+        } else {
+            out += decoded;
+            i += n;
+        }
+    }
+    return out;
+}
+
+// What people see of a name in HTML and JUnit (their documented mapping): invalid UTF-8 as U+FFFD, C0
+// controls and DEL as their control pictures, C1 controls as U+FFFD.
 QString visible(const std::string& raw)
 {
     const QString s = q(raw);
@@ -505,14 +533,14 @@ private slots:
         QVERIFY(t.contains(QStringLiteral("checkpoint [64, 32] float32, model [128, 32] float32")));
         // Non-match rows are listed, matches are not.
         for (const std::string& w : awkwardNames()) {
-            QVERIFY2(t.contains(visible(w + ".u")), qPrintable(visible(w + ".u")));
-            QVERIFY2(t.contains(visible(w + ".x")), qPrintable(visible(w + ".x")));
-            QVERIFY2(!t.contains(visible(w + ".m")), qPrintable(visible(w + ".m")));
+            QVERIFY2(t.contains(shown(w + ".u")), qPrintable(shown(w + ".u")));
+            QVERIFY2(t.contains(shown(w + ".x")), qPrintable(shown(w + ".x")));
+            QVERIFY2(!t.contains(shown(w + ".m")), qPrintable(shown(w + ".m")));
         }
         for (const RuleIssue& issue : m_f.issues)
-            QVERIFY(t.contains(visible(issue.message)));
+            QVERIFY(t.contains(shown(issue.message)));
         for (const Suggestion& s : m_f.suggestions)
-            QVERIFY(t.contains(visible(s.title)));
+            QVERIFY(t.contains(shown(s.title)));
         // Differences in the order of importance: shape mismatches before renames.
         QVERIFY(t.indexOf(QStringLiteral("\nshape_mismatch (")) < t.indexOf(QStringLiteral("\nrenamed (")));
     }
@@ -556,7 +584,7 @@ private slots:
         QStringList expected;
         for (const FoldedRow& f : foldRows(m_f.diff, m_f.a, m_f.b))
             if (f.status != RowStatus::Match)
-                expected << q(rowStatusName(f.status)) + " " + visible(f.name);
+                expected << q(rowStatusName(f.status)) + " " + shown(f.name);
         listed.sort();
         expected.sort();
         QCOMPARE(listed, expected);
@@ -577,13 +605,19 @@ private slots:
         const std::string out = diffToCsv(m_f.input());
         const auto parsed = parseCsv(bytes(out));
         QVERIFY2(parsed.has_value(), "not RFC 4180");
+        // CSV goes to terminals too: nothing that could drive one but the record ends.
+        for (char16_t c : q(out).toStdU16String())
+            QVERIFY2((c >= 0x20 && c != 0x7f && (c < 0x80 || c > 0x9f)) || c == '\n' || c == '\r',
+                qPrintable(QString::number(int(c), 16)));
         const QList<QStringList>& records = *parsed;
         QCOMPARE(records.size(), qsizetype(m_f.diff.rows.size() + 1));
         QCOMPARE(records[0].join(','), QStringLiteral("status,a,b,reason,rule,a_shape,b_shape,a_dtype,b_dtype,explanation"));
         // A cell that starts a formula carries the apostrophe; take it off to compare.
-        auto expectCell = [](const QString& cell, const QString& raw) {
-            const bool formula = !raw.isEmpty() && QStringLiteral("=+-@\t\r").contains(raw.front());
-            return cell == (formula ? "'" + raw : raw);
+        // Control characters are shown escaped, as in the text report (a tab or CR no longer leads a cell).
+        auto expectCell = [](const QString& cell, const std::string& raw) {
+            const QString text = shown(raw);
+            const bool formula = !text.isEmpty() && QStringLiteral("=+-@").contains(text.front());
+            return cell == (formula ? "'" + text : text);
         };
         int guarded = 0;
         for (qsizetype i = 1; i < records.size(); ++i) {
@@ -593,15 +627,15 @@ private slots:
             const Entry* ea = entryAt(m_f.a, row.a);
             const Entry* eb = entryAt(m_f.b, row.b);
             QCOMPARE(r[0], q(rowStatusName(row.status)));
-            QVERIFY2(expectCell(r[1], ea ? q(ea->name) : QString()), qPrintable(r[1]));
-            QVERIFY2(expectCell(r[2], eb ? q(eb->name) : QString()), qPrintable(r[2]));
+            QVERIFY2(expectCell(r[1], ea ? ea->name : std::string()), qPrintable(r[1]));
+            QVERIFY2(expectCell(r[2], eb ? eb->name : std::string()), qPrintable(r[2]));
             QCOMPARE(r[3], q(reasonName(row.reason)));
             QCOMPARE(r[4], row.rule >= 0 ? QString::number(row.rule) : QString());
             QCOMPARE(r[5], shapeText(ea));
             QCOMPARE(r[6], shapeText(eb));
             QCOMPARE(r[7], dtypeText(ea));
             QCOMPARE(r[8], dtypeText(eb));
-            QVERIFY(expectCell(r[9], q(row.explanation)));
+            QVERIFY(expectCell(r[9], row.explanation));
             for (const QString& cell : r) {
                 QVERIFY2(cell.isEmpty() || !QStringLiteral("=+-@\t\r").contains(cell.front()), qPrintable(cell));
                 guarded += cell.startsWith('\'') ? 1 : 0;
