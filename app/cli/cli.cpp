@@ -26,17 +26,20 @@ bool wantsCommandLine(std::string_view arg)
     return arg == "--help" || arg == "-h" || arg == "--version" || arg == "help";
 }
 
-void emit(const std::string& text, const std::string& outputPath)
+std::unique_ptr<OutputFile> openOutput(const std::string& outputPath)
 {
-    if (outputPath.empty() || outputPath == "-") {
-        std::fwrite(text.data(), 1, text.size(), stdout);
-        std::fflush(stdout);
-        return;
-    }
     // Everything this run read (sources, their shards and metadata, rule files) is an input, and inputs are
     // never written over: `ls A -o A` is refused here, before a byte is written.
-    refuseOutputOntoInput(outputPath);
-    writeFileAtomically(outputPath, text);
+    if (!outputPath.empty() && outputPath != "-")
+        refuseOutputOntoInput(outputPath);
+    return std::make_unique<OutputFile>(outputPath);
+}
+
+void emit(const std::string& text, const std::string& outputPath)
+{
+    const auto out = openOutput(outputPath);
+    out->write(text);
+    out->commit();
 }
 
 int namingRuleFile(const std::string& file, const std::function<int()>& run)

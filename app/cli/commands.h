@@ -3,6 +3,7 @@
 
 #include "formats/open_options.h"
 #include "model/source.h"
+#include "util/atomic_file.h"
 #include "util/timings.h"
 
 #include <CLI/CLI.hpp>
@@ -58,6 +59,8 @@ int namingRuleFile(const std::string& file, const std::function<int()>& run);
 // Writes `text` to `outputPath` atomically, or to stdout when the path is empty or "-". A LoadError, and
 // nothing written, when the path reaches a file the command read (io/file_trust.h).
 void emit(const std::string& text, const std::string& outputPath);
+// The same for an output written as it is made: commit() it when complete.
+std::unique_ptr<OutputFile> openOutput(const std::string& outputPath);
 
 // A command's loaded data, deliberately not freed: the process exits right after its output, and tearing
 // down a 100,000-entry source took longer than listing it. Sanitizer builds free it, so leak checks work.

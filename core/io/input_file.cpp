@@ -66,10 +66,13 @@ Bytes InputFile::read(uint64_t offset, uint64_t length, std::vector<uint8_t>& bu
     if (offset > m_size || length > m_size - offset)
         throw FormatError("bytes " + std::to_string(offset) + " to " + std::to_string(offset + length) + " lie past the end of the "
             + std::to_string(m_size) + "-byte file");
-    if (m_fd < 0)
-        return Bytes(m_buffer).subspan(static_cast<size_t>(offset), static_cast<size_t>(length));
+    // Copied for in-memory files too: what a reader keeps then lives exactly as long as it does from disk
+    // (a view into the buffer outlived the file once, in a pickle's names).
     buffer.resize(static_cast<size_t>(length));
-    readAt(offset, buffer.data(), length);
+    if (m_fd < 0)
+        std::copy_n(m_buffer.data() + offset, length, buffer.data());
+    else
+        readAt(offset, buffer.data(), length);
     return buffer;
 }
 

@@ -50,7 +50,7 @@ public:
     bool onDisk() const { return m_fd >= 0; }
     int descriptor() const { return m_fd; }
 
-    // [offset, offset + length): a view of an in-memory file's buffer, or read now into `buffer` (resized).
+    // [offset, offset + length), read now into `buffer` (resized; copied, for an in-memory file).
     // Throws FormatError when the range is not inside size(), and LoadError "changed while reading" when
     // the file ends before it (it shrank since it was opened).
     Bytes read(uint64_t offset, uint64_t length, std::vector<uint8_t>& buffer) const;

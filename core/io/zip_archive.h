@@ -72,7 +72,7 @@ public:
     // offset). Reads the local header; throws FormatError when it is malformed or the data runs past the end.
     uint64_t dataOffset(const ZipEntry& e) const;
     // The record's contents, read (and inflated, for deflated records) into `buffer`, at most `maxSize`
-    // bytes (a view of the buffer for in-memory files' stored records). Throws FormatError on corrupt data
+    // bytes. Throws FormatError on corrupt data
     // or when the record is larger than maxSize.
     Bytes contents(const ZipEntry& e, std::vector<uint8_t>& buffer, uint64_t maxSize) const;
     // A hint for archives on disk: asks the kernel to start reading every record's local header now. With a

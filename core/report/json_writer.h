@@ -71,6 +71,9 @@ public:
     }
 
     std::string_view text() const { return { m_buffer.GetString(), m_buffer.GetSize() }; }
+    // Forgets the text written so far (after it was handed on), keeping the writer's place in the document:
+    // a long document is streamed out in parts.
+    void clearText() { m_buffer.Clear(); }
 
 private:
     rapidjson::StringBuffer m_buffer;

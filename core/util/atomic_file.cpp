@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -23,6 +24,7 @@ namespace fs = std::filesystem;
     throw std::runtime_error(path + ": " + what + ": " + std::strerror(err));
 }
 
+// On failure the caller's cleanup runs (the destructor, for OutputFile) before the error is thrown.
 void writeAll(int fd, std::string_view contents, const std::string& path, const std::function<void()>& cleanup)
 {
     size_t done = 0;
@@ -37,56 +39,6 @@ void writeAll(int fd, std::string_view contents, const std::string& path, const 
         }
         done += static_cast<size_t>(n);
     }
-}
-
-// A temporary file beside `target`, flushed, then renamed over it. `mode`: the permissions to keep (those of
-// the file replaced), else an ordinary file's (0666 less the umask; mkstemp creates 0600).
-void replaceAtomically(
-    const std::string& path, const std::string& target, std::string_view contents, std::optional<mode_t> mode)
-{
-    std::string tmp = target + ".tmp-XXXXXX";
-    int fd = ::mkstemp(tmp.data());
-    if (fd < 0)
-        fail(path, "cannot create a temporary file", errno);
-    auto discard = [&] {
-        ::close(fd);
-        ::unlink(tmp.c_str());
-    };
-    writeAll(fd, contents, path, discard);
-    if (!mode) {
-        const mode_t mask = ::umask(0);
-        ::umask(mask);
-        mode = 0666 & ~mask;
-    }
-    ::fchmod(fd, *mode);
-    if (::fsync(fd) != 0) {
-        const int err = errno;
-        discard();
-        fail(path, "cannot flush", err);
-    }
-    if (::close(fd) != 0) {
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        fail(path, "cannot close", err);
-    }
-    if (::rename(tmp.c_str(), target.c_str()) != 0) {
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        fail(path, "cannot replace", err);
-    }
-}
-
-// A FIFO or a device is written into, as a shell's `>` would: replacing it would leave the reader with
-// nothing and, for `-o /dev/null` run as root, put a regular file where /dev/null was. Opening a FIFO waits
-// for its reader.
-void writeInto(const std::string& path, std::string_view contents)
-{
-    int fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0)
-        fail(path, "cannot open", errno);
-    writeAll(fd, contents, path, [&] { ::close(fd); });
-    if (::close(fd) != 0)
-        fail(path, "cannot close", errno);
 }
 
 // Where a write to `path` lands when it does not exist: itself, or the end of its (dangling) symlinks.
@@ -109,26 +61,113 @@ std::string danglingTarget(const std::string& path)
 
 void writeFileAtomically(const std::string& path, std::string_view contents)
 {
+    if (path.empty() || path == "-")
+        throw std::runtime_error("no file name to write to");
+    OutputFile out(path);
+    out.write(contents);
+    out.commit();
+}
+
+OutputFile::OutputFile(const std::string& path)
+    : m_path(path)
+{
+    if (path.empty() || path == "-") {
+        m_stdout = true;
+        m_fd = STDOUT_FILENO;
+        std::fflush(stdout); // what was printed through stdio comes first
+        return;
+    }
     struct stat st { };
     if (::stat(path.c_str(), &st) != 0) {
         if (errno != ENOENT)
             fail(path, "cannot write", errno);
-        replaceAtomically(path, danglingTarget(path), contents, std::nullopt);
-        return;
-    }
-    if (S_ISDIR(st.st_mode))
+        m_target = danglingTarget(path);
+    } else if (S_ISDIR(st.st_mode)) {
         throw std::runtime_error(path + ": is a directory; give a file name to write to");
-    if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
-        writeInto(path, contents); // through symlinks, /dev/stdout's to a pipe included
+    } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+        // A FIFO or a device is written into, as a shell's `>` would: replacing it would leave the reader
+        // with nothing and, for `-o /dev/null` run as root, put a regular file where /dev/null was. Opening a
+        // FIFO waits for its reader; symlinks are followed (/dev/stdout's to a pipe included).
+        m_fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+        if (m_fd < 0)
+            fail(path, "cannot open", errno);
+        return;
+    } else if (!S_ISREG(st.st_mode)) {
+        throw std::runtime_error(path + ": is a socket or another special file, not a file to write to");
+    } else {
+        // A regular file, perhaps behind symlinks: replaced where it is, so a symlink keeps pointing at it.
+        char resolved[PATH_MAX];
+        if (!::realpath(path.c_str(), resolved))
+            fail(path, "cannot resolve", errno);
+        m_target = resolved;
+        m_keepMode = static_cast<int>(st.st_mode & 0777);
+    }
+    m_temporary = m_target + ".tmp-XXXXXX";
+    m_fd = ::mkstemp(m_temporary.data());
+    if (m_fd < 0)
+        fail(path, "cannot create a temporary file", errno);
+}
+
+OutputFile::~OutputFile()
+{
+    if (m_fd < 0 || m_stdout)
+        return;
+    ::close(m_fd);
+    if (!m_temporary.empty())
+        ::unlink(m_temporary.c_str());
+}
+
+void OutputFile::write(std::string_view bytes)
+{
+    constexpr size_t kBuffered = size_t(1) << 20;
+    if (m_fd < 0)
+        throw std::runtime_error(m_path + ": written after it was committed");
+    if (m_buffer.size() + bytes.size() > kBuffered)
+        flush();
+    if (bytes.size() >= kBuffered)
+        writeAll(m_fd, bytes, m_path, [] { });
+    else
+        m_buffer.append(bytes);
+}
+
+void OutputFile::flush()
+{
+    writeAll(m_fd, m_buffer, m_path, [] { });
+    m_buffer.clear();
+}
+
+void OutputFile::commit()
+{
+    flush();
+    const int fd = m_fd;
+    if (m_stdout || m_temporary.empty()) {
+        m_fd = -1;
+        if (!m_stdout && ::close(fd) != 0)
+            fail(m_path, "cannot close", errno);
         return;
     }
-    if (!S_ISREG(st.st_mode))
-        throw std::runtime_error(path + ": is a socket or another special file, not a file to write to");
-    // A regular file, perhaps behind symlinks: replaced where it is, so a symlink keeps pointing at it.
-    char resolved[PATH_MAX];
-    if (!::realpath(path.c_str(), resolved))
-        fail(path, "cannot resolve", errno);
-    replaceAtomically(path, resolved, contents, st.st_mode & 0777);
+    mode_t mode;
+    if (m_keepMode >= 0) {
+        mode = static_cast<mode_t>(m_keepMode);
+    } else { // an ordinary file's: 0666 less the umask (mkstemp creates 0600)
+        const mode_t mask = ::umask(0);
+        ::umask(mask);
+        mode = 0666 & ~mask;
+    }
+    ::fchmod(fd, mode);
+    if (::fsync(fd) != 0)
+        fail(m_path, "cannot flush", errno); // the destructor removes the temporary file
+    m_fd = -1;
+    if (::close(fd) != 0) {
+        const int err = errno;
+        ::unlink(m_temporary.c_str());
+        fail(m_path, "cannot close", err);
+    }
+    if (::rename(m_temporary.c_str(), m_target.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(m_temporary.c_str());
+        fail(m_path, "cannot replace", err);
+    }
 }
 
 } // namespace sl

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cmath>
 #include <exception>
+#include <iterator>
 #include <limits>
 #include <mutex>
 #include <span>
@@ -564,7 +565,8 @@ void computeBatch(const Source& source, std::span<const size_t> entries, const S
 
 } // namespace
 
-std::vector<TensorStatsResult> computeStats(const Source& source, const std::vector<size_t>& entries, const StatsOptions& options)
+void computeStats(const Source& source, const std::vector<size_t>& entries, const StatsOptions& options,
+    const std::function<void(std::vector<TensorStatsResult>&)>& batchDone)
 {
     // Batches keep the working state per batch, not per file: a million small tensors at once held a
     // reader, pieces and partial histograms for each (1.8 GB for 10^6). A batch is large enough to keep
@@ -573,10 +575,21 @@ std::vector<TensorStatsResult> computeStats(const Source& source, const std::vec
     FileCache files;
     TablePool tables;
     std::vector<TensorStatsResult> results;
-    results.reserve(entries.size());
-    for (size_t at = 0; at < entries.size(); at += kBatch)
+    for (size_t at = 0; at < entries.size(); at += kBatch) {
+        results.clear();
         computeBatch(source, std::span(entries).subspan(at, std::min(kBatch, entries.size() - at)), options, files, tables, results);
-    return results;
+        batchDone(results);
+    }
+}
+
+std::vector<TensorStatsResult> computeStats(const Source& source, const std::vector<size_t>& entries, const StatsOptions& options)
+{
+    std::vector<TensorStatsResult> all;
+    all.reserve(entries.size());
+    computeStats(source, entries, options, [&](std::vector<TensorStatsResult>& batch) {
+        std::move(batch.begin(), batch.end(), std::back_inserter(all));
+    });
+    return all;
 }
 
 } // namespace sl::values

@@ -27,6 +27,7 @@
 #include "model/source.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,5 +82,9 @@ struct TensorStatsResult {
 
 // Statistics of the given entries, in the given order. Throws LoadCancelled when cancelled.
 std::vector<TensorStatsResult> computeStats(const Source& source, const std::vector<size_t>& entries, const StatsOptions& options = {});
+// The same, handed over batch by batch (in order; the callee may move from the batch), so that a caller
+// writing them out never holds all of them.
+void computeStats(const Source& source, const std::vector<size_t>& entries, const StatsOptions& options,
+    const std::function<void(std::vector<TensorStatsResult>&)>& batchDone);
 
 } // namespace sl::values
