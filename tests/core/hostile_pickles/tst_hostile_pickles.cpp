@@ -51,7 +51,7 @@ QString ordinal(int n)
 }
 
 // A stored zip of empty records with these names (ZIP64 end records, so more than 65,535 fit)
-// (data.pkl records hold `pkl`).
+// (data.pkl records hold `pkl`, version records "3" as torch writes it).
 std::vector<uint8_t> emptyRecordsZip(const std::vector<std::string>& names, const std::string& pkl = {})
 {
     std::vector<uint8_t> out, cd;
@@ -62,7 +62,8 @@ std::vector<uint8_t> emptyRecordsZip(const std::vector<std::string>& names, cons
     };
     for (const auto& n : names) {
         const uint64_t offset = out.size();
-        const std::string data = n.size() >= 8 && n.compare(n.size() - 8, 8, "data.pkl") == 0 ? pkl : std::string();
+        auto endsWith = [&](std::string_view tail) { return n.size() >= tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0; };
+        const std::string data = endsWith("data.pkl") ? pkl : endsWith("/version") ? std::string("3\n") : std::string();
         put(out, 0x04034b50, 4);
         put(out, 20, 2);
         put(out, 0, 8); // flags, method, time, date
@@ -238,6 +239,35 @@ private slots:
     // Which duplicate torch reads is checked against torch itself in corpus(); here, that the lookup stays
     // cheap: 100,000 records (as large sharded checkpoints have) without duplicates pay nothing for it, not
     // even with upper-case names (which need the case-folded index), and one duplicate costs one sort.
+    // A storage whose key is the empty string: torch.load looks for the record "data/" and fails, so the
+    // file is refused with that reason (it was "storage key is not a string").
+    void emptyStorageKey()
+    {
+        const std::string pkl("\x80\x02}q\x00X\x01\x00\x00\x00wctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storage"
+                              "ctorch\nFloatStorage\nX\x00\x00\x00\x00X\x03\x00\x00\x00" "cpuK\x04tQK\x00K\x04\x85K\x01\x85\x89"
+                              "ccollections\nOrderedDict\n)RtRs.",
+            135);
+        QCOMPARE(pkl.back(), '.');
+        const auto zip = emptyRecordsZip({ "archive/data.pkl", "archive/data/0", "archive/version" }, pkl);
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("empty_key.pt"));
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(reinterpret_cast<const char*>(zip.data()), qint64(zip.size()));
+        f.close();
+        try {
+            (void)openSource(path.toStdString());
+            QFAIL("a storage with an empty key was listed");
+        } catch (const LoadError& e) {
+            QVERIFY2(std::string(e.what()).find("storage key is empty; torch.load cannot find its record") != std::string::npos, e.what());
+        }
+        if (!test::haveTorchPython())
+            QSKIP("torch is not importable here; the verdict above was checked against torch 1.13");
+        const auto torch = test::run(test::torchPython(), { QStringLiteral("-c"),
+            QStringLiteral("import sys, torch\ntry:\n    torch.load(sys.argv[1])\nexcept Exception as e:\n    print(e)\n"), path });
+        QVERIFY2(torch.out.contains("failed locating file data/"), torch.out.constData());
+    }
+
     void manyRecordsStayFast()
     {
         for (const char* prefix : { "archive/", "Model_V2/" }) {
