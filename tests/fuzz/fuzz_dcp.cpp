@@ -59,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         files.add(rels.back(), std::vector<uint8_t>(parts[i].begin(), parts[i].end()));
         // The blob parser on its own, as the safetensors-shard folders use it.
         try {
-            (void)sl::dcp::parseBlob(sl::Bytes(reinterpret_cast<const uint8_t*>(parts[i].data()), parts[i].size()));
+            (void)sl::dcp::parseBlob(*sl::InputFile::fromBuffer(rels.back(), std::vector<uint8_t>(parts[i].begin(), parts[i].end())));
         } catch (const sl::FormatError&) {
         }
     }
