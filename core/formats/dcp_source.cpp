@@ -1,6 +1,7 @@
 #include "dcp_source.h"
 
 #include "distributed/chunk_tiling.h"
+#include "formats/dcp_item.h"
 #include "formats/dcp_safetensors.h"
 #include "formats/hf_index_reader.h"
 #include "formats/safetensors_reader.h"
@@ -31,7 +32,6 @@ constexpr size_t kMaxListed = 20; // findings of one kind listed one by one
 // to repeat and could all point at one large item.
 constexpr size_t kInspectBase = size_t(256) << 20;
 constexpr size_t kInspectPerMetadataByte = 64;
-constexpr size_t kEndRecordSize = 22;
 
 std::string quote(std::string_view s)
 {
@@ -55,18 +55,6 @@ uint64_t numelOf(const Shape& s, bool& overflow)
 }
 
 // Bytes a chunk's elements take; false when unknown (unknown dtype) or too large to count.
-bool chunkBytes(const Shape& sizes, DType dtype, uint64_t& out)
-{
-    bool overflow = false;
-    uint64_t n = numelOf(sizes, overflow);
-    unsigned bits = dtypeBits(dtype);
-    uint64_t b = 0;
-    if (overflow || bits == 0 || !mulSat(n, bits, b) || b > UINT64_MAX - 7)
-        return false;
-    out = (b + 7) / 8;
-    return true;
-}
-
 std::string storageKey(std::string_view fqn, const Shape* offsets)
 {
     std::string k(fqn);
@@ -298,12 +286,6 @@ std::vector<Placement> placeItems(
 
 // ---- the files ----
 
-struct BlobSlot {
-    bool parsed = false;
-    std::optional<Blob> blob;
-    std::string error;
-};
-
 struct FileState {
     std::string rel; // normalised relative path
     int32_t index = -1; // in Source::files
@@ -315,7 +297,7 @@ struct FileState {
     size_t unavailableItems = 0;
     size_t shortItems = 0;
     uint64_t furthestEnd = 0;
-    std::unordered_map<uint64_t, BlobSlot> blobs; // safetensors blobs by their offset
+    BlobCache blobs; // safetensors blobs by their offset
 };
 
 struct Located {
@@ -324,6 +306,7 @@ struct Located {
     uint64_t offset = 0;
     uint64_t length = 0; // 0: the range is not known
     bool raw = false; // the range holds the chunk's elements as they are (not a whole item, not transformed)
+    bool inItem = false; // the range is the chunk's item, not read: the elements are found when values are read
     std::string why; // unavailable: why
     Severity noteSeverity = Severity::Info;
     std::string note; // something worth a finding
@@ -331,9 +314,10 @@ struct Located {
 
 class Builder {
 public:
-    Builder(const MetadataFile& md, const FileProvider& files)
+    Builder(const MetadataFile& md, const FileProvider& files, bool inspectItems)
         : m_md(md)
         , m_provider(files)
+        , m_inspectItems(inspectItems)
         , m_inspectLeft(kInspectBase + kInspectPerMetadataByte * md.pickleBytes)
     {
     }
@@ -350,27 +334,6 @@ public:
         }
         m_inspectLeft -= cost;
         return true;
-    }
-
-    // Scanning for a zip's end record is cheap when torch wrote it (no comment: the record ends the item)
-    // and up to 64 KiB otherwise.
-    static size_t zipCost(const InputFile& file, const StorageRef& r)
-    {
-        const uint64_t n = r.itemLength;
-        uint8_t end[4] = {};
-        if (n >= kEndRecordSize)
-            file.readInto(r.itemOffset + n - kEndRecordSize, end);
-        const bool atEnd = n >= kEndRecordSize && end[0] == 'P' && end[1] == 'K' && end[2] == 5 && end[3] == 6;
-        return 256 + (atEnd ? 0 : static_cast<size_t>(std::min<uint64_t>(n, 0x10000 + kEndRecordSize)));
-    }
-    // Whether the item starts like a zip archive (a torch.save item): its first four bytes.
-    static bool itemIsZip(const InputFile& file, const StorageRef& r)
-    {
-        uint8_t head[4];
-        if (r.itemLength < sizeof head)
-            return false;
-        file.readInto(r.itemOffset, head);
-        return looksLikeZip(Bytes(head));
     }
 
     void prepareFiles(Source& out)
@@ -502,127 +465,29 @@ public:
                 + "); the byte range is the transformed item's";
             return at;
         }
-        uint64_t need = 0;
-        const bool needKnown = chunkBytes(c.sizes, dtype, need);
+        if (!m_inspectItems) {
+            // Listing reads no tensor data: the chunk keeps its item's range, and its elements are found in
+            // the item when values are read (formats/dcp_item.h).
+            at.inItem = true;
+            return at;
+        }
         const std::string where = " (" + f->rel + " at " + std::to_string(r.itemOffset) + ")";
-        if (itemIsZip(file, r)) {
-            if (!inspect(zipCost(file, r)))
-                return at;
-            try {
-                ZipArchive zip(file, r.itemOffset, r.itemLength);
-                const ZipEntry* data = nullptr;
-                size_t candidates = 0;
-                for (const ZipEntry& e : zip.entries()) {
-                    std::string_view n = e.name;
-                    size_t slash = n.find('/');
-                    if (slash == std::string_view::npos || n.substr(slash + 1, 5) != "data/")
-                        continue;
-                    std::string_view key = n.substr(slash + 6);
-                    if (key.empty() || key.find('/') != std::string_view::npos)
-                        continue;
-                    ++candidates;
-                    if (!data || key == "0")
-                        data = &e;
-                }
-                if (!data) {
-                    if (needKnown && need == 0) {
-                        at.length = 0;
-                        return at;
-                    }
-                    at.noteSeverity = Severity::Warning;
-                    at.note = "its torch.save item has no tensor data record" + where;
-                    return at;
-                }
-                if (data->method != 0) {
-                    at.note = "its tensor data record is compressed" + where + "; the byte range is the whole item";
-                    return at;
-                }
-                at.offset = r.itemOffset + zip.dataOffset(*data);
-                at.length = data->size;
-                at.raw = true;
-                if (at.offset - r.itemOffset > r.itemLength || at.length > r.itemLength - (at.offset - r.itemOffset)) {
-                    at.available = false;
-                    at.why = "its data record runs past the item";
-                    return at;
-                }
-                ++m_torchSaveItems;
-                if (candidates > 1)
-                    at.note = "its torch.save item holds " + std::to_string(candidates) + " storages" + where
-                        + "; the range is storage " + std::string(data->name.substr(data->name.rfind('/') + 1));
-                if (needKnown && data->size < need) {
-                    at.noteSeverity = Severity::Warning;
-                    at.note = "its data record holds " + std::to_string(data->size) + " bytes but the chunk needs "
-                        + std::to_string(need) + where;
-                }
-            } catch (const FormatError& e) {
-                at.offset = r.itemOffset;
-                at.length = r.itemLength;
-                at.noteSeverity = Severity::Warning;
-                at.note = "its item is not a readable torch.save archive" + where + ": " + e.what();
-            }
-            return at;
-        }
-        // SerializationFormat.SAFETENSORS: the item's offset is where the file's blob starts.
-        std::vector<uint8_t> headBuffer;
-        const Bytes rest = file.read(r.itemOffset, std::min<uint64_t>(file.size() - r.itemOffset, 4096), headBuffer);
-        if (!looksLikeSafetensors(rest, file.size() - r.itemOffset)) {
-            at.noteSeverity = Severity::Warning;
-            at.note = "its item is neither a torch.save archive nor a safetensors blob" + where;
-            return at;
-        }
-        at.length = 0;
-        BlobSlot& slot = f->blobs[r.itemOffset];
-        if (!slot.parsed) {
-            slot.parsed = true;
-            uint64_t headerLength = 0;
-            for (int i = 7; i >= 0; --i)
-                headerLength = headerLength << 8 | rest[static_cast<size_t>(i)];
-            if (!inspect(static_cast<size_t>(headerLength))) {
-                slot.error = "not read (too many items to inspect)";
-                return at;
-            }
-            try {
-                slot.blob = parseBlob(file, r.itemOffset);
-            } catch (const FormatError& e) {
-                slot.error = e.what();
-            }
-        }
-        if (!slot.blob) {
-            at.noteSeverity = Severity::Warning;
-            at.note = "the safetensors blob" + where + " cannot be read: " + slot.error;
-            return at;
-        }
-        auto it = slot.blob->tensors.find(fqn);
-        if (it == slot.blob->tensors.end()) {
-            at.noteSeverity = Severity::Warning;
-            at.note = "the safetensors blob" + where + " has no tensor named after it";
-            return at;
-        }
-        const BlobTensor& t = it->second;
-        ++m_safetensorsItems;
-        const uint64_t room = file.size() - r.itemOffset;
-        if (slot.blob->dataStart > room || t.end > room - slot.blob->dataStart) {
-            ++f->shortItems;
+        const ItemData d = locateInItem(file, r.itemOffset, r.itemLength, fqn, c.offsets, c.sizes, dtype, where, f->blobs,
+            [](void* self, size_t cost) { return static_cast<Builder*>(self)->inspect(cost); }, this);
+        if (!d.available) {
             at.available = false;
-            at.why = f->rel + " is too short";
+            if (d.shortFile)
+                ++f->shortItems;
+            at.why = d.shortFile ? f->rel + " is too short" : d.why;
             return at;
         }
-        at.offset = r.itemOffset + slot.blob->dataStart + t.begin;
-        at.length = t.end - t.begin;
-        at.raw = true;
-        if (t.shape != c.sizes || (t.dtype && *t.dtype != dtype)) {
-            at.noteSeverity = Severity::Warning;
-            at.note = "the safetensors blob" + where + " holds it as " + t.dtypeName + " " + dimsText(t.shape)
-                + ", but the chunk is " + std::string(dtypeName(dtype)) + " " + dimsText(c.sizes);
-        } else if (t.hasSavedOffsets && t.savedOffsets != c.offsets) {
-            at.noteSeverity = Severity::Warning;
-            at.note = "DCP_SHARDING_INFO" + where + " puts it at offsets " + dimsText(t.savedOffsets)
-                + ", but the chunk is at " + dimsText(c.offsets);
-        } else if (needKnown && at.length != need) {
-            at.noteSeverity = Severity::Warning;
-            at.note = "the safetensors blob" + where + " holds " + std::to_string(at.length)
-                + " bytes for it, the chunk needs " + std::to_string(need);
-        }
+        at.offset = d.offset;
+        at.length = d.length;
+        at.raw = d.raw;
+        at.noteSeverity = d.noteSeverity;
+        at.note = d.note;
+        if (d.raw)
+            ++(d.format == ItemData::Format::TorchSave ? m_torchSaveItems : m_safetensorsItems);
         return at;
     }
 
@@ -647,12 +512,12 @@ public:
             return;
         }
         const InputFile& file = *f->file;
-        if (!itemIsZip(file, r)) {
+        if (!itemLooksLikeZip(file, r.itemOffset, r.itemLength)) {
             e.typeName = "bytes";
             e.value = std::to_string(r.itemLength) + " bytes (not a torch.save archive)";
             return;
         }
-        if (!inspect(zipCost(file, r))) {
+        if (!inspect(zipScanCost(file, r.itemOffset, r.itemLength))) {
             e.value = "(not inspected)";
             return;
         }
@@ -754,6 +619,8 @@ public:
             e.shapeKnown = false;
         if (!item.dtypeText.empty())
             e.attributes.emplace_back("dcp_dtype", item.dtypeText);
+        if (item.fqn != name) // what a safetensors item names it by, for locating its chunks when read
+            e.attributes.emplace_back("dcp_fqn", item.fqn);
         auto sharding = std::make_shared<Sharding>();
         sharding->kind = Sharding::Kind::DcpChunks;
         sharding->chunks.reserve(item.chunks.size());
@@ -782,6 +649,7 @@ public:
             if (at.available) {
                 sc.byteOffset = at.offset;
                 sc.byteLength = at.length;
+                sc.inItem = at.inItem;
             } else {
                 sc.label += " (unavailable: " + at.why + ")";
                 ++unavailable;
@@ -819,7 +687,7 @@ public:
             e.location.file = firstUnavailableFile;
             e.attributes.emplace_back(
                 "unavailable_chunks", std::to_string(unavailable) + " of " + std::to_string(item.chunks.size()));
-        } else if (item.chunks.size() == 1 && only.available && only.length > 0) {
+        } else if (item.chunks.size() == 1 && only.available && !only.inItem && only.length > 0) {
             // One chunk that is the whole tensor: its bytes are the tensor's, as in any other format.
             const ChunkMeta& c = item.chunks.front();
             bool whole = item.sizeKnown && c.sizes == item.size;
@@ -922,6 +790,7 @@ private:
     std::unordered_map<std::string, size_t> m_refByKey;
     std::vector<bool> m_refUsed;
     std::vector<Finding> m_fileFindings;
+    bool m_inspectItems = false;
     size_t m_inspectLeft = 0;
     size_t m_uninspected = 0;
 };
@@ -987,7 +856,7 @@ Source buildSource(const std::string& name, MetadataFile md, const FileProvider&
     std::vector<ContainerBuild> containers;
     std::vector<Placement> placement = placeItems(md, containers, layoutFindings);
 
-    Builder b(md, files);
+    Builder b(md, files, options.inspectDcpItems);
     b.prepareFiles(out);
     for (size_t i = 0; i < md.items.size(); ++i) {
         const ItemMeta& item = md.items[i];
