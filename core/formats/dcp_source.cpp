@@ -16,7 +16,10 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <optional>
 #include <unordered_map>
+
+#include <xxhash.h>
 
 namespace sl::dcp {
 
@@ -55,20 +58,64 @@ uint64_t numelOf(const Shape& s, bool& overflow)
 }
 
 // Bytes a chunk's elements take; false when unknown (unknown dtype) or too large to count.
-std::string storageKey(std::string_view fqn, const Shape* offsets)
+// storage_data is keyed by MetadataIndex(fqn, offset): a tensor chunk's offsets, or none for a bytes item.
+// Half a million keys are looked up once each, so they are found through a table of 64-bit hashes with
+// the key itself compared on a match (a table of strings cost a quarter of listing a 256-rank save).
+uint64_t storageKeyHash(std::string_view fqn, const Shape* offsets)
 {
-    std::string k(fqn);
-    k += '\0';
-    if (!offsets) {
-        k += '-';
-        return k;
-    }
-    for (int64_t d : *offsets) {
-        k += std::to_string(d);
-        k += ',';
-    }
-    return k;
+    uint64_t h = XXH3_64bits_withSeed(fqn.data(), fqn.size(), offsets ? 1 : 0);
+    if (offsets)
+        for (int64_t d : *offsets)
+            h = XXH3_64bits_withSeed(&d, sizeof d, h);
+    return h;
 }
+
+class StorageIndex {
+public:
+    explicit StorageIndex(const std::vector<StorageRef>& refs)
+        : m_refs(refs)
+    {
+        size_t slots = 16;
+        while (slots < 2 * refs.size())
+            slots *= 2;
+        m_slots.assign(slots, 0);
+        m_hashes.resize(refs.size());
+        for (size_t i = 0; i < refs.size(); ++i) {
+            const StorageRef& r = refs[i];
+            const Shape* offsets = r.hasOffset ? &r.offset : nullptr;
+            m_hashes[i] = storageKeyHash(r.fqn, offsets);
+            uint32_t& slot = find(m_hashes[i], r.fqn, offsets);
+            slot = static_cast<uint32_t>(i + 1); // a later key replaces, as in a dict
+        }
+    }
+    // The index of the ref with this key, or -1.
+    int64_t lookup(std::string_view fqn, const Shape* offsets)
+    {
+        const uint32_t slot = find(storageKeyHash(fqn, offsets), fqn, offsets);
+        return slot ? static_cast<int64_t>(slot) - 1 : -1;
+    }
+
+private:
+    // The slot holding the key, or the empty slot where it would go (linear probing).
+    uint32_t& find(uint64_t hash, std::string_view fqn, const Shape* offsets)
+    {
+        const size_t mask = m_slots.size() - 1;
+        for (size_t at = hash & mask;; at = (at + 1) & mask) {
+            uint32_t& slot = m_slots[at];
+            if (!slot)
+                return slot;
+            const size_t i = slot - 1;
+            const StorageRef& r = m_refs[i];
+            if (m_hashes[i] == hash && r.fqn == fqn && r.hasOffset == (offsets != nullptr)
+                && (!offsets || r.offset == *offsets))
+                return slot;
+        }
+    }
+
+    const std::vector<StorageRef>& m_refs;
+    std::vector<uint64_t> m_hashes;
+    std::vector<uint32_t> m_slots; // ref index + 1; 0 is empty
+};
 
 // ---- chunks that must tile the global shape ----
 
@@ -384,22 +431,18 @@ public:
                 {} });
         }
 
-        m_refByKey.reserve(m_md.storage.size());
-        for (size_t i = 0; i < m_md.storage.size(); ++i) {
-            const StorageRef& r = m_md.storage[i];
-            m_refByKey[storageKey(r.fqn, r.hasOffset ? &r.offset : nullptr)] = i; // a later key replaces, as in a dict
-        }
+        m_refIndex.emplace(m_md.storage);
         m_refUsed.assign(m_md.storage.size(), false);
     }
 
     const StorageRef* refFor(const std::string& fqn, const Shape* offsets, FileState*& file)
     {
-        auto it = m_refByKey.find(storageKey(fqn, offsets));
-        if (it == m_refByKey.end())
+        const int64_t i = m_refIndex->lookup(fqn, offsets);
+        if (i < 0)
             return nullptr;
-        m_refUsed[it->second] = true;
-        file = m_refFile[it->second];
-        return &m_md.storage[it->second];
+        m_refUsed[static_cast<size_t>(i)] = true;
+        file = m_refFile[static_cast<size_t>(i)];
+        return &m_md.storage[static_cast<size_t>(i)];
     }
 
     bool ensureOpen(FileState& f)
@@ -787,7 +830,7 @@ private:
     const FileProvider& m_provider;
     std::vector<FileState> m_files;
     std::vector<FileState*> m_refFile;
-    std::unordered_map<std::string, size_t> m_refByKey;
+    std::optional<StorageIndex> m_refIndex;
     std::vector<bool> m_refUsed;
     std::vector<Finding> m_fileFindings;
     bool m_inspectItems = false;
