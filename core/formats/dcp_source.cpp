@@ -387,34 +387,51 @@ public:
     {
         // Every distinct path storage_data names; unsafe ones are reported, never opened.
         std::unordered_map<std::string, std::pair<size_t, std::string>> unsafe;
+        // Half a million refs name a few hundred paths: each distinct path is checked and normalised once.
+        struct RawPath {
+            bool safe = false;
+            std::string normal;
+            size_t file = 0; // in m_files
+        };
+        std::unordered_map<std::string_view, RawPath> raw;
+        std::vector<RawPath*> pathOf(m_md.storage.size(), nullptr);
         std::vector<std::string> rels;
-        std::unordered_map<std::string, bool> seen;
+        std::unordered_map<std::string, size_t> fileOf;
         m_refFile.assign(m_md.storage.size(), nullptr);
-        std::vector<std::string> normal(m_md.storage.size());
         for (size_t i = 0; i < m_md.storage.size(); ++i) {
             const StorageRef& r = m_md.storage[i];
-            if (!r.pathIsText || !isSafeShardName(r.relativePath)) {
+            RawPath* p = nullptr;
+            if (r.pathIsText) {
+                auto [it, fresh] = raw.try_emplace(r.relativePath);
+                p = &it->second;
+                if (fresh && (p->safe = isSafeShardName(r.relativePath))) {
+                    p->normal = fs::path(r.relativePath).lexically_normal().string();
+                    if (fileOf.emplace(p->normal, 0).second)
+                        rels.push_back(p->normal);
+                }
+            }
+            if (!p || !p->safe) {
                 auto& u = unsafe[r.relativePath];
                 if (u.first++ == 0)
                     u.second = r.fqn;
                 continue;
             }
-            normal[i] = fs::path(r.relativePath).lexically_normal().string();
-            if (seen.emplace(normal[i], true).second)
-                rels.push_back(normal[i]);
+            pathOf[i] = p;
         }
         std::sort(rels.begin(), rels.end());
         m_files.resize(rels.size());
-        std::unordered_map<std::string, size_t> fileOf;
         for (size_t i = 0; i < rels.size(); ++i) {
             m_files[i].rel = rels[i];
             m_files[i].index = static_cast<int32_t>(out.files.size());
             out.files.push_back(m_provider.pathOf(rels[i]));
             fileOf[rels[i]] = i;
         }
+        for (auto& [name, p] : raw)
+            if (p.safe)
+                p.file = fileOf[p.normal];
         for (size_t i = 0; i < m_md.storage.size(); ++i)
-            if (!normal[i].empty())
-                m_refFile[i] = &m_files[fileOf[normal[i]]];
+            if (pathOf[i])
+                m_refFile[i] = &m_files[pathOf[i]->file];
         std::vector<std::pair<std::string, std::pair<size_t, std::string>>> sortedUnsafe(unsafe.begin(), unsafe.end());
         std::sort(sortedUnsafe.begin(), sortedUnsafe.end());
         size_t listed = 0;
