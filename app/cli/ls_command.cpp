@@ -1,4 +1,4 @@
-// statelens ls PATH [--format table|json] [--container PATH] [--containers] [--fail-on LEVEL] [-o FILE]
+// statelens ls PATH [--format table|json] [--container PATH] [--containers] [--fail-on LEVEL] [--inspect-items] [-o FILE]
 
 #include "cli/commands.h"
 
@@ -21,6 +21,7 @@ struct LsOptions {
     std::string failOn = "none";
     std::string output;
     bool timings = false;
+    bool inspectItems = false; // DCP: read tensor items while listing
 };
 
 std::string containersTable(const Source& s)
@@ -42,6 +43,7 @@ int runLs(const LsOptions& o)
     OpenOptions options;
     if (o.timings)
         options.timings = &timings;
+    options.inspectDcpItems = o.inspectItems;
     Timings* t = o.timings ? &timings : nullptr;
     const Source& s = openSide(o.source, options);
     if (o.listContainers) {
@@ -83,6 +85,9 @@ Runner addLsCommand(CLI::App& app)
         ->check(CLI::IsMember({ "none", "warning", "danger" }));
     ls->add_option("-o,--output", o->output, "Write to this file (atomically) instead of stdout");
     ls->add_flag("--timings", o->timings, "Print how long each phase took (to stderr)");
+    ls->add_flag("--inspect-items", o->inspectItems,
+        "DCP: read each tensor item to place its chunk's data and report what only the item shows (listing "
+        "otherwise reads no tensor data)");
     return [o] { return runLs(*o); };
 }
 

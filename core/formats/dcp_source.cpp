@@ -1,6 +1,7 @@
 #include "dcp_source.h"
 
 #include "distributed/chunk_tiling.h"
+#include "formats/dcp_item.h"
 #include "formats/dcp_safetensors.h"
 #include "formats/hf_index_reader.h"
 #include "formats/safetensors_reader.h"
@@ -15,7 +16,10 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <optional>
 #include <unordered_map>
+
+#include <xxhash.h>
 
 namespace sl::dcp {
 
@@ -31,7 +35,6 @@ constexpr size_t kMaxListed = 20; // findings of one kind listed one by one
 // to repeat and could all point at one large item.
 constexpr size_t kInspectBase = size_t(256) << 20;
 constexpr size_t kInspectPerMetadataByte = 64;
-constexpr size_t kEndRecordSize = 22;
 
 std::string quote(std::string_view s)
 {
@@ -55,32 +58,64 @@ uint64_t numelOf(const Shape& s, bool& overflow)
 }
 
 // Bytes a chunk's elements take; false when unknown (unknown dtype) or too large to count.
-bool chunkBytes(const Shape& sizes, DType dtype, uint64_t& out)
+// storage_data is keyed by MetadataIndex(fqn, offset): a tensor chunk's offsets, or none for a bytes item.
+// Half a million keys are looked up once each, so they are found through a table of 64-bit hashes with
+// the key itself compared on a match (a table of strings cost a quarter of listing a 256-rank save).
+uint64_t storageKeyHash(std::string_view fqn, const Shape* offsets)
 {
-    bool overflow = false;
-    uint64_t n = numelOf(sizes, overflow);
-    unsigned bits = dtypeBits(dtype);
-    uint64_t b = 0;
-    if (overflow || bits == 0 || !mulSat(n, bits, b) || b > UINT64_MAX - 7)
-        return false;
-    out = (b + 7) / 8;
-    return true;
+    uint64_t h = XXH3_64bits_withSeed(fqn.data(), fqn.size(), offsets ? 1 : 0);
+    if (offsets)
+        for (int64_t d : *offsets)
+            h = XXH3_64bits_withSeed(&d, sizeof d, h);
+    return h;
 }
 
-std::string storageKey(std::string_view fqn, const Shape* offsets)
-{
-    std::string k(fqn);
-    k += '\0';
-    if (!offsets) {
-        k += '-';
-        return k;
+class StorageIndex {
+public:
+    explicit StorageIndex(const std::vector<StorageRef>& refs)
+        : m_refs(refs)
+    {
+        size_t slots = 16;
+        while (slots < 2 * refs.size())
+            slots *= 2;
+        m_slots.assign(slots, 0);
+        m_hashes.resize(refs.size());
+        for (size_t i = 0; i < refs.size(); ++i) {
+            const StorageRef& r = refs[i];
+            const Shape* offsets = r.hasOffset ? &r.offset : nullptr;
+            m_hashes[i] = storageKeyHash(r.fqn, offsets);
+            uint32_t& slot = find(m_hashes[i], r.fqn, offsets);
+            slot = static_cast<uint32_t>(i + 1); // a later key replaces, as in a dict
+        }
     }
-    for (int64_t d : *offsets) {
-        k += std::to_string(d);
-        k += ',';
+    // The index of the ref with this key, or -1.
+    int64_t lookup(std::string_view fqn, const Shape* offsets)
+    {
+        const uint32_t slot = find(storageKeyHash(fqn, offsets), fqn, offsets);
+        return slot ? static_cast<int64_t>(slot) - 1 : -1;
     }
-    return k;
-}
+
+private:
+    // The slot holding the key, or the empty slot where it would go (linear probing).
+    uint32_t& find(uint64_t hash, std::string_view fqn, const Shape* offsets)
+    {
+        const size_t mask = m_slots.size() - 1;
+        for (size_t at = hash & mask;; at = (at + 1) & mask) {
+            uint32_t& slot = m_slots[at];
+            if (!slot)
+                return slot;
+            const size_t i = slot - 1;
+            const StorageRef& r = m_refs[i];
+            if (m_hashes[i] == hash && r.fqn == fqn && r.hasOffset == (offsets != nullptr)
+                && (!offsets || r.offset == *offsets))
+                return slot;
+        }
+    }
+
+    const std::vector<StorageRef>& m_refs;
+    std::vector<uint64_t> m_hashes;
+    std::vector<uint32_t> m_slots; // ref index + 1; 0 is empty
+};
 
 // ---- chunks that must tile the global shape ----
 
@@ -298,12 +333,6 @@ std::vector<Placement> placeItems(
 
 // ---- the files ----
 
-struct BlobSlot {
-    bool parsed = false;
-    std::optional<Blob> blob;
-    std::string error;
-};
-
 struct FileState {
     std::string rel; // normalised relative path
     int32_t index = -1; // in Source::files
@@ -315,7 +344,7 @@ struct FileState {
     size_t unavailableItems = 0;
     size_t shortItems = 0;
     uint64_t furthestEnd = 0;
-    std::unordered_map<uint64_t, BlobSlot> blobs; // safetensors blobs by their offset
+    BlobCache blobs; // safetensors blobs by their offset
 };
 
 struct Located {
@@ -324,6 +353,7 @@ struct Located {
     uint64_t offset = 0;
     uint64_t length = 0; // 0: the range is not known
     bool raw = false; // the range holds the chunk's elements as they are (not a whole item, not transformed)
+    bool inItem = false; // the range is the chunk's item, not read: the elements are found when values are read
     std::string why; // unavailable: why
     Severity noteSeverity = Severity::Info;
     std::string note; // something worth a finding
@@ -331,9 +361,10 @@ struct Located {
 
 class Builder {
 public:
-    Builder(const MetadataFile& md, const FileProvider& files)
+    Builder(const MetadataFile& md, const FileProvider& files, bool inspectItems)
         : m_md(md)
         , m_provider(files)
+        , m_inspectItems(inspectItems)
         , m_inspectLeft(kInspectBase + kInspectPerMetadataByte * md.pickleBytes)
     {
     }
@@ -352,59 +383,55 @@ public:
         return true;
     }
 
-    // Scanning for a zip's end record is cheap when torch wrote it (no comment: the record ends the item)
-    // and up to 64 KiB otherwise.
-    static size_t zipCost(const InputFile& file, const StorageRef& r)
-    {
-        const uint64_t n = r.itemLength;
-        uint8_t end[4] = {};
-        if (n >= kEndRecordSize)
-            file.readInto(r.itemOffset + n - kEndRecordSize, end);
-        const bool atEnd = n >= kEndRecordSize && end[0] == 'P' && end[1] == 'K' && end[2] == 5 && end[3] == 6;
-        return 256 + (atEnd ? 0 : static_cast<size_t>(std::min<uint64_t>(n, 0x10000 + kEndRecordSize)));
-    }
-    // Whether the item starts like a zip archive (a torch.save item): its first four bytes.
-    static bool itemIsZip(const InputFile& file, const StorageRef& r)
-    {
-        uint8_t head[4];
-        if (r.itemLength < sizeof head)
-            return false;
-        file.readInto(r.itemOffset, head);
-        return looksLikeZip(Bytes(head));
-    }
-
     void prepareFiles(Source& out)
     {
         // Every distinct path storage_data names; unsafe ones are reported, never opened.
         std::unordered_map<std::string, std::pair<size_t, std::string>> unsafe;
+        // Half a million refs name a few hundred paths: each distinct path is checked and normalised once.
+        struct RawPath {
+            bool safe = false;
+            std::string normal;
+            size_t file = 0; // in m_files
+        };
+        std::unordered_map<std::string_view, RawPath> raw;
+        std::vector<RawPath*> pathOf(m_md.storage.size(), nullptr);
         std::vector<std::string> rels;
-        std::unordered_map<std::string, bool> seen;
+        std::unordered_map<std::string, size_t> fileOf;
         m_refFile.assign(m_md.storage.size(), nullptr);
-        std::vector<std::string> normal(m_md.storage.size());
         for (size_t i = 0; i < m_md.storage.size(); ++i) {
             const StorageRef& r = m_md.storage[i];
-            if (!r.pathIsText || !isSafeShardName(r.relativePath)) {
+            RawPath* p = nullptr;
+            if (r.pathIsText) {
+                auto [it, fresh] = raw.try_emplace(r.relativePath);
+                p = &it->second;
+                if (fresh && (p->safe = isSafeShardName(r.relativePath))) {
+                    p->normal = fs::path(r.relativePath).lexically_normal().string();
+                    if (fileOf.emplace(p->normal, 0).second)
+                        rels.push_back(p->normal);
+                }
+            }
+            if (!p || !p->safe) {
                 auto& u = unsafe[r.relativePath];
                 if (u.first++ == 0)
                     u.second = r.fqn;
                 continue;
             }
-            normal[i] = fs::path(r.relativePath).lexically_normal().string();
-            if (seen.emplace(normal[i], true).second)
-                rels.push_back(normal[i]);
+            pathOf[i] = p;
         }
         std::sort(rels.begin(), rels.end());
         m_files.resize(rels.size());
-        std::unordered_map<std::string, size_t> fileOf;
         for (size_t i = 0; i < rels.size(); ++i) {
             m_files[i].rel = rels[i];
             m_files[i].index = static_cast<int32_t>(out.files.size());
             out.files.push_back(m_provider.pathOf(rels[i]));
             fileOf[rels[i]] = i;
         }
+        for (auto& [name, p] : raw)
+            if (p.safe)
+                p.file = fileOf[p.normal];
         for (size_t i = 0; i < m_md.storage.size(); ++i)
-            if (!normal[i].empty())
-                m_refFile[i] = &m_files[fileOf[normal[i]]];
+            if (pathOf[i])
+                m_refFile[i] = &m_files[pathOf[i]->file];
         std::vector<std::pair<std::string, std::pair<size_t, std::string>>> sortedUnsafe(unsafe.begin(), unsafe.end());
         std::sort(sortedUnsafe.begin(), sortedUnsafe.end());
         size_t listed = 0;
@@ -421,22 +448,18 @@ public:
                 {} });
         }
 
-        m_refByKey.reserve(m_md.storage.size());
-        for (size_t i = 0; i < m_md.storage.size(); ++i) {
-            const StorageRef& r = m_md.storage[i];
-            m_refByKey[storageKey(r.fqn, r.hasOffset ? &r.offset : nullptr)] = i; // a later key replaces, as in a dict
-        }
+        m_refIndex.emplace(m_md.storage);
         m_refUsed.assign(m_md.storage.size(), false);
     }
 
     const StorageRef* refFor(const std::string& fqn, const Shape* offsets, FileState*& file)
     {
-        auto it = m_refByKey.find(storageKey(fqn, offsets));
-        if (it == m_refByKey.end())
+        const int64_t i = m_refIndex->lookup(fqn, offsets);
+        if (i < 0)
             return nullptr;
-        m_refUsed[it->second] = true;
-        file = m_refFile[it->second];
-        return &m_md.storage[it->second];
+        m_refUsed[static_cast<size_t>(i)] = true;
+        file = m_refFile[static_cast<size_t>(i)];
+        return &m_md.storage[static_cast<size_t>(i)];
     }
 
     bool ensureOpen(FileState& f)
@@ -502,127 +525,29 @@ public:
                 + "); the byte range is the transformed item's";
             return at;
         }
-        uint64_t need = 0;
-        const bool needKnown = chunkBytes(c.sizes, dtype, need);
+        if (!m_inspectItems) {
+            // Listing reads no tensor data: the chunk keeps its item's range, and its elements are found in
+            // the item when values are read (formats/dcp_item.h).
+            at.inItem = true;
+            return at;
+        }
         const std::string where = " (" + f->rel + " at " + std::to_string(r.itemOffset) + ")";
-        if (itemIsZip(file, r)) {
-            if (!inspect(zipCost(file, r)))
-                return at;
-            try {
-                ZipArchive zip(file, r.itemOffset, r.itemLength);
-                const ZipEntry* data = nullptr;
-                size_t candidates = 0;
-                for (const ZipEntry& e : zip.entries()) {
-                    std::string_view n = e.name;
-                    size_t slash = n.find('/');
-                    if (slash == std::string_view::npos || n.substr(slash + 1, 5) != "data/")
-                        continue;
-                    std::string_view key = n.substr(slash + 6);
-                    if (key.empty() || key.find('/') != std::string_view::npos)
-                        continue;
-                    ++candidates;
-                    if (!data || key == "0")
-                        data = &e;
-                }
-                if (!data) {
-                    if (needKnown && need == 0) {
-                        at.length = 0;
-                        return at;
-                    }
-                    at.noteSeverity = Severity::Warning;
-                    at.note = "its torch.save item has no tensor data record" + where;
-                    return at;
-                }
-                if (data->method != 0) {
-                    at.note = "its tensor data record is compressed" + where + "; the byte range is the whole item";
-                    return at;
-                }
-                at.offset = r.itemOffset + zip.dataOffset(*data);
-                at.length = data->size;
-                at.raw = true;
-                if (at.offset - r.itemOffset > r.itemLength || at.length > r.itemLength - (at.offset - r.itemOffset)) {
-                    at.available = false;
-                    at.why = "its data record runs past the item";
-                    return at;
-                }
-                ++m_torchSaveItems;
-                if (candidates > 1)
-                    at.note = "its torch.save item holds " + std::to_string(candidates) + " storages" + where
-                        + "; the range is storage " + std::string(data->name.substr(data->name.rfind('/') + 1));
-                if (needKnown && data->size < need) {
-                    at.noteSeverity = Severity::Warning;
-                    at.note = "its data record holds " + std::to_string(data->size) + " bytes but the chunk needs "
-                        + std::to_string(need) + where;
-                }
-            } catch (const FormatError& e) {
-                at.offset = r.itemOffset;
-                at.length = r.itemLength;
-                at.noteSeverity = Severity::Warning;
-                at.note = "its item is not a readable torch.save archive" + where + ": " + e.what();
-            }
-            return at;
-        }
-        // SerializationFormat.SAFETENSORS: the item's offset is where the file's blob starts.
-        std::vector<uint8_t> headBuffer;
-        const Bytes rest = file.read(r.itemOffset, std::min<uint64_t>(file.size() - r.itemOffset, 4096), headBuffer);
-        if (!looksLikeSafetensors(rest, file.size() - r.itemOffset)) {
-            at.noteSeverity = Severity::Warning;
-            at.note = "its item is neither a torch.save archive nor a safetensors blob" + where;
-            return at;
-        }
-        at.length = 0;
-        BlobSlot& slot = f->blobs[r.itemOffset];
-        if (!slot.parsed) {
-            slot.parsed = true;
-            uint64_t headerLength = 0;
-            for (int i = 7; i >= 0; --i)
-                headerLength = headerLength << 8 | rest[static_cast<size_t>(i)];
-            if (!inspect(static_cast<size_t>(headerLength))) {
-                slot.error = "not read (too many items to inspect)";
-                return at;
-            }
-            try {
-                slot.blob = parseBlob(file, r.itemOffset);
-            } catch (const FormatError& e) {
-                slot.error = e.what();
-            }
-        }
-        if (!slot.blob) {
-            at.noteSeverity = Severity::Warning;
-            at.note = "the safetensors blob" + where + " cannot be read: " + slot.error;
-            return at;
-        }
-        auto it = slot.blob->tensors.find(fqn);
-        if (it == slot.blob->tensors.end()) {
-            at.noteSeverity = Severity::Warning;
-            at.note = "the safetensors blob" + where + " has no tensor named after it";
-            return at;
-        }
-        const BlobTensor& t = it->second;
-        ++m_safetensorsItems;
-        const uint64_t room = file.size() - r.itemOffset;
-        if (slot.blob->dataStart > room || t.end > room - slot.blob->dataStart) {
-            ++f->shortItems;
+        const ItemData d = locateInItem(file, r.itemOffset, r.itemLength, fqn, c.offsets, c.sizes, dtype, where, f->blobs,
+            [](void* self, size_t cost) { return static_cast<Builder*>(self)->inspect(cost); }, this);
+        if (!d.available) {
             at.available = false;
-            at.why = f->rel + " is too short";
+            if (d.shortFile)
+                ++f->shortItems;
+            at.why = d.shortFile ? f->rel + " is too short" : d.why;
             return at;
         }
-        at.offset = r.itemOffset + slot.blob->dataStart + t.begin;
-        at.length = t.end - t.begin;
-        at.raw = true;
-        if (t.shape != c.sizes || (t.dtype && *t.dtype != dtype)) {
-            at.noteSeverity = Severity::Warning;
-            at.note = "the safetensors blob" + where + " holds it as " + t.dtypeName + " " + dimsText(t.shape)
-                + ", but the chunk is " + std::string(dtypeName(dtype)) + " " + dimsText(c.sizes);
-        } else if (t.hasSavedOffsets && t.savedOffsets != c.offsets) {
-            at.noteSeverity = Severity::Warning;
-            at.note = "DCP_SHARDING_INFO" + where + " puts it at offsets " + dimsText(t.savedOffsets)
-                + ", but the chunk is at " + dimsText(c.offsets);
-        } else if (needKnown && at.length != need) {
-            at.noteSeverity = Severity::Warning;
-            at.note = "the safetensors blob" + where + " holds " + std::to_string(at.length)
-                + " bytes for it, the chunk needs " + std::to_string(need);
-        }
+        at.offset = d.offset;
+        at.length = d.length;
+        at.raw = d.raw;
+        at.noteSeverity = d.noteSeverity;
+        at.note = d.note;
+        if (d.raw)
+            ++(d.format == ItemData::Format::TorchSave ? m_torchSaveItems : m_safetensorsItems);
         return at;
     }
 
@@ -647,12 +572,12 @@ public:
             return;
         }
         const InputFile& file = *f->file;
-        if (!itemIsZip(file, r)) {
+        if (!itemLooksLikeZip(file, r.itemOffset, r.itemLength)) {
             e.typeName = "bytes";
             e.value = std::to_string(r.itemLength) + " bytes (not a torch.save archive)";
             return;
         }
-        if (!inspect(zipCost(file, r))) {
+        if (!inspect(zipScanCost(file, r.itemOffset, r.itemLength))) {
             e.value = "(not inspected)";
             return;
         }
@@ -754,6 +679,8 @@ public:
             e.shapeKnown = false;
         if (!item.dtypeText.empty())
             e.attributes.emplace_back("dcp_dtype", item.dtypeText);
+        if (item.fqn != name) // what a safetensors item names it by, for locating its chunks when read
+            e.attributes.emplace_back("dcp_fqn", item.fqn);
         auto sharding = std::make_shared<Sharding>();
         sharding->kind = Sharding::Kind::DcpChunks;
         sharding->chunks.reserve(item.chunks.size());
@@ -782,6 +709,7 @@ public:
             if (at.available) {
                 sc.byteOffset = at.offset;
                 sc.byteLength = at.length;
+                sc.inItem = at.inItem;
             } else {
                 sc.label += " (unavailable: " + at.why + ")";
                 ++unavailable;
@@ -819,7 +747,7 @@ public:
             e.location.file = firstUnavailableFile;
             e.attributes.emplace_back(
                 "unavailable_chunks", std::to_string(unavailable) + " of " + std::to_string(item.chunks.size()));
-        } else if (item.chunks.size() == 1 && only.available && only.length > 0) {
+        } else if (item.chunks.size() == 1 && only.available && !only.inItem && only.length > 0) {
             // One chunk that is the whole tensor: its bytes are the tensor's, as in any other format.
             const ChunkMeta& c = item.chunks.front();
             bool whole = item.sizeKnown && c.sizes == item.size;
@@ -919,9 +847,10 @@ private:
     const FileProvider& m_provider;
     std::vector<FileState> m_files;
     std::vector<FileState*> m_refFile;
-    std::unordered_map<std::string, size_t> m_refByKey;
+    std::optional<StorageIndex> m_refIndex;
     std::vector<bool> m_refUsed;
     std::vector<Finding> m_fileFindings;
+    bool m_inspectItems = false;
     size_t m_inspectLeft = 0;
     size_t m_uninspected = 0;
 };
@@ -987,7 +916,7 @@ Source buildSource(const std::string& name, MetadataFile md, const FileProvider&
     std::vector<ContainerBuild> containers;
     std::vector<Placement> placement = placeItems(md, containers, layoutFindings);
 
-    Builder b(md, files);
+    Builder b(md, files, options.inspectDcpItems);
     b.prepareFiles(out);
     for (size_t i = 0; i < md.items.size(); ++i) {
         const ItemMeta& item = md.items[i];

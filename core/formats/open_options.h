@@ -22,6 +22,10 @@ struct OpenOptions {
     // How TorchScript archives are loaded (a child process; formats/torchscript_reader.h). Null uses the
     // process-wide setting (setTorchScriptWorker), which app/main.cpp points at the statelens executable.
     const TorchScriptWorker* torchScriptWorker = nullptr;
+    // DCP: read every tensor item while listing, to place each chunk's elements inside its item and report
+    // what only the item shows (a data record shorter than the chunk). Off, listing reads no tensor data and
+    // chunks are placed when their values are read (formats/dcp_item.h).
+    bool inspectDcpItems = false;
     // Progress and cancellation (util/load_control.h); null when nobody watches. A cancelled open throws
     // LoadCancelled.
     LoadControl* control = nullptr;

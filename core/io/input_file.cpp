@@ -89,11 +89,15 @@ void InputFile::readInto(uint64_t offset, std::span<uint8_t> out) const
 
 std::shared_ptr<const Region> InputFile::region(uint64_t offset, uint64_t length) const
 {
+    if (offset > m_size || length > m_size - offset)
+        throw FormatError("bytes " + std::to_string(offset) + " to " + std::to_string(offset + length) + " lie past the end of the "
+            + std::to_string(m_size) + "-byte file");
     auto r = std::make_shared<Region>();
     r->m_offset = offset;
-    r->m_bytes = read(offset, length, r->m_owned);
-    if (m_fd < 0)
-        r->m_keep = shared_from_this();
+    // Not zeroed first: a 78 MB .metadata was cleared and then overwritten.
+    r->m_owned = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(length));
+    readInto(offset, std::span<uint8_t>(r->m_owned.get(), static_cast<size_t>(length)));
+    r->m_bytes = Bytes(r->m_owned.get(), static_cast<size_t>(length));
     return r;
 }
 

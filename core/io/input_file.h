@@ -24,7 +24,7 @@ namespace sl {
 
 class InputFile;
 
-// Bytes read from a file, owned (or, for an in-memory file, a view kept alive with it).
+// Bytes read from a file, owned.
 class Region {
 public:
     Bytes bytes() const { return m_bytes; }
@@ -34,11 +34,10 @@ private:
     friend class InputFile;
     Bytes m_bytes;
     uint64_t m_offset = 0;
-    std::vector<uint8_t> m_owned;
-    std::shared_ptr<const InputFile> m_keep; // an in-memory file whose buffer m_bytes views
+    std::unique_ptr<uint8_t[]> m_owned;
 };
 
-class InputFile : public std::enable_shared_from_this<InputFile> {
+class InputFile {
 public:
     // Regular files only (io/file_trust.h); throws LoadError naming the path.
     static std::shared_ptr<const InputFile> open(const std::string& path, InputKind kind = InputKind::Checkpoint);

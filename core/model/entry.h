@@ -48,6 +48,9 @@ struct ShardChunk {
     int32_t file = -1; // Source::files index holding its bytes, -1 when not known
     uint64_t byteOffset = 0; // its bytes in that file (byteLength 0 when not known)
     uint64_t byteLength = 0;
+    // DCP: byteOffset and byteLength are the item holding the chunk (a torch.save archive or a safetensors
+    // blob), not yet read; where the elements start in it is found when values are read (formats/dcp_item.h).
+    bool inItem = false;
     Dims strides; // in elements, when the piece is stored as a view (a rank's local tensor); empty: row-major
     std::string label; // "rank 1", "__0_0.distcp", ...
 };

@@ -190,6 +190,8 @@ void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s)
                 if (c.byteLength) {
                     w.field("byte_offset", c.byteOffset);
                     w.field("byte_length", c.byteLength);
+                    if (c.inItem) // the range is the DCP item holding the chunk, not yet read (ls --inspect-items)
+                        w.field("in_item", true);
                 }
                 if (!c.label.empty())
                     w.field("label", c.label);

@@ -1,6 +1,7 @@
 #include "tensor_bytes.h"
 
 #include "distributed/chunk_tiling.h"
+#include "formats/dcp_item.h"
 #include "util/error.h"
 #include "values/element_decode.h"
 
@@ -85,6 +86,13 @@ std::shared_ptr<const InputFile> FileCache::get(const std::string& path)
     if (!f)
         f = InputFile::open(path);
     return f;
+}
+
+dcp::ItemData FileCache::locateInItem(const InputFile& file, uint64_t itemOffset, uint64_t itemLength, std::string_view fqn,
+    const Shape& offsets, const Shape& sizes, DType dtype, const std::string& where)
+{
+    std::lock_guard lock(m_blobMutex);
+    return dcp::locateInItem(file, itemOffset, itemLength, fqn, offsets, sizes, dtype, where, m_blobs[file.path()]);
 }
 
 TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& files)
@@ -172,9 +180,8 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
                     return fail("a chunk is too large");
             }
             uint64_t chunkBytes = 0;
-            if (__builtin_mul_overflow(elems, static_cast<uint64_t>(t.m_item), &chunkBytes)
-                || c.byteLength != chunkBytes)
-                return fail("a chunk's byte length does not match its shape");
+            if (__builtin_mul_overflow(elems, static_cast<uint64_t>(t.m_item), &chunkBytes))
+                return fail("a chunk is too large");
             std::shared_ptr<const InputFile> f;
             try {
                 f = files.get(source.files[static_cast<size_t>(c.file)]);
@@ -183,8 +190,29 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
             }
             if (c.byteOffset > f->size() || c.byteLength > f->size() - c.byteOffset)
                 return fail("a chunk's bytes reach past the end of " + f->path());
+            uint64_t byteOffset = c.byteOffset, byteLength = c.byteLength;
+            if (c.inItem) {
+                // A DCP chunk listed at its item's range: its elements are found in the item now.
+                const std::string where = " (" + f->path() + " at " + std::to_string(c.byteOffset) + ")";
+                dcp::ItemData d;
+                try {
+                    const std::string* fqn = e.attribute("dcp_fqn");
+                    d = files.locateInItem(
+                        *f, c.byteOffset, c.byteLength, fqn ? *fqn : e.name, c.offsets, c.sizes, e.dtype, where);
+                } catch (const FormatError& err) {
+                    return fail("a chunk's item" + where + " cannot be read: " + err.what());
+                }
+                if (!d.available)
+                    return fail("a chunk's item" + where + ": " + d.why);
+                if (!d.raw)
+                    return fail("a chunk's elements cannot be found in its item: " + (d.note.empty() ? "it is stored another way" : d.note));
+                byteOffset = d.offset;
+                byteLength = d.length;
+            }
+            if (byteLength != chunkBytes)
+                return fail("a chunk's byte length does not match its shape");
             ch.file = f.get();
-            ch.fileOffset = c.byteOffset;
+            ch.fileOffset = byteOffset;
             ch.offsets.assign(c.offsets.begin(), c.offsets.end());
             ch.sizes.assign(c.sizes.begin(), c.sizes.end());
             ch.strides.assign(nd, 1);

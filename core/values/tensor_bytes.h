@@ -5,6 +5,7 @@
 // is checked against the storage and the file before anything is read, so a hostile header cannot make
 // StateLens read outside the file.
 
+#include "formats/dcp_item.h"
 #include "io/input_file.h"
 #include "model/source.h"
 
@@ -27,10 +28,16 @@ class FileCache {
 public:
     // Throws LoadError naming the path when it cannot be opened.
     std::shared_ptr<const InputFile> get(const std::string& path);
+    // Where a DCP chunk's elements are in its item (dcp::locateInItem), each file's safetensors blobs
+    // parsed once however many chunks they hold. Throws FormatError when the item cannot be read.
+    dcp::ItemData locateInItem(const InputFile& file, uint64_t itemOffset, uint64_t itemLength, std::string_view fqn,
+        const Shape& offsets, const Shape& sizes, DType dtype, const std::string& where);
 
 private:
     std::mutex m_mutex;
     std::map<std::string, std::shared_ptr<const InputFile>> m_files;
+    std::mutex m_blobMutex;
+    std::map<std::string, dcp::BlobCache> m_blobs;
 };
 
 class TensorBytes {

@@ -2,7 +2,8 @@
 // followed by the checkpoint's data files, each introduced by the separator below (named __0_0.distcp,
 // __1_0.distcp, ... in order), so the fuzzer mutates the pickle (Metadata, chunks, storage_data, planner
 // paths) and the items it points into (embedded torch.save zips, safetensors blobs, bytes items) together.
-// Besides "only LoadError escapes", every byte range the source reports must lie inside its file.
+// Besides "only LoadError escapes", every byte range the source reports must lie inside its file, listed
+// as usual (items not read) and with the items read (ls --inspect-items).
 
 #include "fuzz_common.h"
 
@@ -65,9 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     }
 
     const std::string_view md = parts.front();
-    sl::fuzz::expectOnlyLoadError(name, [&] {
-        sl::Source s = sl::dcp::readCheckpoint(name, sl::Bytes(reinterpret_cast<const uint8_t*>(md.data()), md.size()), files, {});
-        // Source::files lists the data files by name; their sizes bound every range.
+    // Source::files lists the data files by name; their sizes bound every range.
+    auto sizesOf = [&](const sl::Source& s) {
         std::vector<uint64_t> sizes;
         for (const std::string& f : s.files) {
             uint64_t sz = UINT64_MAX;
@@ -76,8 +76,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
                     sz = parts[i + 1].size();
             sizes.push_back(sz);
         }
-        checkRanges(s, sizes);
+        return sizes;
+    };
+    sl::fuzz::expectOnlyLoadError(name, [&] {
+        sl::Source s = sl::dcp::readCheckpoint(name, sl::Bytes(reinterpret_cast<const uint8_t*>(md.data()), md.size()), files, {});
+        checkRanges(s, sizesOf(s));
         sl::fuzz::exercise(s, name);
+    });
+    // Reading the items while listing (ls --inspect-items): what values reads do to place each chunk.
+    sl::fuzz::expectOnlyLoadError(name, [&] {
+        sl::OpenOptions inspecting;
+        inspecting.inspectDcpItems = true;
+        sl::Source s = sl::dcp::readCheckpoint(name, sl::Bytes(reinterpret_cast<const uint8_t*>(md.data()), md.size()), files, inspecting);
+        checkRanges(s, sizesOf(s));
     });
     return 0;
 }

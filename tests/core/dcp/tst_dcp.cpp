@@ -40,6 +40,7 @@
 #include <QtTest>
 
 #include <functional>
+#include <map>
 #include <unistd.h>
 
 using namespace sl;
@@ -133,11 +134,20 @@ const Entry* entryNamed(const Source& src, const QString& name)
     return nullptr;
 }
 
+// Most tests look at what reading the items shows (where each chunk's data starts, the findings a damaged
+// item gives), which listing leaves to value reads unless asked: `ls --inspect-items`.
+OpenOptions inspecting()
+{
+    OpenOptions o;
+    o.inspectDcpItems = true;
+    return o;
+}
+
 // Opens `path`; a LoadError must be one line that starts with `name`. Returns whether a Source came back.
 bool openOrLoadError(const QString& path, const QString& name, Source* out = nullptr, QString* error = nullptr)
 {
     try {
-        Source src = openSource(s(path));
+        Source src = openSource(s(path), inspecting());
         (void)sourceToJson(src);
         for (const auto& c : src.containers)
             (void)sourceToJson(src.withContainer(c.path));
@@ -338,6 +348,7 @@ private slots:
     void handMadePickles();
     void notAMetadata();
     void absurdChunkCounts();
+    void listingReadsNoTensorData();
 };
 
 void TestDcp::fixture_data()
@@ -360,7 +371,7 @@ void TestDcp::fixture()
 
     Source src;
     try {
-        src = openSource(s(folder));
+        src = openSource(s(folder), inspecting());
     } catch (const std::exception& e) {
         QFAIL(qPrintable(QString("openSource threw: ") + e.what()));
     }
@@ -490,7 +501,7 @@ void TestDcp::fixture()
 
     // The same through its .metadata file, and the JSON report carries the chunks.
     if (QFileInfo::exists(folder + "/.metadata")) {
-        Source viaMetadata = openSource(s(folder + "/.metadata"));
+        Source viaMetadata = openSource(s(folder + "/.metadata"), inspecting());
         QCOMPARE(viaMetadata.entries.size(), src.entries.size());
         QCOMPARE(q(detectFormat(s(folder + "/.metadata"))), QStringLiteral("dcp"));
     }
@@ -504,7 +515,7 @@ void TestDcp::fromMemoryMatchesDisk()
     // The in-memory path the fuzzer uses gives what the folder gives.
     for (const QString& folder : { dcpDir() + "/t113_two_ranks", dcpDir() + "/t2_torchtitan", dcpDir() + "/t2_safetensors",
              test::fixturesDir() + "/torch2/dcp/dcp_titan", test::fixturesDir() + "/torch2/float8/dcp_titan_float8" }) {
-        Source disk = openSource(s(folder));
+        Source disk = openSource(s(folder), inspecting());
         dcp::MemoryFiles files(s(folder));
         QDirIterator it(folder, QDir::Files);
         while (it.hasNext()) {
@@ -513,7 +524,7 @@ void TestDcp::fromMemoryMatchesDisk()
             files.add(s(it.fileName()), std::vector<uint8_t>(b.begin(), b.end()));
         }
         const QByteArray md = readAll(folder + "/.metadata");
-        Source mem = dcp::readCheckpoint(s(folder), Bytes(reinterpret_cast<const uint8_t*>(md.data()), size_t(md.size())), files, {});
+        Source mem = dcp::readCheckpoint(s(folder), Bytes(reinterpret_cast<const uint8_t*>(md.data()), size_t(md.size())), files, inspecting());
         QCOMPARE(q(sourceToJson(mem)), q(sourceToJson(disk)));
     }
 }
@@ -527,7 +538,7 @@ void TestDcp::realLightning()
     if (!QFileInfo::exists(folder + "/.metadata"))
         QSKIP("the Lightning DCP fixture is not there");
 
-    Source src = openSource(s(folder));
+    Source src = openSource(s(folder), inspecting());
     QCOMPARE(q(src.format), QStringLiteral("dcp"));
     // SOURCES.md: planner_data maps model.<n> to ('model', '<n>') and 'optimizer' to ('optimizer',).
     QCOMPARE(q(src.container), QStringLiteral("model"));
@@ -987,6 +998,101 @@ void TestDcp::absurdChunkCounts()
 }
 
 QTEST_GUILESS_MAIN(TestDcp)
+// Bytes this process has read through read() and pread() so far (/proc/self/io rchar).
+static qint64 bytesReadSoFar()
+{
+    QFile io(QStringLiteral("/proc/self/io"));
+    if (!io.open(QIODevice::ReadOnly))
+        return -1;
+    for (const QByteArray& line : io.readAll().split('\n'))
+        if (line.startsWith("rchar:"))
+            return line.mid(6).trimmed().toLongLong();
+    return -1;
+}
+
+// Listing a DCP save reads `.metadata` and the bytes items (what DCP's loader would torch.load, scanned for
+// dangers), never a tensor item: the bytes read are counted, and a copy whose tensor items are overwritten
+// with garbage lists exactly as the original. Its values are found when they are read, and equal those of
+// the inspecting listing.
+void TestDcp::listingReadsNoTensorData()
+{
+    for (const QString& folder : { test::fixturesDir() + "/torch2/dcp/dcp_titan", test::fixturesDir() + "/torch2/dcp/dcp_compiled",
+             dcpDir() + "/t2_safetensors", dcpDir() + "/t113_two_ranks" }) {
+        const qint64 before = bytesReadSoFar();
+        QVERIFY(before >= 0);
+        const Source src = openSource(s(folder));
+        const qint64 read = bytesReadSoFar() - before;
+        uint64_t tensorItems = 0, bytesItems = 0;
+        std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> tensorRanges; // file -> item ranges
+        for (const auto& c : src.containers) {
+            const Source side = src.withContainer(c.path);
+            for (const Entry& e : side.entries) {
+                if (e.kind == EntryKind::Object && e.location.length) {
+                    bytesItems += e.location.length;
+                    continue;
+                }
+                if (!e.sharding)
+                    continue;
+                for (const ShardChunk& ch : e.sharding->chunks) {
+                    if (!ch.byteLength)
+                        continue;
+                    QVERIFY2(ch.inItem, qPrintable(q(e.name) + ": a chunk was placed inside its item while listing"));
+                    tensorItems += ch.byteLength;
+                    tensorRanges[side.files[size_t(ch.file)]].emplace_back(ch.byteOffset, ch.byteLength);
+                }
+            }
+        }
+        const qint64 metadata = QFileInfo(folder + "/.metadata").size();
+        qInfo("%s: read %lld bytes; .metadata %lld, bytes items %llu, tensor items %llu", qPrintable(QFileInfo(folder).fileName()),
+            read, metadata, static_cast<unsigned long long>(bytesItems), static_cast<unsigned long long>(tensorItems));
+        QVERIFY2(tensorItems > 0, "no tensor items to leave unread");
+        // Each bytes item is read a few times over (its first bytes, its directory, its pickle).
+        QVERIFY2(uint64_t(read) <= uint64_t(metadata) + 4 * bytesItems + 4096, qPrintable(QString::number(read)));
+
+        // The same folder with every tensor item overwritten: listed the same.
+        QTemporaryDir tmp;
+        QDirIterator it(folder, QDir::Files | QDir::Hidden);
+        while (it.hasNext()) {
+            it.next();
+            QVERIFY(QFile::copy(it.filePath(), tmp.filePath(it.fileName())));
+        }
+        for (const auto& [file, ranges] : tensorRanges) {
+            QFile f(tmp.filePath(QFileInfo(q(file)).fileName()));
+            QVERIFY(f.open(QIODevice::ReadWrite));
+            for (const auto& [offset, length] : ranges) {
+                QVERIFY(f.seek(qint64(offset)));
+                f.write(QByteArray(qsizetype(length), char(0xFF)));
+            }
+        }
+        const Source garbled = openSource(s(tmp.path()));
+        QString want = q(sourceToJson(src)), got = q(sourceToJson(garbled));
+        QCOMPARE(got.replace(tmp.path(), QStringLiteral("DIR")), want.replace(folder, QStringLiteral("DIR")));
+        // Asked to read the items, it finds them garbled.
+        const Source inspected = openSource(s(tmp.path()), inspecting());
+        QVERIFY2(hasFinding(inspected, Severity::Warning, "neither a torch.save archive nor a safetensors blob", {}),
+            qPrintable(describeFindings(inspected)));
+
+        // Values: located in their items when read, equal to those of the inspecting listing.
+        const Source placed = openSource(s(folder), inspecting());
+        values::FileCache files;
+        size_t compared = 0;
+        for (size_t i = 0; i < src.entries.size(); ++i) {
+            const Entry& e = src.entries[i];
+            if (e.kind != EntryKind::Tensor || !e.sharding)
+                continue;
+            std::vector<uint8_t> a, b;
+            const auto lazy = values::TensorBytes::open(src, e, files);
+            const auto eager = values::TensorBytes::open(placed, placed.entries[i], files);
+            QCOMPARE(lazy.numel(), eager.numel());
+            const uint8_t* x = lazy.read(0, lazy.numel(), a);
+            const uint8_t* y = eager.read(0, eager.numel(), b);
+            QVERIFY2(std::equal(x, x + lazy.numel() * lazy.itemSize(), y), qPrintable(q(e.name)));
+            ++compared;
+        }
+        QVERIFY(compared > 0);
+    }
+}
+
 #include "tst_dcp.moc"
 
 // A cancelled open stops inside the .metadata pickle (the loader's own first check is bypassed by calling

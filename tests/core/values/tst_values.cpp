@@ -1479,8 +1479,10 @@ print(json.dumps(truth))
             QCOMPARE(st.exitCode, 0);
             QVERIFY(ls.peakKb > 0 && st.peakKb > 0);
             qInfo("%s: ls peak %lld KB, stats peak %lld KB", format, ls.peakKb, st.peakKb);
-            // 200,000 tensors: a compact record (~200 bytes) and, for JSON, 16 histogram bins each.
-            QVERIFY2(st.peakKb < ls.peakKb + 100 * 1024, qPrintable(QString::number(st.peakKb)));
+            // 200,000 tensors: a compact record (~200 bytes) and, for JSON, 16 histogram bins each. (A sanitizer
+            // build's quarantine holds freed memory, so its peaks say nothing about what is kept.)
+            if (!test::sanitized())
+                QVERIFY2(st.peakKb < ls.peakKb + 100 * 1024, qPrintable(QString::number(st.peakKb)));
         }
         QFile json(dir.filePath(QStringLiteral("out.json")));
         QVERIFY(json.open(QIODevice::ReadOnly));
