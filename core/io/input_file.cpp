@@ -51,6 +51,13 @@ InputFile::~InputFile()
         ::close(m_fd);
 }
 
+void InputFile::checkRange(uint64_t offset, uint64_t length) const
+{
+    if (offset > m_size || length > m_size - offset)
+        throw FormatError("bytes " + std::to_string(offset) + " to " + std::to_string(offset + length) + " lie past the end of the "
+            + std::to_string(m_size) + "-byte file");
+}
+
 void InputFile::readAt(uint64_t offset, uint8_t* out, uint64_t length) const
 {
     const int rc = preadFully(m_fd, offset, out, length);
@@ -63,24 +70,17 @@ void InputFile::readAt(uint64_t offset, uint8_t* out, uint64_t length) const
 
 Bytes InputFile::read(uint64_t offset, uint64_t length, std::vector<uint8_t>& buffer) const
 {
-    if (offset > m_size || length > m_size - offset)
-        throw FormatError("bytes " + std::to_string(offset) + " to " + std::to_string(offset + length) + " lie past the end of the "
-            + std::to_string(m_size) + "-byte file");
+    checkRange(offset, length);
     // Copied for in-memory files too: what a reader keeps then lives exactly as long as it does from disk
     // (a view into the buffer outlived the file once, in a pickle's names).
     buffer.resize(static_cast<size_t>(length));
-    if (m_fd < 0)
-        std::copy_n(m_buffer.data() + offset, length, buffer.data());
-    else
-        readAt(offset, buffer.data(), length);
+    readInto(offset, buffer);
     return buffer;
 }
 
 void InputFile::readInto(uint64_t offset, std::span<uint8_t> out) const
 {
-    if (offset > m_size || out.size() > m_size - offset)
-        throw FormatError("bytes " + std::to_string(offset) + " to " + std::to_string(offset + out.size()) + " lie past the end of the "
-            + std::to_string(m_size) + "-byte file");
+    checkRange(offset, out.size());
     if (m_fd < 0)
         std::copy_n(m_buffer.data() + offset, out.size(), out.data());
     else
@@ -89,9 +89,7 @@ void InputFile::readInto(uint64_t offset, std::span<uint8_t> out) const
 
 std::shared_ptr<const Region> InputFile::region(uint64_t offset, uint64_t length) const
 {
-    if (offset > m_size || length > m_size - offset)
-        throw FormatError("bytes " + std::to_string(offset) + " to " + std::to_string(offset + length) + " lie past the end of the "
-            + std::to_string(m_size) + "-byte file");
+    checkRange(offset, length);
     auto r = std::make_shared<Region>();
     r->m_offset = offset;
     // Not zeroed first: a 78 MB .metadata was cleared and then overwritten.

@@ -70,6 +70,8 @@ public:
 
 private:
     InputFile() = default;
+    // Throws FormatError when [offset, offset + length) is not inside size().
+    void checkRange(uint64_t offset, uint64_t length) const;
     void readAt(uint64_t offset, uint8_t* out, uint64_t length) const;
     std::string m_path;
     uint64_t m_size = 0;
