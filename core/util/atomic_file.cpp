@@ -7,8 +7,6 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
-#include <functional>
-#include <optional>
 #include <stdexcept>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,8 +22,8 @@ namespace fs = std::filesystem;
     throw std::runtime_error(path + ": " + what + ": " + std::strerror(err));
 }
 
-// On failure the caller's cleanup runs (the destructor, for OutputFile) before the error is thrown.
-void writeAll(int fd, std::string_view contents, const std::string& path, const std::function<void()>& cleanup)
+// Throws on failure; OutputFile's destructor then removes its temporary file.
+void writeAll(int fd, std::string_view contents, const std::string& path)
 {
     size_t done = 0;
     while (done < contents.size()) {
@@ -33,9 +31,7 @@ void writeAll(int fd, std::string_view contents, const std::string& path, const 
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            const int err = errno;
-            cleanup();
-            fail(path, "cannot write", err);
+            fail(path, "cannot write", errno);
         }
         done += static_cast<size_t>(n);
     }
@@ -125,14 +121,14 @@ void OutputFile::write(std::string_view bytes)
     if (m_buffer.size() + bytes.size() > kBuffered)
         flush();
     if (bytes.size() >= kBuffered)
-        writeAll(m_fd, bytes, m_path, [] { });
+        writeAll(m_fd, bytes, m_path);
     else
         m_buffer.append(bytes);
 }
 
 void OutputFile::flush()
 {
-    writeAll(m_fd, m_buffer, m_path, [] { });
+    writeAll(m_fd, m_buffer, m_path);
     m_buffer.clear();
 }
 
