@@ -57,7 +57,6 @@ uint64_t numelOf(const Shape& s, bool& overflow)
     return n;
 }
 
-// Bytes a chunk's elements take; false when unknown (unknown dtype) or too large to count.
 // storage_data is keyed by MetadataIndex(fqn, offset): a tensor chunk's offsets, or none for a bytes item.
 // Half a million keys are looked up once each, so they are found through a table of 64-bit hashes with
 // the key itself compared on a match (a table of strings cost a quarter of listing a 256-rank save).
