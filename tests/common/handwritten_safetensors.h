@@ -26,6 +26,27 @@ inline QByteArray jsonString(const QByteArray& utf8)
     return out + "\"";
 }
 
+// A safetensors file of this header (JSON, padded with spaces to 8 bytes as the library pads it), then
+// `data`, then `hole` more bytes left a hole (sparse: files of any size cost no disk).
+inline bool writeSafetensorsFile(const QString& path, QByteArray header, const QByteArray& data = {}, qint64 hole = 0)
+{
+    while (header.size() % 8)
+        header += ' ';
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly))
+        return false;
+    const quint64 n = static_cast<quint64>(header.size());
+    char size[8];
+    for (int i = 0; i < 8; ++i)
+        size[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
+    f.write(size, 8);
+    f.write(header);
+    f.write(data);
+    if (hole && !f.resize(f.size() + hole))
+        return false;
+    return f.error() == QFileDevice::NoError;
+}
+
 // A safetensors file of one-element float32 tensors with these names (UTF-8), all zero.
 inline bool writeSafetensors(const QString& path, const QList<QByteArray>& names)
 {
@@ -39,19 +60,7 @@ inline bool writeSafetensors(const QString& path, const QList<QByteArray>& names
         offset += 4;
     }
     header += '}';
-    while (header.size() % 8)
-        header += ' ';
-    QFile f(path);
-    if (!f.open(QIODevice::WriteOnly))
-        return false;
-    const quint64 n = static_cast<quint64>(header.size());
-    char size[8];
-    for (int i = 0; i < 8; ++i)
-        size[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
-    f.write(size, 8);
-    f.write(header);
-    f.write(QByteArray(static_cast<int>(offset), '\0'));
-    return f.error() == QFileDevice::NoError;
+    return writeSafetensorsFile(path, header, QByteArray(static_cast<int>(offset), '\0'));
 }
 
 } // namespace sl::test

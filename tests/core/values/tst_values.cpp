@@ -4,6 +4,7 @@
 // counts and torch.histc. StateLens reads the same files without torch and must agree: the bytes exactly,
 // the statistics to rounding. Float8 tables are checked value by value against an independent decoder.
 
+#include "common/handwritten_safetensors.h"
 #include "common/test_paths.h"
 #include "formats/loader.h"
 #include "formats/rank_files_reader.h"
@@ -1359,21 +1360,11 @@ print(json.dumps(truth))
     {
         QTemporaryDir dir;
         const QString path = dir.filePath(QStringLiteral("shrinks.safetensors"));
-        QByteArray header = QByteArrayLiteral("{\"w\":{\"dtype\":\"F32\",\"shape\":[1048576],\"data_offsets\":[0,4194304]}}");
-        while (header.size() % 8)
-            header.append(' ');
-        {
-            QFile f(path);
-            QVERIFY(f.open(QIODevice::WriteOnly));
-            const quint64 n = static_cast<quint64>(header.size());
-            f.write(reinterpret_cast<const char*>(&n), 8);
-            f.write(header);
-            QVERIFY(f.resize(8 + header.size() + 4194304));
-        }
+        QVERIFY(test::writeSafetensorsFile(path, R"({"w":{"dtype":"F32","shape":[1048576],"data_offsets":[0,4194304]}})", {}, 4194304));
         const Source s = openSource(path.toStdString());
         values::FileCache files;
         const values::TensorBytes tb = values::TensorBytes::open(s, s.entries.front(), files);
-        QVERIFY(QFile::resize(path, 8 + header.size() + 1000)); // truncated under the open reader
+        QVERIFY(QFile::resize(path, QFileInfo(path).size() - 4194304 + 1000)); // truncated under the open reader
         std::vector<uint8_t> buffer;
         try {
             (void)tb.read(0, tb.numel(), buffer);
@@ -1386,17 +1377,8 @@ print(json.dumps(truth))
         if (test::sanitized())
             QSKIP("sanitizer builds cannot run under an address-space limit");
         const QString big = dir.filePath(QStringLiteral("big.safetensors"));
-        {
-            QByteArray h = QByteArrayLiteral("{\"w\":{\"dtype\":\"BF16\",\"shape\":[25000000000],\"data_offsets\":[0,50000000000]}}");
-            while (h.size() % 8)
-                h.append(' ');
-            QFile f(big);
-            QVERIFY(f.open(QIODevice::WriteOnly));
-            const quint64 n = static_cast<quint64>(h.size());
-            f.write(reinterpret_cast<const char*>(&n), 8);
-            f.write(h);
-            QVERIFY(f.resize(8 + h.size() + 50000000000LL)); // sparse: no disk
-        }
+        QVERIFY(test::writeSafetensorsFile(
+            big, R"({"w":{"dtype":"BF16","shape":[25000000000],"data_offsets":[0,50000000000]}})", {}, 50000000000LL));
         const auto r = test::run(QStringLiteral("/bin/sh"),
             { QStringLiteral("-c"), QStringLiteral("ulimit -v 4000000 && exec \"$0\" ls \"$1\""), test::statelensBinary(), big });
         QVERIFY2(r.exitCode == 0, r.err.constData());
@@ -1416,16 +1398,9 @@ print(json.dumps(truth))
         constexpr int kShards = 300;
         for (int i = 0; i < kShards; ++i) {
             const QString name = QStringLiteral("model-%1-of-%2.safetensors").arg(i + 1, 5, 10, QLatin1Char('0')).arg(kShards);
-            QByteArray header = QStringLiteral("{\"w%1\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}").arg(i).toUtf8();
-            while (header.size() % 8)
-                header.append(' ');
-            QFile f(dir.filePath(name));
-            QVERIFY(f.open(QIODevice::WriteOnly));
-            const quint64 n = static_cast<quint64>(header.size());
-            f.write(reinterpret_cast<const char*>(&n), 8);
-            f.write(header);
+            const QByteArray header = QStringLiteral("{\"w%1\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}").arg(i).toUtf8();
             const float v[2] = { float(i), -float(i) };
-            f.write(reinterpret_cast<const char*>(v), sizeof v);
+            QVERIFY(test::writeSafetensorsFile(dir.filePath(name), header, QByteArray(reinterpret_cast<const char*>(v), sizeof v)));
             weightMap += (i ? "," : "") + QStringLiteral("\"w%1\":\"%2\"").arg(i).arg(name).toUtf8();
         }
         QFile index(dir.filePath(QStringLiteral("model.safetensors.index.json")));
@@ -1460,16 +1435,7 @@ print(json.dumps(truth))
                 + QByteArray::number(8 * qint64(i)) + "," + QByteArray::number(8 * qint64(i) + 8) + "]}";
         }
         header += '}';
-        while (header.size() % 8)
-            header += ' ';
-        {
-            QFile f(path);
-            QVERIFY(f.open(QIODevice::WriteOnly));
-            const quint64 n = static_cast<quint64>(header.size());
-            f.write(reinterpret_cast<const char*>(&n), 8);
-            f.write(header);
-            QVERIFY(f.resize(8 + header.size() + 8 * qint64(kTensors)));
-        }
+        QVERIFY(test::writeSafetensorsFile(path, header, {}, 8 * qint64(kTensors)));
         const auto ls = test::runMeasured(test::statelensBinary(), { QStringLiteral("ls"), path });
         QCOMPARE(ls.exitCode, 0);
         for (const char* format : { "table", "json" }) {
