@@ -366,7 +366,9 @@ private:
         size_t anchor = npos;
         std::string name;
         std::vector<Part> parts;
-        std::optional<Quantization> q; // empty for a plain tensor stored under another key
+        // Empty for a plain tensor stored under another key. Shared: groups of one scheme and layout (the
+        // 45,000 FP8 weights of a DeepSeek-V3 index) point at one description.
+        std::shared_ptr<const Quantization> q;
         DType dtype = DType::Unknown;
         Shape shape;
         bool shapeKnown = true;
@@ -429,13 +431,16 @@ private:
 
     bool addPlan(Plan p)
     {
-        if (!m_planNames.insert(p.name).second)
-            return false; // two schemes claim one logical name: keep the first
+        m_plans.push_back(std::move(p));
+        const auto planName = [this](size_t i) -> std::string_view { return m_plans[i].name; };
+        if (m_planNames.insert(m_plans.size() - 1, planName) != m_plans.size() - 1) {
+            m_plans.pop_back(); // two schemes claim one logical name: keep the first
+            return false;
+        }
         if (m_claimed.empty())
             m_claimed.assign(m_e.size(), false);
-        for (const Part& part : p.parts)
+        for (const Part& part : m_plans.back().parts)
             m_claimed[part.index] = true;
-        m_plans.push_back(std::move(p));
         return true;
     }
 
@@ -811,7 +816,7 @@ private:
             q.params.emplace_back("layout", "torchao flattened safetensors");
             for (const auto& kv : info.params)
                 q.params.push_back(kv);
-            plan.q = std::move(q);
+            plan.q = std::make_shared<const Quantization>(std::move(q));
         }
         for (Part& p : parts)
             plan.parts.push_back(std::move(p));
@@ -998,7 +1003,7 @@ private:
             missing.push_back("nested_absmax");
         q.scheme = "bitsandbytes." + (type.empty() ? std::string("4bit") : type);
         q.params.emplace_back("quant_storage", std::string(dtypeName(weight.dtype)));
-        plan.q = std::move(q);
+        plan.q = std::make_shared<const Quantization>(std::move(q));
         const std::string name = plan.name;
         if (!addPlan(std::move(plan)))
             return;
@@ -1101,7 +1106,7 @@ private:
             q.storageDType = DType::Int8;
             q.params.emplace_back("layout", "row-major int8, per-row absmax scales (SCB)");
             q.params.emplace_back("original_dtype", "not stored");
-            plan.q = std::move(q);
+            plan.q = std::make_shared<const Quantization>(std::move(q));
             if (addPlan(std::move(plan))) {
                 ++groups;
                 if (b.scb == npos)
@@ -1237,7 +1242,7 @@ private:
             }
             if (gi != npos)
                 q.params.emplace_back("g_idx", "present (group of each input channel; act-order when permuted)");
-            plan.q = std::move(q);
+            plan.q = std::make_shared<const Quantization>(std::move(q));
             if (!addPlan(std::move(plan)))
                 continue;
             std::string missing;
@@ -1268,6 +1273,52 @@ private:
         return out + "]";
     }
 
+    // One shared description per distinct FP8 layout: a checkpoint has a handful, over thousands of weights.
+    std::shared_ptr<const Quantization> fp8Quantization(
+        DType stored, std::string_view granularity, const std::string& block, bool inverseScale, bool inputScale)
+    {
+        std::string& key = m_key;
+        key.assign(dtypeName(stored));
+        key += '|';
+        key += granularity;
+        key += '|';
+        key += block;
+        key += inverseScale ? "|inv" : "|";
+        key += inputScale ? "|input" : "|";
+        auto& cached = m_fp8Descriptions[key];
+        if (cached)
+            return cached;
+        Quantization q;
+        q.storageDType = stored;
+        if (!block.empty())
+            q.params.emplace_back("block_size", block);
+        if (inverseScale)
+            q.params.emplace_back("scale", "weight_scale_inv (dequantized = weight * scale, per block)");
+        if (inputScale)
+            q.params.emplace_back("activation_scale", "static (input_scale)");
+        q.params.emplace_back("original_dtype", "not stored");
+        q.scheme = std::string(stored == DType::Int8 ? "int8" : "fp8") + "." + std::string(granularity);
+        cached = std::make_shared<const Quantization>(std::move(q));
+        return cached;
+    }
+
+    // `base` + `suffix` in a buffer reused across calls, for lookups that would otherwise allocate a name each.
+    std::string_view withSuffix(std::string_view base, std::string_view suffix)
+    {
+        m_key.assign(base);
+        m_key += suffix;
+        return m_key;
+    }
+    // join(prefix, key) in the same buffer.
+    std::string_view joinedKey(std::string_view prefix, std::string_view key)
+    {
+        m_key.assign(prefix);
+        if (!prefix.empty())
+            m_key += '.';
+        m_key += key;
+        return m_key;
+    }
+
     void fp8()
     {
         if (!m_hasFp8)
@@ -1287,8 +1338,8 @@ private:
             const bool f8 = isFloat8(e.dtype);
             const bool i8 = e.dtype == DType::Int8;
             const bool unknown = e.dtype == DType::Unknown;
-            const size_t inv = findFree(e.name + "_scale_inv");
-            const size_t sc = inv == npos ? findFree(e.name + "_scale") : npos;
+            const size_t inv = findFree(withSuffix(e.name, "_scale_inv"));
+            const size_t sc = inv == npos ? findFree(withSuffix(e.name, "_scale")) : npos;
             if (!f8 && !(i8 && sc != npos) && !(unknown && inv != npos)) {
                 if (inv != npos && dtypeIsFloatingPoint(e.dtype))
                     report(Concern::Inconsistent, Severity::Warning,
@@ -1303,7 +1354,7 @@ private:
                     unscaled.push_back(i);
                 continue;
             }
-            const size_t input = last == "weight" ? findFree(join(prefixOf(e.name, last), "input_scale")) : npos;
+            const size_t input = last == "weight" ? findFree(joinedKey(prefixOf(e.name, last), "input_scale")) : npos;
             const size_t scale = inv != npos ? inv : sc;
             const Entry& s = m_e[scale];
             Plan plan;
@@ -1316,10 +1367,8 @@ private:
             plan.shape = e.shape;
             plan.shapeKnown = e.shapeKnown;
             plan.dtype = e.dtype; // the original dtype is not stored: show the key's own, as torch does
-            Quantization q;
-            q.storageDType = e.dtype;
-            const std::string family = i8 ? "int8" : "fp8";
-            std::string granularity = "scaled";
+            std::string_view granularity = "scaled";
+            std::string block;
             if (e.shapeKnown && s.shapeKnown) {
                 const uint64_t sn = s.numel();
                 if (sn == 1 && inv == npos)
@@ -1328,18 +1377,12 @@ private:
                     granularity = "per_channel";
                 else if (s.shape.size() == e.shape.size() && sn < e.numel()) {
                     granularity = "block";
-                    q.params.emplace_back("block_size", blockOf(e.shape, s.shape));
+                    block = blockOf(e.shape, s.shape);
                 }
             } else if (inv != npos) {
                 granularity = "block";
             }
-            if (inv != npos)
-                q.params.emplace_back("scale", "weight_scale_inv (dequantized = weight * scale, per block)");
-            if (input != npos)
-                q.params.emplace_back("activation_scale", "static (input_scale)");
-            q.params.emplace_back("original_dtype", "not stored");
-            q.scheme = family + "." + granularity;
-            plan.q = std::move(q);
+            plan.q = fp8Quantization(e.dtype, granularity, block, inv != npos, input != npos);
             if (addPlan(std::move(plan)))
                 ++scaled;
         }
@@ -1435,8 +1478,7 @@ private:
         g.isParameter = anchor.isParameter;
         g.requiresGrad = anchor.requiresGrad;
         g.device = anchor.device;
-        if (plan.q)
-            g.quantization = std::make_shared<const Quantization>(std::move(*plan.q));
+        g.quantization = std::move(plan.q);
         g.parts.reserve(plan.parts.size());
         for (Part& part : plan.parts) {
             Entry p = std::move(m_e[part.index]);
@@ -1477,7 +1519,9 @@ private:
     bool m_indexed = false;
     std::vector<bool> m_claimed; // empty until the first plan
     std::vector<Plan> m_plans;
-    std::unordered_set<std::string> m_planNames;
+    NameIndex m_planNames; // positions in m_plans by name
+    std::string m_key; // scratch for lookups (withSuffix, fp8Quantization)
+    std::unordered_map<std::string, std::shared_ptr<const Quantization>> m_fp8Descriptions;
     std::vector<Finding> m_findings;
     std::array<size_t, static_cast<size_t>(Concern::Count_)> m_counts {};
     std::array<std::string, static_cast<size_t>(Concern::Count_)> m_firstOver {};
