@@ -6,6 +6,7 @@
 #include "util/error.h"
 #include "util/load_control.h"
 #include "util/parallel.h"
+#include "util/name_index.h"
 #include "util/timings.h"
 
 #include <simdjson.h>
@@ -26,7 +27,7 @@ struct Shard {
     std::string outside; // where it leads when it is a symlink out of the index folder (never opened then)
     std::optional<Source> source;
     std::string error;
-    std::unordered_map<std::string_view, size_t> byName;
+    NameIndex byName; // positions in source->entries
     std::vector<bool> used;
     int32_t fileIndex = -1; // in Source::files
 };
@@ -218,72 +219,65 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
         backing->shards.push_back(s.source->backing);
         for (const auto& f : s.source->findings)
             out.addFinding(f.severity, "shard " + s.name + ": " + f.message, f.entry);
-        s.byName.reserve(s.source->entries.size());
-        for (size_t i = 0; i < s.source->entries.size(); ++i)
-            s.byName.emplace(s.source->entries[i].name, i);
-        s.used.assign(s.source->entries.size(), false);
+        const auto& entries = s.source->entries;
+        s.byName.reserve(entries.size());
+        for (size_t i = 0; i < entries.size(); ++i)
+            s.byName.insert(i, [&entries](size_t k) -> std::string_view { return entries[k].name; });
+        s.used.assign(entries.size(), false);
     }
-    auto fileIndexOf = [](const Shard& s) { return s.fileIndex; };
 
-    // One state dict, in weight_map order.
-    out.entries.reserve(mapping.size());
+    // One state dict, in weight_map order. Every key is resolved first, while the shards' entries are still
+    // in place to be looked up by name; then each is moved (not copied) into the merged list.
+    struct Pick {
+        size_t shard; // where it is read from, or (unavailable) the shard the index names
+        size_t at = NameIndex::npos; // its position in that shard's entries; npos: unavailable
+        const std::string* name = nullptr; // the index's key, for an unavailable entry
+    };
+    std::vector<Pick> picks;
+    picks.reserve(mapping.size());
+    auto positionIn = [](const Shard& s, std::string_view name) {
+        if (!s.source)
+            return NameIndex::npos;
+        const auto& entries = s.source->entries;
+        return s.byName.find(name, [&entries](size_t k) -> std::string_view { return entries[k].name; });
+    };
     std::unordered_map<size_t, size_t> unavailable;
     size_t misplaced = 0;
-    for (auto& [name, si] : mapping) {
+    for (const auto& [name, si] : mapping) {
         Shard& s = shards[si];
         if (!s.source) {
-            Entry e;
-            e.name = name;
-            e.location.kind = TensorLocation::Kind::Unavailable;
-            e.shapeKnown = false;
-            e.attributes.emplace_back("shard", s.name);
-            out.entries.push_back(std::move(e));
+            picks.push_back({ si, NameIndex::npos, &name });
             ++unavailable[si];
             continue;
         }
-        auto it = s.byName.find(name);
-        if (it == s.byName.end()) {
-            // Is it in another shard? (byName is empty for shards that did not load.)
-            Shard* holder = nullptr;
-            size_t at = 0;
-            for (Shard& other : shards) {
-                auto found = other.byName.find(name);
-                if (found != other.byName.end()) {
-                    holder = &other;
-                    at = found->second;
-                    break;
-                }
+        const size_t at = positionIn(s, name);
+        if (at != NameIndex::npos) {
+            if (!s.used[at]) {
+                s.used[at] = true;
+                picks.push_back({ si, at });
             }
-            if (misplaced++ < 20)
-                out.addFinding(Severity::Warning,
-                    "the index puts this tensor in " + s.name + ", which does not hold it"
-                        + (holder ? " (it is in " + holder->name + ")" : std::string()),
-                    name);
-            // Loaded from where it is (transformers reads every shard the index names), and listed once:
-            // otherwise it would also come back below as a tensor the index does not list.
-            if (holder && !holder->used[at]) {
-                holder->used[at] = true;
-                Entry e = holder->source->entries[at];
-                e.location.file = fileIndexOf(*holder);
-                e.attributes.emplace_back("shard", holder->name);
-                out.entries.push_back(std::move(e));
-                continue;
-            }
-            Entry e;
-            e.name = name;
-            e.location.kind = TensorLocation::Kind::Unavailable;
-            e.shapeKnown = false;
-            e.attributes.emplace_back("shard", s.name);
-            out.entries.push_back(std::move(e));
             continue;
         }
-        if (s.used[it->second])
+        // Is it in another shard? (Shards that did not load hold nothing.)
+        size_t holder = shards.size(), holderAt = NameIndex::npos;
+        for (size_t o = 0; o < shards.size() && holder == shards.size(); ++o)
+            if ((holderAt = positionIn(shards[o], name)) != NameIndex::npos)
+                holder = o;
+        if (misplaced++ < 20)
+            out.addFinding(Severity::Warning,
+                "the index puts this tensor in " + s.name + ", which does not hold it"
+                    + (holder < shards.size() ? " (it is in " + shards[holder].name + ")" : std::string()),
+                name);
+        // Loaded from where it is (transformers reads every shard the index names), and listed once:
+        // otherwise it would also come back below as a tensor the index does not list.
+        if (holder < shards.size()) {
+            if (!shards[holder].used[holderAt]) {
+                shards[holder].used[holderAt] = true;
+                picks.push_back({ holder, holderAt });
+            }
             continue;
-        s.used[it->second] = true;
-        Entry e = s.source->entries[it->second];
-        e.location.file = fileIndexOf(s);
-        e.attributes.emplace_back("shard", s.name);
-        out.entries.push_back(std::move(e));
+        }
+        picks.push_back({ si, NameIndex::npos, &name });
     }
     if (misplaced > 20)
         out.addFinding(Severity::Warning, std::to_string(misplaced) + " tensors in all are not where the index says");
@@ -296,7 +290,8 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
 
     // Tensors a shard holds that the index never mentions still load (transformers reads whole shards).
     size_t unlisted = 0;
-    for (Shard& s : shards) {
+    for (size_t si = 0; si < shards.size(); ++si) {
+        const Shard& s = shards[si];
         if (!s.source)
             continue;
         for (size_t i = 0; i < s.source->entries.size(); ++i) {
@@ -305,14 +300,28 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
             if (unlisted++ < 20)
                 out.addFinding(Severity::Warning, "shard " + s.name + " holds this tensor but the index does not list it",
                     s.source->entries[i].name);
-            Entry e = s.source->entries[i];
-            e.location.file = fileIndexOf(s);
-            e.attributes.emplace_back("shard", s.name);
-            out.entries.push_back(std::move(e));
+            picks.push_back({ si, i });
         }
     }
     if (unlisted > 20)
         out.addFinding(Severity::Warning, std::to_string(unlisted) + " shard tensors in all are missing from the index");
+
+    out.entries.reserve(picks.size());
+    for (const Pick& p : picks) {
+        Shard& s = shards[p.shard];
+        if (p.at == NameIndex::npos) {
+            Entry e;
+            e.name = *p.name;
+            e.location.kind = TensorLocation::Kind::Unavailable;
+            e.shapeKnown = false;
+            e.attributes.emplace_back("shard", s.name);
+            out.entries.push_back(std::move(e));
+            continue;
+        }
+        Entry& e = out.entries.emplace_back(std::move(s.source->entries[p.at]));
+        e.location.file = s.fileIndex;
+        e.attributes.emplace_back("shard", s.name);
+    }
 
     if (hasTotal) {
         uint64_t sum = 0;

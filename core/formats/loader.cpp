@@ -127,6 +127,9 @@ std::string sniff(const std::string& path, const InputFile& f, bool byName = fal
         return "live-dump";
     if (looksLikeSafetensors(b, f.size()))
         return "safetensors";
+    // An index names "weight_map" near its start; its weight_map can take megabytes, not read twice.
+    if (looksLikeIndexJson(b))
+        return "index";
     // Text: the first 16 MiB, and a long log's last 8 MiB (where a run that failed to load stopped).
     std::vector<uint8_t> textBuffer, tailBuffer;
     const Bytes text = b.size() == f.size() ? b : f.prefix(kSniffedBytes, textBuffer);
@@ -213,8 +216,10 @@ Source dispatch(const std::string& path, const std::shared_ptr<const InputFile>&
 // Every source goes through here once: format-independent steps that need the whole state dict.
 Source finish(Source s, const OpenOptions& options)
 {
-    if (options.groupQuantized)
+    if (options.groupQuantized) {
+        PhaseTimer timer(options.timings, "group quantized");
         quant::groupQuantizedEntries(s);
+    }
     return s;
 }
 
