@@ -7,6 +7,7 @@
 #include "pickle/value.h"
 #include "util/error.h"
 
+#include <future>
 #include <map>
 
 namespace sl::dcp {
@@ -390,10 +391,19 @@ MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadCont
     Value* root = nullptr;
     if (pickle.empty())
         throw LoadError(name, "the .metadata file is empty");
-    // Scanned before the unpickler runs, so an error that stops the read still names the dangers seen.
+    // The opcode scan sees every import however it is reached, and an error that stops the unpickler still
+    // names the dangers it saw. It is an independent pass over the same bytes (a fifth of the work on a
+    // 100 MB .metadata), so it runs on a second thread while the unpickler runs here.
     torch::LoadSafety safety;
-    safety.add("the .metadata pickle", scanPickle(pickle));
-    auto fail = [&](const std::string& problem) { return LoadError(name, safety.withDangers(problem, kMetadataLoader)); };
+    std::future<PickleScan> scan = std::async(std::launch::async, [pickle] { return scanPickle(pickle); });
+    auto scanned = [&] {
+        if (scan.valid())
+            safety.add("the .metadata pickle", scan.get());
+    };
+    auto fail = [&](const std::string& problem) {
+        scanned();
+        return LoadError(name, safety.withDangers(problem, kMetadataLoader));
+    };
     if (pickle[0] != 0x80)
         throw fail("is not a torch.distributed.checkpoint .metadata file (not a pickle of protocol 2 or later)");
     try {
@@ -405,6 +415,7 @@ MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadCont
         throw fail(std::string("corrupt .metadata pickle: ") + e.what());
     }
 
+    scanned();
     // A Metadata by role: an object whose fields hold a state_dict_metadata dict (subclasses and
     // Megatron's additions included).
     const DictValue* fields = fieldsOf(root);
