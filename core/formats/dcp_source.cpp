@@ -14,6 +14,7 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <cctype>
 #include <filesystem>
 #include <optional>
@@ -63,9 +64,8 @@ uint64_t numelOf(const Shape& s, bool& overflow)
 uint64_t storageKeyHash(std::string_view fqn, const Shape* offsets)
 {
     uint64_t h = XXH3_64bits_withSeed(fqn.data(), fqn.size(), offsets ? 1 : 0);
-    if (offsets)
-        for (int64_t d : *offsets)
-            h = XXH3_64bits_withSeed(&d, sizeof d, h);
+    if (offsets && !offsets->empty())
+        h = XXH3_64bits_withSeed(offsets->data(), offsets->size() * sizeof(int64_t), h);
     return h;
 }
 
@@ -74,46 +74,60 @@ public:
     explicit StorageIndex(const std::vector<StorageRef>& refs)
         : m_refs(refs)
     {
+        if (refs.size() >= UINT32_MAX)
+            throw std::length_error("more than 4 billion storage_data entries");
         size_t slots = 16;
         while (slots < 2 * refs.size())
             slots *= 2;
         m_slots.assign(slots, 0);
-        m_hashes.resize(refs.size());
         for (size_t i = 0; i < refs.size(); ++i) {
             const StorageRef& r = refs[i];
             const Shape* offsets = r.hasOffset ? &r.offset : nullptr;
-            m_hashes[i] = storageKeyHash(r.fqn, offsets);
-            uint32_t& slot = find(m_hashes[i], r.fqn, offsets);
-            slot = static_cast<uint32_t>(i + 1); // a later key replaces, as in a dict
+            const uint64_t hash = storageKeyHash(r.fqn, offsets);
+            uint64_t& slot = find(hash, r.fqn, offsets);
+            if (slot) // a later key replaces, as in a dict
+                m_replaced[(slot >> 32) - 1] = true;
+            slot = (static_cast<uint64_t>(i) + 1) << 32 | tagOf(hash);
         }
     }
-    // The index of the ref with this key, or -1.
-    int64_t lookup(std::string_view fqn, const Shape* offsets)
+    // The index of the ref with this key, or -1. `guess` is where the caller expects it: DCP planners write
+    // storage_data rank by rank in the same order of keys, so a tensor's chunks sit at a fixed stride, and a
+    // right guess costs one comparison instead of a probe into a table far larger than the cache.
+    int64_t lookup(std::string_view fqn, const Shape* offsets, int64_t guess = -1)
     {
-        const uint32_t slot = find(storageKeyHash(fqn, offsets), fqn, offsets);
-        return slot ? static_cast<int64_t>(slot) - 1 : -1;
+        if (guess >= 0 && static_cast<size_t>(guess) < m_refs.size() && !m_replaced[static_cast<size_t>(guess)]
+            && matches(m_refs[static_cast<size_t>(guess)], fqn, offsets))
+            return guess;
+        const uint64_t slot = find(storageKeyHash(fqn, offsets), fqn, offsets);
+        return slot ? static_cast<int64_t>(slot >> 32) - 1 : -1;
     }
 
 private:
-    // The slot holding the key, or the empty slot where it would go (linear probing).
-    uint32_t& find(uint64_t hash, std::string_view fqn, const Shape* offsets)
+    static bool matches(const StorageRef& r, std::string_view fqn, const Shape* offsets)
+    {
+        return r.hasOffset == (offsets != nullptr) && (!offsets || r.offset == *offsets) && r.fqn == fqn;
+    }
+    static uint32_t tagOf(uint64_t hash) { return static_cast<uint32_t>(hash >> 32); }
+    // The slot holding the key, or the empty slot where it would go (linear probing). A slot keeps 32 bits
+    // of its key's hash beside the position, so a probe that does not match never touches the refs.
+    uint64_t& find(uint64_t hash, std::string_view fqn, const Shape* offsets)
     {
         const size_t mask = m_slots.size() - 1;
+        const uint32_t tag = tagOf(hash);
         for (size_t at = hash & mask;; at = (at + 1) & mask) {
-            uint32_t& slot = m_slots[at];
+            uint64_t& slot = m_slots[at];
             if (!slot)
                 return slot;
-            const size_t i = slot - 1;
-            const StorageRef& r = m_refs[i];
-            if (m_hashes[i] == hash && r.fqn == fqn && r.hasOffset == (offsets != nullptr)
-                && (!offsets || r.offset == *offsets))
+            if (static_cast<uint32_t>(slot) != tag)
+                continue;
+            if (matches(m_refs[(slot >> 32) - 1], fqn, offsets))
                 return slot;
         }
     }
 
     const std::vector<StorageRef>& m_refs;
-    std::vector<uint64_t> m_hashes;
-    std::vector<uint32_t> m_slots; // ref index + 1; 0 is empty
+    std::vector<uint64_t> m_slots; // (ref index + 1) << 32 | hash tag; 0 is empty
+    std::vector<bool> m_replaced = std::vector<bool>(m_refs.size()); // a later entry has the same key
 };
 
 // ---- chunks that must tile the global shape ----
@@ -451,9 +465,9 @@ public:
         m_refUsed.assign(m_md.storage.size(), false);
     }
 
-    const StorageRef* refFor(const std::string& fqn, const Shape* offsets, FileState*& file)
+    const StorageRef* refFor(const std::string& fqn, const Shape* offsets, FileState*& file, int64_t guess = -1)
     {
-        const int64_t i = m_refIndex->lookup(fqn, offsets);
+        const int64_t i = m_refIndex->lookup(fqn, offsets, guess);
         if (i < 0)
             return nullptr;
         m_refUsed[static_cast<size_t>(i)] = true;
@@ -688,12 +702,19 @@ public:
         int32_t firstUnavailableFile = -1;
         std::vector<FileState*> touched;
         Located only;
+        const StorageRef* previous = nullptr; // the chunk before this one's, and the step between them
+        int64_t step = 0;
         for (const ChunkMeta& c : item.chunks) {
             ShardChunk sc;
             sc.offsets = c.offsets;
             sc.sizes = c.sizes;
             FileState* f = nullptr;
-            const StorageRef* r = refFor(item.fqn, &c.offsets, f);
+            const int64_t previousAt = previous ? previous - m_md.storage.data() : -1;
+            const StorageRef* r = refFor(item.fqn, &c.offsets, f, previous ? previousAt + step : -1);
+            if (r && previous)
+                step = (r - m_md.storage.data()) - previousAt;
+            if (r)
+                previous = r;
             if (!r) {
                 if (missingRefs++ == 0)
                     firstMissing = dimsText(c.offsets);
