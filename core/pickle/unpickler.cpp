@@ -516,7 +516,7 @@ void Unpickler::appendTo(Value* target, Value* item)
     if (target->kind == Kind::List) {
         static_cast<SeqValue*>(target)->items.push_back(item);
     } else if (target->kind == Kind::Object) {
-        static_cast<ObjectValue*>(target)->listItems.push_back(item);
+        static_cast<ObjectValue*>(target)->itemsToAdd(m_arena.resource()).list.push_back(item);
     } else {
         fail("APPEND onto something that is not a list");
     }
@@ -527,7 +527,7 @@ void Unpickler::setItem(Value* target, Value* key, Value* value)
     if (target->kind == Kind::Dict) {
         static_cast<DictValue*>(target)->items.emplace_back(key, value);
     } else if (target->kind == Kind::Object) {
-        static_cast<ObjectValue*>(target)->dictItems.emplace_back(key, value);
+        static_cast<ObjectValue*>(target)->itemsToAdd(m_arena.resource()).dict.emplace_back(key, value);
     } else {
         fail("SETITEM onto something that is not a dict");
     }
@@ -688,7 +688,7 @@ Value* Unpickler::load()
 
         // --- containers ---
         case EMPTY_TUPLE:
-            push(makeSeq(Kind::Tuple));
+            push(emptyTupleValue());
             break;
         case TUPLE:
             push(popMarkedSeq(Kind::Tuple));

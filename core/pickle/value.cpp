@@ -44,6 +44,12 @@ Value* noneValue()
     return &none;
 }
 
+SeqValue* emptyTupleValue()
+{
+    static SeqValue empty(Kind::Tuple, std::pmr::null_memory_resource());
+    return &empty;
+}
+
 Value* boolValue(bool b)
 {
     static BoolValue t(true);

@@ -172,21 +172,49 @@ struct GlobalValue : Value {
     Value* owner = nullptr; // for getattr(owner, name) results: the object it was taken from
 };
 
+// Items appended or set onto an object of a list or dict subclass: rare, so kept apart (a DCP .metadata
+// holds over a million plain objects, and two empty vectors in each took a sixth of its graph).
+struct ObjectItems {
+    explicit ObjectItems(std::pmr::memory_resource* r)
+        : list(r)
+        , dict(r)
+    {
+    }
+    ValueList list;
+    std::pmr::vector<std::pair<Value*, Value*>> dict;
+};
+
 // What REDUCE/NEWOBJ/INST/OBJ produced for something we do not model. `callable` is usually a GlobalValue.
 struct ObjectValue : Value {
-    explicit ObjectValue(std::pmr::memory_resource* r)
+    explicit ObjectValue(std::pmr::memory_resource*)
         : Value(Kind::Object)
-        , listItems(r)
-        , dictItems(r)
     {
     }
     Value* callable = nullptr;
     Value* args = nullptr; // usually a Tuple
     Value* kwargs = nullptr; // NEWOBJ_EX only
     Value* state = nullptr; // from BUILD
-    ValueList listItems; // APPEND(S) onto a list subclass
-    std::pmr::vector<std::pair<Value*, Value*>> dictItems; // SETITEM(S) onto a dict subclass
+    ObjectItems* items = nullptr;
     bool viaNewObj = false; // cls.__new__(cls, *args) rather than callable(*args)
+    // APPEND(S) onto a list subclass, SETITEM(S) onto a dict subclass.
+    std::span<Value* const> listItems() const
+    {
+        return items ? std::span<Value* const>(items->list.data(), items->list.size()) : std::span<Value* const> {};
+    }
+    std::span<const std::pair<Value*, Value*>> dictItems() const
+    {
+        return items ? std::span<const std::pair<Value*, Value*>>(items->dict.data(), items->dict.size())
+                     : std::span<const std::pair<Value*, Value*>> {};
+    }
+    // `items`, made in the graph's arena when the first one arrives.
+    ObjectItems& itemsToAdd(std::pmr::memory_resource* arena)
+    {
+        if (!items) {
+            void* p = arena->allocate(sizeof(ObjectItems), alignof(ObjectItems));
+            items = new (p) ObjectItems(arena);
+        }
+        return *items;
+    }
     const GlobalValue* cls() const;
 };
 
@@ -296,6 +324,9 @@ private:
 
 // Shared immutable singletons: None, True, False and small ints, as CPython caches them.
 Value* noneValue();
+// The empty tuple, which is immutable in Python too: every NEWOBJ of a plain class pickles one as its
+// arguments, a million of them in a large DCP .metadata.
+SeqValue* emptyTupleValue();
 Value* boolValue(bool b);
 
 // Helpers for reading a graph.

@@ -247,9 +247,9 @@ size_t graphWeight(const Value* root)
             auto* o = static_cast<const ObjectValue*>(v);
             for (const Value* i : { o->callable, o->args, o->kwargs, o->state })
                 push(i);
-            for (auto* i : o->listItems)
+            for (auto* i : o->listItems())
                 push(i);
-            for (const auto& [k, i] : o->dictItems) {
+            for (const auto& [k, i] : o->dictItems()) {
                 push(k);
                 push(i);
             }
@@ -430,12 +430,12 @@ private:
                 for (const auto& [k, item] : slots->items)
                     if (!leaf(item))
                         child(keyString(k), item);
-            for (const auto& [k, item] : o->dictItems)
+            for (const auto& [k, item] : o->dictItems())
                 if (!leaf(item))
                     child(keyString(k), item);
-            for (size_t i = 0; i < o->listItems.size(); ++i)
-                if (!leaf(o->listItems[i]))
-                    child(std::to_string(i), o->listItems[i]);
+            for (size_t i = 0; i < o->listItems().size(); ++i)
+                if (!leaf(o->listItems()[i]))
+                    child(std::to_string(i), o->listItems()[i]);
             leaveWhole(whole);
             return;
         }
