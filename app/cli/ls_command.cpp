@@ -86,8 +86,8 @@ Runner addLsCommand(CLI::App& app)
     ls->add_option("-o,--output", o->output, "Write to this file (atomically) instead of stdout");
     ls->add_flag("--timings", o->timings, "Print how long each phase took (to stderr)");
     ls->add_flag("--inspect-items", o->inspectItems,
-        "DCP: read each tensor item to place its chunk's data and report what only the item shows (listing "
-        "otherwise reads no tensor data)");
+        "DCP: read every item, to place each chunk's data, show bytes items' values and scan their pickles, and "
+        "report what only the items show (listing otherwise reads no byte of a data file)");
     return [o] { return runLs(*o); };
 }
 

@@ -584,6 +584,13 @@ public:
             e.value = "(stored through stream transforms; not read)";
             return;
         }
+        if (!m_inspectItems) {
+            // Listing reads no byte of a data file, these items included (one read each, scattered over
+            // hundreds of files): `ls --inspect-items` reads them, scans their pickles and shows the values.
+            e.value = "(a " + std::to_string(r.itemLength) + "-byte item in " + f->rel + "; not read)";
+            ++m_unreadBytesItems;
+            return;
+        }
         const InputFile& file = *f->file;
         if (!itemLooksLikeZip(file, r.itemOffset, r.itemLength)) {
             e.typeName = "bytes";
@@ -844,6 +851,13 @@ public:
                 std::to_string(orphans) + " storage_data entries name no chunk in state_dict_metadata (first: " + first
                     + ")",
                 {} });
+        if (m_unreadBytesItems)
+            out.push_back({ Severity::Info,
+                std::to_string(m_unreadBytesItems)
+                    + " non-tensor (bytes) items were not read, as listing reads no data file: torch.load runs their "
+                      "pickles when the checkpoint loads; `statelens ls --inspect-items` reads them, shows their values "
+                      "and names any import that runs code",
+                {} });
         if (m_uninspected)
             out.push_back({ Severity::Info,
                 std::to_string(m_uninspected)
@@ -873,6 +887,7 @@ private:
     bool m_inspectItems = false;
     size_t m_inspectLeft = 0;
     size_t m_uninspected = 0;
+    size_t m_unreadBytesItems = 0; // bytes items left unread (listing without inspectItems)
 };
 
 struct DcpBacking : SourceBacking {
