@@ -204,7 +204,7 @@ Value* InertSemantics::global(Unpickler& u, std::string_view module, std::string
 
 Value* InertSemantics::call(Unpickler& u, Value* callable, SeqValue* args)
 {
-    auto* o = u.arena().make<ObjectValue>(u.arena().resource());
+    auto* o = u.arena().make<ObjectValue>();
     o->callable = callable;
     o->args = args;
     return o;
@@ -212,7 +212,7 @@ Value* InertSemantics::call(Unpickler& u, Value* callable, SeqValue* args)
 
 Value* InertSemantics::instantiate(Unpickler& u, Value* cls, SeqValue* args, Value* kwargs)
 {
-    auto* o = u.arena().make<ObjectValue>(u.arena().resource());
+    auto* o = u.arena().make<ObjectValue>();
     o->callable = cls;
     o->args = args;
     o->kwargs = kwargs;
@@ -316,7 +316,7 @@ SeqValue* Unpickler::popMarkedSeq(Kind k)
 {
     size_t start = popMark();
     auto* seq = makeSeq(k);
-    seq->items.assign(m_stack.begin() + static_cast<std::ptrdiff_t>(start), m_stack.end());
+    seq->items.assign(m_arena.resource(), m_stack.begin() + static_cast<std::ptrdiff_t>(start), m_stack.end());
     m_stack.resize(start);
     return seq;
 }
@@ -514,9 +514,9 @@ Value* Unpickler::decodeRawUnicodeEscape(std::string_view raw)
 void Unpickler::appendTo(Value* target, Value* item)
 {
     if (target->kind == Kind::List) {
-        static_cast<SeqValue*>(target)->items.push_back(item);
+        static_cast<SeqValue*>(target)->items.push_back(m_arena.resource(), item);
     } else if (target->kind == Kind::Object) {
-        static_cast<ObjectValue*>(target)->itemsToAdd(m_arena.resource()).list.push_back(item);
+        static_cast<ObjectValue*>(target)->itemsToAdd(m_arena.resource()).list.push_back(m_arena.resource(), item);
     } else {
         fail("APPEND onto something that is not a list");
     }
@@ -525,9 +525,9 @@ void Unpickler::appendTo(Value* target, Value* item)
 void Unpickler::setItem(Value* target, Value* key, Value* value)
 {
     if (target->kind == Kind::Dict) {
-        static_cast<DictValue*>(target)->items.emplace_back(key, value);
+        static_cast<DictValue*>(target)->items.push_back(m_arena.resource(), { key, value });
     } else if (target->kind == Kind::Object) {
-        static_cast<ObjectValue*>(target)->itemsToAdd(m_arena.resource()).dict.emplace_back(key, value);
+        static_cast<ObjectValue*>(target)->itemsToAdd(m_arena.resource()).dict.push_back(m_arena.resource(), { key, value });
     } else {
         fail("SETITEM onto something that is not a dict");
     }
@@ -701,7 +701,7 @@ Value* Unpickler::load()
             if (m_stack.size() < floor + n)
                 fail("stack underflow");
             auto* t = makeSeq(Kind::Tuple);
-            t->items.assign(m_stack.end() - static_cast<std::ptrdiff_t>(n), m_stack.end());
+            t->items.assign(m_arena.resource(), m_stack.end() - static_cast<std::ptrdiff_t>(n), m_stack.end());
             m_stack.resize(m_stack.size() - n);
             push(t);
             break;
@@ -724,7 +724,7 @@ Value* Unpickler::load()
             Value* target = m_stack[start - 1];
             if (target->kind == Kind::List) {
                 auto& items = static_cast<SeqValue*>(target)->items;
-                items.insert(items.end(), m_stack.begin() + static_cast<std::ptrdiff_t>(start), m_stack.end());
+                items.append(m_arena.resource(), m_stack.begin() + static_cast<std::ptrdiff_t>(start), m_stack.end());
             } else {
                 for (size_t i = start; i < m_stack.size(); ++i)
                     appendTo(target, m_stack[i]);
@@ -733,16 +733,16 @@ Value* Unpickler::load()
             break;
         }
         case EMPTY_DICT:
-            push(m_arena.make<DictValue>(m_arena.resource()));
+            push(m_arena.make<DictValue>());
             break;
         case DICT: {
             size_t start = popMark();
             if ((m_stack.size() - start) % 2)
                 fail("odd number of items for DICT");
-            auto* d = m_arena.make<DictValue>(m_arena.resource());
-            d->items.reserve((m_stack.size() - start) / 2);
+            auto* d = m_arena.make<DictValue>();
+            d->items.reserve(m_arena.resource(), (m_stack.size() - start) / 2);
             for (size_t i = start; i < m_stack.size(); i += 2)
-                d->items.emplace_back(m_stack[i], m_stack[i + 1]);
+                d->items.push_back(m_arena.resource(), { m_stack[i], m_stack[i + 1] });
             m_stack.resize(start);
             push(d);
             break;
@@ -766,7 +766,7 @@ Value* Unpickler::load()
                 auto& items = static_cast<DictValue*>(target)->items;
                 size_t need = items.size() + (m_stack.size() - start) / 2;
                 if (need > items.capacity())
-                    items.reserve(std::max(need, 2 * items.capacity()));
+                    items.reserve(m_arena.resource(), std::max(need, 2 * items.capacity()));
             }
             for (size_t i = start; i < m_stack.size(); i += 2)
                 setItem(target, m_stack[i], m_stack[i + 1]);
@@ -781,7 +781,7 @@ Value* Unpickler::load()
             if (start == 0 || m_stack[start - 1]->kind != Kind::Set)
                 fail("ADDITEMS without a set below the MARK");
             auto& items = static_cast<SeqValue*>(m_stack[start - 1])->items;
-            items.insert(items.end(), m_stack.begin() + static_cast<std::ptrdiff_t>(start), m_stack.end());
+            items.append(m_arena.resource(), m_stack.begin() + static_cast<std::ptrdiff_t>(start), m_stack.end());
             m_stack.resize(start);
             break;
         }
@@ -850,7 +850,7 @@ Value* Unpickler::load()
                 fail("OBJ without a class");
             Value* cls = all->items.front();
             auto* args = makeSeq(Kind::Tuple);
-            args->items.assign(all->items.begin() + 1, all->items.end());
+            args->items.assign(m_arena.resource(), all->items.begin() + 1, all->items.end());
             push(m_semantics.instantiate(*this, cls, args, nullptr));
             break;
         }

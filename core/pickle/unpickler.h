@@ -71,7 +71,7 @@ public:
     Arena& arena() { return m_arena; }
     Value* makeInt(int64_t v);
     Value* makeStr(std::string_view s) { return m_arena.make<StrValue>(Kind::Str, s); }
-    SeqValue* makeSeq(Kind k) { return m_arena.make<SeqValue>(k, m_arena.resource()); }
+    SeqValue* makeSeq(Kind k) { return m_arena.make<SeqValue>(k); }
     // Semantics call this for work beyond the opcode itself (copies, conversions). Throws when the
     // total exceeds the budget derived from the input size.
     void charge(size_t units);

@@ -7,10 +7,10 @@ namespace sl::pickle {
 
 Value* DictValue::lookup(std::string_view key) const
 {
-    for (auto it = items.rbegin(); it != items.rend(); ++it) {
-        auto* k = asStr(it->first);
+    for (size_t i = items.size(); i-- > 0;) {
+        auto* k = asStr(items[i].first);
         if (k && k->s == key)
-            return it->second;
+            return items[i].second;
     }
     return nullptr;
 }
@@ -46,7 +46,7 @@ Value* noneValue()
 
 SeqValue* emptyTupleValue()
 {
-    static SeqValue empty(Kind::Tuple, std::pmr::null_memory_resource());
+    static SeqValue empty(Kind::Tuple);
     return &empty;
 }
 

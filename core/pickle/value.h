@@ -9,7 +9,10 @@
 
 #include "model/dtype.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
+#include <stdexcept>
 #include <memory_resource>
 #include <span>
 #include <string_view>
@@ -130,13 +133,73 @@ struct StrValue : Value {
     std::string_view s;
 };
 
-using ValueList = std::pmr::vector<Value*>;
+// The items of a container node: a vector in the graph's arena, 16 bytes (a std::pmr::vector takes 32, and
+// a 100 MB DCP .metadata makes millions of containers). Growth is given the arena, and old blocks are left
+// to it. T is a pointer or a pair of pointers.
+template <typename T> class ArenaVec {
+public:
+    using value_type = T;
+    size_t size() const { return m_size; }
+    bool empty() const { return m_size == 0; }
+    size_t capacity() const { return m_capacity; }
+    T* data() { return m_data; }
+    const T* data() const { return m_data; }
+    T* begin() { return m_data; }
+    T* end() { return m_data + m_size; }
+    const T* begin() const { return m_data; }
+    const T* end() const { return m_data + m_size; }
+    T& operator[](size_t i) { return m_data[i]; }
+    const T& operator[](size_t i) const { return m_data[i]; }
+    const T& front() const { return m_data[0]; }
+    const T& back() const { return m_data[m_size - 1]; }
+
+    void reserve(std::pmr::memory_resource* arena, size_t n)
+    {
+        if (n <= m_capacity)
+            return;
+        if (n > UINT32_MAX)
+            throw std::length_error("a pickled container with more than 4 billion items");
+        T* grown = static_cast<T*>(arena->allocate(n * sizeof(T), alignof(T)));
+        std::copy(begin(), end(), grown);
+        m_data = grown;
+        m_capacity = static_cast<uint32_t>(n);
+    }
+    void push_back(std::pmr::memory_resource* arena, const T& v)
+    {
+        if (m_size == m_capacity)
+            reserve(arena, m_capacity ? 2 * size_t(m_capacity) : 4);
+        m_data[m_size++] = v;
+    }
+    // Appends [first, last), growing geometrically.
+    template <typename It> void append(std::pmr::memory_resource* arena, It first, It last)
+    {
+        const size_t n = static_cast<size_t>(std::distance(first, last));
+        if (m_size + n > m_capacity)
+            reserve(arena, std::max(size_t(m_size) + n, 2 * size_t(m_capacity)));
+        std::copy(first, last, end());
+        m_size += static_cast<uint32_t>(n);
+    }
+    // Replaces the items with [first, last), in a block of exactly that size when it must grow.
+    template <typename It> void assign(std::pmr::memory_resource* arena, It first, It last)
+    {
+        m_size = 0;
+        reserve(arena, static_cast<size_t>(std::distance(first, last)));
+        append(arena, first, last);
+    }
+
+private:
+    T* m_data = nullptr;
+    uint32_t m_size = 0;
+    uint32_t m_capacity = 0;
+};
+
+using ValueList = ArenaVec<Value*>;
+using ValuePairs = ArenaVec<std::pair<Value*, Value*>>;
 
 // Tuple, List and Set.
 struct SeqValue : Value {
-    SeqValue(Kind k, std::pmr::memory_resource* r)
+    explicit SeqValue(Kind k)
         : Value(k)
-        , items(r)
     {
     }
     ValueList items;
@@ -145,13 +208,12 @@ struct SeqValue : Value {
 struct GlobalValue;
 
 struct DictValue : Value {
-    explicit DictValue(std::pmr::memory_resource* r)
+    DictValue()
         : Value(Kind::Dict)
-        , items(r)
     {
     }
     // Insertion order as pickled. A key set twice appears twice; lookups take the last (Python's result).
-    std::pmr::vector<std::pair<Value*, Value*>> items;
+    ValuePairs items;
     const GlobalValue* cls = nullptr; // OrderedDict/defaultdict/...; null for a plain dict
     Value* state = nullptr; // BUILD state: OrderedDict's `_metadata` lives here
     Value* lookup(std::string_view key) const;
@@ -175,18 +237,13 @@ struct GlobalValue : Value {
 // Items appended or set onto an object of a list or dict subclass: rare, so kept apart (a DCP .metadata
 // holds over a million plain objects, and two empty vectors in each took a sixth of its graph).
 struct ObjectItems {
-    explicit ObjectItems(std::pmr::memory_resource* r)
-        : list(r)
-        , dict(r)
-    {
-    }
     ValueList list;
-    std::pmr::vector<std::pair<Value*, Value*>> dict;
+    ValuePairs dict;
 };
 
 // What REDUCE/NEWOBJ/INST/OBJ produced for something we do not model. `callable` is usually a GlobalValue.
 struct ObjectValue : Value {
-    explicit ObjectValue(std::pmr::memory_resource*)
+    ObjectValue()
         : Value(Kind::Object)
     {
     }
@@ -211,7 +268,7 @@ struct ObjectValue : Value {
     {
         if (!items) {
             void* p = arena->allocate(sizeof(ObjectItems), alignof(ObjectItems));
-            items = new (p) ObjectItems(arena);
+            items = new (p) ObjectItems();
         }
         return *items;
     }

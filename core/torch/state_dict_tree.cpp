@@ -548,7 +548,7 @@ private:
         return base;
     }
 
-    void flattenItems(const std::pmr::vector<std::pair<Value*, Value*>>& items, int depth)
+    void flattenItems(std::span<const std::pair<Value*, Value*>> items, int depth)
     {
         for (const auto& [k, v] : items) {
             const size_t base = pushKey(k);

@@ -316,7 +316,7 @@ Value* TorchSemantics::rebuildFromType(Unpickler& u, GlobalValue* fn, SeqValue* 
     --m_rebuildDepth;
     auto* base = asTensor(inner);
     if (!base) {
-        auto* o = u.arena().make<ObjectValue>(u.arena().resource());
+        auto* o = u.arena().make<ObjectValue>();
         o->callable = arg(args, 1);
         o->args = inner;
         o->state = state;
@@ -500,17 +500,17 @@ Value* TorchSemantics::call(Unpickler& u, Value* callable, SeqValue* args)
     }
     case KnownGlobal::OrderedDict:
     case KnownGlobal::DefaultDict: {
-        auto* d = u.arena().make<DictValue>(u.arena().resource());
+        auto* d = u.arena().make<DictValue>();
         d->cls = g;
         // OrderedDict(iterable_of_pairs); defaultdict(factory) carries no items.
         if (g->id == KnownGlobal::OrderedDict) {
             if (auto* pairs = asSeq(arg(args, 0))) {
                 u.charge(pairs->items.size());
-                d->items.reserve(pairs->items.size()); // the arena never frees a grown vector's old block
+                d->items.reserve(u.arena().resource(), pairs->items.size()); // the arena never frees a grown vector's old block
                 for (auto* p : pairs->items) {
                     auto* kv = asSeq(p);
                     if (kv && kv->items.size() == 2)
-                        d->items.emplace_back(kv->items[0], kv->items[1]);
+                        d->items.push_back(u.arena().resource(), { kv->items[0], kv->items[1] });
                 }
             }
         }
@@ -521,7 +521,7 @@ Value* TorchSemantics::call(Unpickler& u, Value* callable, SeqValue* args)
         auto* s = u.makeSeq(Kind::Set);
         if (auto* items = asSeq(arg(args, 0))) {
             u.charge(items->items.size());
-            s->items.assign(items->items.begin(), items->items.end());
+            s->items.assign(u.arena().resource(), items->items.begin(), items->items.end());
         }
         return s;
     }
@@ -578,7 +578,7 @@ Value* TorchSemantics::call(Unpickler& u, Value* callable, SeqValue* args)
             return inert(u, callable, args);
         auto* t = u.makeSeq(Kind::Tuple);
         u.charge(dims->items.size());
-        t->items.assign(dims->items.begin(), dims->items.end());
+        t->items.assign(u.arena().resource(), dims->items.begin(), dims->items.end());
         return t;
     }
     case KnownGlobal::TorchDevice: {
@@ -605,7 +605,7 @@ Value* TorchSemantics::call(Unpickler& u, Value* callable, SeqValue* args)
 Value* TorchSemantics::instantiate(Unpickler& u, Value* cls, SeqValue* args, Value* kwargs)
 {
     if (auto* g = asGlobal(cls); g && (g->id == KnownGlobal::OrderedDict || g->id == KnownGlobal::DefaultDict)) {
-        auto* d = u.arena().make<DictValue>(u.arena().resource());
+        auto* d = u.arena().make<DictValue>();
         d->cls = g;
         return d;
     }

@@ -53,7 +53,7 @@ QString hex(std::string_view s) { return QString::fromLatin1(QByteArray(s.data()
 
 QJsonValue canon(const Value* v, std::unordered_set<const Value*>& path);
 
-QJsonArray canonItems(const ValueList& items, std::unordered_set<const Value*>& path)
+QJsonArray canonItems(std::span<Value* const> items, std::unordered_set<const Value*>& path)
 {
     QJsonArray a;
     for (auto* i : items)
@@ -61,7 +61,7 @@ QJsonArray canonItems(const ValueList& items, std::unordered_set<const Value*>& 
     return a;
 }
 
-QJsonArray canonPairs(const std::pmr::vector<std::pair<Value*, Value*>>& items, std::unordered_set<const Value*>& path)
+QJsonArray canonPairs(std::span<const std::pair<Value*, Value*>> items, std::unordered_set<const Value*>& path)
 {
     QJsonArray a;
     for (const auto& [k, x] : items)
