@@ -50,12 +50,16 @@ int runLs(const LsOptions& o)
         emit(containersTable(s), o.output);
         return 0;
     }
-    PhaseTimer formatTimer(t, o.format == "json" ? "format json" : "format table");
-    const std::string& text = keepUntilExit(o.format == "json" ? sourceToJson(s) : sourceToTable(s));
+    // Written as it is made: the text of a large checkpoint is never held whole.
+    PhaseTimer formatTimer(t, o.format == "json" ? "format + write json" : "format + write table");
+    const auto out = openOutput(o.output);
+    const TextSink sink = [&out](std::string_view part) { out->write(part); };
+    if (o.format == "json")
+        sourceToJson(s, sink);
+    else
+        sourceToTable(s, sink);
+    out->commit();
     formatTimer.stop();
-    PhaseTimer writeTimer(t, "write output");
-    emit(text, o.output);
-    writeTimer.stop();
     if (t)
         printTimings(timings);
     if (o.failOn == "danger" && s.countFindings(Severity::Danger))

@@ -72,9 +72,10 @@ Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenO
     file->readInto(8, std::span(reinterpret_cast<uint8_t*>(copy.data()), static_cast<size_t>(n)));
     simdjson::padded_string_view json = copy;
     auto bad = [&](const std::string& what) { throw LoadError(file->path(), "InvalidHeaderDeserialization: " + what); };
-    auto check = [&](simdjson::error_code err, const std::string& what) {
-        if (err)
-            bad(what + " (" + simdjson::error_message(err) + ")");
+    // `what` is only called on an error: a message built per field cost more than the parse itself.
+    auto check = [&](simdjson::error_code err, auto&& what) {
+        if (err) [[unlikely]]
+            bad(std::string(what()) + " (" + simdjson::error_message(err) + ")");
     };
     simdjson::ondemand::parser parser;
     simdjson::ondemand::document doc;
@@ -86,6 +87,9 @@ Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenO
 
     std::vector<Span> spans;
     spans.reserve(static_cast<size_t>(n / 64));
+    // Each name's hash, taken while the name is in cache, for the duplicate check below.
+    std::vector<std::pair<uint64_t, uint32_t>> hashes;
+    hashes.reserve(static_cast<size_t>(n / 64));
     out.entries.reserve(static_cast<size_t>(n / 64));
     std::string_view lastDtype;
     std::optional<DType> lastDt;
@@ -93,16 +97,16 @@ Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenO
 
     for (auto field : header) {
         std::string_view key;
-        check(field.unescaped_key().get(key), "malformed tensor name");
+        check(field.unescaped_key().get(key), [] { return "malformed tensor name"; });
         simdjson::ondemand::value value;
-        check(field.value().get(value), "malformed value for '" + std::string(key) + "'");
+        check(field.value().get(value), [&] { return "malformed value for '" + std::string(key) + "'"; });
         if (key == "__metadata__") {
             simdjson::ondemand::object meta;
             if (value.get_object().get(meta))
                 bad("__metadata__ is not an object");
             for (auto mf : meta) {
                 std::string_view mk;
-                check(mf.unescaped_key().get(mk), "malformed __metadata__ key");
+                check(mf.unescaped_key().get(mk), [] { return "malformed __metadata__ key"; });
                 std::string k(mk);
                 std::string_view s;
                 if (mf.value().get_string().get(s))
@@ -111,6 +115,9 @@ Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenO
             }
             continue;
         }
+        if (out.entries.size() >= UINT32_MAX)
+            bad("more than 4 billion tensors");
+        hashes.emplace_back(std::hash<std::string_view> {}(key), static_cast<uint32_t>(out.entries.size()));
         out.entries.emplace_back();
         Entry& e = out.entries.back();
         e.name = std::string(key);
@@ -127,7 +134,7 @@ Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenO
         uint64_t end = 0;
         for (auto f : info) {
             std::string_view k;
-            check(f.unescaped_key().get(k), "malformed field in entry '" + e.name + "'");
+            check(f.unescaped_key().get(k), [&] { return "malformed field in entry '" + e.name + "'"; });
             if (k == "dtype") {
                 if (f.value().get_string().get(dtypeStr))
                     bad("entry '" + e.name + "' has no string dtype");
@@ -230,10 +237,6 @@ Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenO
     // hash table whose 100,000 random probes miss the cache; the reference reader keeps only one of them.
     PhaseTimer duplicateTimer(options.timings, "duplicate names");
     {
-        std::vector<std::pair<uint64_t, uint32_t>> hashes;
-        hashes.reserve(out.entries.size());
-        for (size_t i = 0; i < out.entries.size(); ++i)
-            hashes.emplace_back(std::hash<std::string_view> {}(out.entries[i].name), static_cast<uint32_t>(i));
         std::sort(hashes.begin(), hashes.end());
         std::vector<uint32_t> duplicates;
         for (size_t i = 1; i < hashes.size(); ++i)

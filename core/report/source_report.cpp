@@ -242,22 +242,37 @@ void writeFindingsJson(JsonWriter& w, const std::vector<Finding>& findings)
     w.endArray();
 }
 
-std::string sourceToJson(const Source& s)
+constexpr size_t kSinkPart = 1 << 20;
+
+void sourceToJson(const Source& s, const TextSink& sink)
 {
     JsonWriter w;
+    auto handOn = [&] {
+        sink(w.text());
+        w.clearText();
+    };
     w.beginObject();
     w.key("source");
     writeSourceJson(w, s);
     w.key("entries");
     w.beginArray();
-    for (const auto& e : s.entries)
+    for (const auto& e : s.entries) {
         writeEntryJson(w, e, s);
+        if (w.text().size() >= kSinkPart)
+            handOn();
+    }
     w.endArray();
     w.key("findings");
     writeFindingsJson(w, s.findings);
     w.endObject();
-    std::string out(w.text());
-    out += '\n';
+    handOn();
+    sink("\n");
+}
+
+std::string sourceToJson(const Source& s)
+{
+    std::string out;
+    sourceToJson(s, [&out](std::string_view part) { out += part; });
     return out;
 }
 
@@ -370,6 +385,13 @@ std::string loadSafetyLine(const Source& s)
 
 std::string sourceToTable(const Source& s)
 {
+    std::string out;
+    sourceToTable(s, [&out](std::string_view part) { out += part; });
+    return out;
+}
+
+void sourceToTable(const Source& s, const TextSink& sink)
+{
     // Pass 1: column widths. Pass 2: the rows, written straight into the output.
     size_t wName = 4, wDtype = 5, wShape = 5, wCount = 5;
     RowCells cells; // filled by rowCells after reset(); the buffers are never read past their lengths
@@ -390,7 +412,7 @@ std::string sourceToTable(const Source& s)
     wShape = std::min<size_t>(wShape, 40);
 
     std::string out;
-    out.reserve(s.entries.size() * (wName + wDtype + wShape + wCount + 16) + 512);
+    out.reserve(kSinkPart + 4096);
     out += "path:      ";
     appendDisplay(out, s.path);
     out += "\nformat:    " + s.format + "\n";
@@ -457,6 +479,10 @@ std::string sourceToTable(const Source& s)
         out += "  ";
         appendDisplay(out, e.location.storageId);
         out += '\n';
+        if (out.size() >= kSinkPart) {
+            sink(out);
+            out.clear();
+        }
     }
     out += "\n" + std::to_string(s.entries.size()) + " entries, " + humanCount(s.totalParameters()) + " parameters, "
         + humanBytes(s.totalBytes()) + "\n";
@@ -473,7 +499,7 @@ std::string sourceToTable(const Source& s)
             out += '\n';
         }
     }
-    return out;
+    sink(out);
 }
 
 } // namespace sl

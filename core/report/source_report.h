@@ -4,6 +4,7 @@
 #include "model/source.h"
 #include "report/json_writer.h"
 
+#include <functional>
 #include <string>
 
 namespace sl {
@@ -13,14 +14,21 @@ void writeSourceJson(JsonWriter& w, const Source& s);
 void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s);
 void writeFindingsJson(JsonWriter& w, const std::vector<Finding>& findings);
 
+// Receives a long text in parts, in order (a file written as it is made).
+using TextSink = std::function<void(std::string_view)>;
+
 // {"source": {...}, "entries": [...], "findings": [...]}
 std::string sourceToJson(const Source& s);
+// The same text handed to `sink` in parts of about a megabyte: a 90,000-tensor index's 54 MB of JSON is
+// never held whole.
+void sourceToJson(const Source& s, const TextSink& sink);
 // "load safety: executes (...)": the verdict of WeightsOnlyLoad in one line, or nothing when the source's
 // format runs no pickle.
 std::string loadSafetyLine(const Source& s);
 
 // A table of entries with a header and the findings underneath.
 std::string sourceToTable(const Source& s);
+void sourceToTable(const Source& s, const TextSink& sink); // in parts, as sourceToJson
 
 // "1.2 MB"-style sizes and "3.4M"-style counts for humans.
 std::string humanBytes(uint64_t bytes);
