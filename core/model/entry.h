@@ -115,7 +115,7 @@ struct Entry {
     uint64_t numel() const;
     // Bytes the tensor's elements occupy (numel * bits / 8, rounded up); 0 for non-tensors.
     uint64_t nbytes() const;
-    const std::string* attribute(const std::string& key) const;
+    const std::string* attribute(std::string_view key) const;
     const Entry* part(std::string_view role) const; // the part with this role (`name`), or nullptr
 };
 

@@ -97,7 +97,7 @@ uint64_t Entry::nbytes() const
     return (bits + 7) / 8;
 }
 
-const std::string* Entry::attribute(const std::string& key) const
+const std::string* Entry::attribute(std::string_view key) const
 {
     for (const auto& [k, v] : attributes)
         if (k == key)
