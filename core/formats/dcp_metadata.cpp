@@ -8,6 +8,7 @@
 #include "util/error.h"
 
 #include <future>
+#include <stdexcept>
 #include <map>
 
 namespace sl::dcp {
@@ -233,7 +234,7 @@ void readStorageData(const Value* v, MetadataFile& out, Budget& budget)
             continue;
         }
         budget.charge(1 + fqn->s.size());
-        r.fqn = std::string(fqn->s);
+        r.fqn = out.fqns.intern(fqn->s);
         if (const Value* off = field(kf, "offset"); off && off->kind != Kind::None) {
             if (!readDims(off, r.offset)) {
                 ++bad;
@@ -245,9 +246,9 @@ void readStorageData(const Value* v, MetadataFile& out, Budget& budget)
         if (const StrValue* p = asStr(path)) {
             budget.charge(p->s.size() + r.offset.size());
             r.pathIsText = true;
-            r.relativePath = std::string(p->s);
+            r.path = out.paths.intern(p->s);
         } else {
-            r.relativePath = shortRepr(path, 60);
+            r.path = out.paths.intern(shortRepr(path, 60));
         }
         r.rangeKnown = readU64(field(vf, "offset"), r.itemOffset) && readU64(field(vf, "length"), r.itemLength);
         if (const SeqValue* t = asSeq(field(vf, "transform_descriptors")))
@@ -383,6 +384,18 @@ void reportGlobals(const DcpSemantics& sem, const torch::LoadSafety& safety, Met
 
 std::string dimsText(const Shape& s) { return shapeToString(s); }
 
+uint32_t StringTable::intern(std::string_view s)
+{
+    if (m_strings.size() >= UINT32_MAX - 1)
+        throw std::length_error("more than 4 billion distinct strings");
+    const auto nameOf = [this](size_t i) -> std::string_view { return m_strings[i]; };
+    if (const size_t found = m_index.find(s, nameOf); found != NameIndex::npos)
+        return static_cast<uint32_t>(found);
+    m_strings.emplace_back(s);
+    m_index.insert(m_strings.size() - 1, nameOf);
+    return static_cast<uint32_t>(m_strings.size() - 1);
+}
+
 MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadControl* control)
 {
     MetadataFile out;
@@ -443,6 +456,7 @@ MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadCont
         if (const StrValue* k = asStr(key)) {
             budget.charge(1 + k->s.size());
             item.fqn = std::string(k->s);
+            item.fqnId = out.fqns.intern(item.fqn);
         } else {
             out.findings.push_back({ Severity::Warning, "state_dict_metadata has a key that is not a str (" + shortRepr(key, 60)
                     + "); left out",

@@ -25,6 +25,7 @@
 
 #include "io/bytes.h"
 #include "model/source.h"
+#include "util/name_index.h"
 
 #include <string>
 #include <utility>
@@ -36,6 +37,19 @@ class LoadControl;
 
 namespace sl::dcp {
 
+// Strings that repeat across storage_data (each of half a million chunks names its key and its file), each
+// kept once and numbered.
+class StringTable {
+public:
+    uint32_t intern(std::string_view s);
+    const std::string& operator[](uint32_t id) const { return m_strings[id]; }
+    size_t size() const { return m_strings.size(); }
+
+private:
+    std::vector<std::string> m_strings;
+    NameIndex m_index;
+};
+
 struct ChunkMeta {
     Shape offsets;
     Shape sizes;
@@ -45,6 +59,7 @@ struct ChunkMeta {
 struct ItemMeta {
     enum class Kind : uint8_t { Tensor, Bytes, Unknown };
     std::string fqn;
+    uint32_t fqnId = 0; // fqn in MetadataFile::fqns
     Kind kind = Kind::Unknown;
     std::string className; // qualified class of the storage metadata object, for unknown kinds
     DType dtype = DType::Unknown;
@@ -58,11 +73,11 @@ struct ItemMeta {
 
 // One storage_data entry: where one chunk (or bytes item) is stored.
 struct StorageRef {
-    std::string fqn;
+    uint32_t fqn = 0; // in MetadataFile::fqns
     bool hasOffset = false; // MetadataIndex.offset is not None (a tensor chunk)
     Shape offset;
     bool pathIsText = false; // relative_path is a str
-    std::string relativePath;
+    uint32_t path = 0; // in MetadataFile::paths: relative_path, or (not a str) its repr
     bool rangeKnown = false; // _StorageInfo offset and length are non-negative ints
     uint64_t itemOffset = 0; // the item's bytes in the file
     uint64_t itemLength = 0;
@@ -72,6 +87,8 @@ struct StorageRef {
 struct MetadataFile {
     std::vector<ItemMeta> items; // in state_dict_metadata order
     std::vector<StorageRef> storage;
+    StringTable fqns; // the keys items and storage_data name
+    StringTable paths; // the relative paths storage_data names
     bool hasPlannerData = false;
     // planner_data in its order; each path element with a flag saying it was an int.
     struct PathElem {

@@ -168,6 +168,7 @@ dcp::MetadataFile metadataFromShards(const std::string& dir, const std::vector<s
             if (inserted) {
                 dcp::ItemMeta item;
                 item.fqn = fqn;
+                item.fqnId = md.fqns.intern(fqn);
                 item.kind = dcp::ItemMeta::Kind::Tensor;
                 item.dtype = t.dtype.value_or(DType::Unknown);
                 if (!t.dtype)
@@ -198,11 +199,11 @@ dcp::MetadataFile metadataFromShards(const std::string& dir, const std::vector<s
                 item.size[d] = std::max(item.size[d], end);
             }
             dcp::StorageRef r;
-            r.fqn = fqn;
+            r.fqn = md.fqns.intern(fqn);
             r.hasOffset = true;
             r.offset = c.offsets;
             r.pathIsText = true;
-            r.relativePath = name;
+            r.path = md.paths.intern(name);
             r.rangeKnown = true;
             r.itemOffset = 0; // the blob starts the file, as in SerializationFormat.SAFETENSORS items
             r.itemLength = t.end - t.begin;

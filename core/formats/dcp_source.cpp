@@ -61,12 +61,12 @@ uint64_t numelOf(const Shape& s, bool& overflow)
 // storage_data is keyed by MetadataIndex(fqn, offset): a tensor chunk's offsets, or none for a bytes item.
 // Half a million keys are looked up once each, so they are found through a table of 64-bit hashes with
 // the key itself compared on a match (a table of strings cost a quarter of listing a 256-rank save).
-uint64_t storageKeyHash(std::string_view fqn, const Shape* offsets)
+uint64_t storageKeyHash(uint32_t fqn, const Shape* offsets)
 {
-    uint64_t h = XXH3_64bits_withSeed(fqn.data(), fqn.size(), offsets ? 1 : 0);
-    if (offsets && !offsets->empty())
-        h = XXH3_64bits_withSeed(offsets->data(), offsets->size() * sizeof(int64_t), h);
-    return h;
+    const uint64_t seed = static_cast<uint64_t>(fqn) << 1 | (offsets ? 1 : 0);
+    if (!offsets || offsets->empty())
+        return XXH3_64bits_withSeed(&seed, sizeof seed, 0);
+    return XXH3_64bits_withSeed(offsets->data(), offsets->size() * sizeof(int64_t), seed);
 }
 
 class StorageIndex {
@@ -93,7 +93,7 @@ public:
     // The index of the ref with this key, or -1. `guess` is where the caller expects it: DCP planners write
     // storage_data rank by rank in the same order of keys, so a tensor's chunks sit at a fixed stride, and a
     // right guess costs one comparison instead of a probe into a table far larger than the cache.
-    int64_t lookup(std::string_view fqn, const Shape* offsets, int64_t guess = -1)
+    int64_t lookup(uint32_t fqn, const Shape* offsets, int64_t guess = -1)
     {
         if (guess >= 0 && static_cast<size_t>(guess) < m_refs.size() && !m_replaced[static_cast<size_t>(guess)]
             && matches(m_refs[static_cast<size_t>(guess)], fqn, offsets))
@@ -103,14 +103,14 @@ public:
     }
 
 private:
-    static bool matches(const StorageRef& r, std::string_view fqn, const Shape* offsets)
+    static bool matches(const StorageRef& r, uint32_t fqn, const Shape* offsets)
     {
         return r.hasOffset == (offsets != nullptr) && (!offsets || r.offset == *offsets) && r.fqn == fqn;
     }
     static uint32_t tagOf(uint64_t hash) { return static_cast<uint32_t>(hash >> 32); }
     // The slot holding the key, or the empty slot where it would go (linear probing). A slot keeps 32 bits
     // of its key's hash beside the position, so a probe that does not match never touches the refs.
-    uint64_t& find(uint64_t hash, std::string_view fqn, const Shape* offsets)
+    uint64_t& find(uint64_t hash, uint32_t fqn, const Shape* offsets)
     {
         const size_t mask = m_slots.size() - 1;
         const uint32_t tag = tagOf(hash);
@@ -406,7 +406,8 @@ public:
             std::string normal;
             size_t file = 0; // in m_files
         };
-        std::unordered_map<std::string_view, RawPath> raw;
+        std::vector<RawPath> raw(m_md.paths.size()); // by path id
+        std::vector<bool> seen(m_md.paths.size());
         std::vector<RawPath*> pathOf(m_md.storage.size(), nullptr);
         std::vector<std::string> rels;
         std::unordered_map<std::string, size_t> fileOf;
@@ -414,19 +415,20 @@ public:
         for (size_t i = 0; i < m_md.storage.size(); ++i) {
             const StorageRef& r = m_md.storage[i];
             RawPath* p = nullptr;
+            const std::string& relativePath = m_md.paths[r.path];
             if (r.pathIsText) {
-                auto [it, fresh] = raw.try_emplace(r.relativePath);
-                p = &it->second;
-                if (fresh && (p->safe = isSafeShardName(r.relativePath))) {
-                    p->normal = fs::path(r.relativePath).lexically_normal().string();
+                p = &raw[r.path];
+                if (!seen[r.path] && (p->safe = isSafeShardName(relativePath))) {
+                    p->normal = fs::path(relativePath).lexically_normal().string();
                     if (fileOf.emplace(p->normal, 0).second)
                         rels.push_back(p->normal);
                 }
+                seen[r.path] = true;
             }
             if (!p || !p->safe) {
-                auto& u = unsafe[r.relativePath];
+                auto& u = unsafe[relativePath];
                 if (u.first++ == 0)
-                    u.second = r.fqn;
+                    u.second = m_md.fqns[r.fqn];
                 continue;
             }
             pathOf[i] = p;
@@ -439,7 +441,7 @@ public:
             out.files.push_back(m_provider.pathOf(rels[i]));
             fileOf[rels[i]] = i;
         }
-        for (auto& [name, p] : raw)
+        for (RawPath& p : raw)
             if (p.safe)
                 p.file = fileOf[p.normal];
         for (size_t i = 0; i < m_md.storage.size(); ++i)
@@ -465,7 +467,7 @@ public:
         m_refUsed.assign(m_md.storage.size(), false);
     }
 
-    const StorageRef* refFor(const std::string& fqn, const Shape* offsets, FileState*& file, int64_t guess = -1)
+    const StorageRef* refFor(uint32_t fqn, const Shape* offsets, FileState*& file, int64_t guess = -1)
     {
         const int64_t i = m_refIndex->lookup(fqn, offsets, guess);
         if (i < 0)
@@ -495,7 +497,7 @@ public:
     bool itemInFile(FileState* f, const StorageRef& r, Located& at)
     {
         if (!f) {
-            at.why = "its relative_path " + quote(r.relativePath) + " was not opened";
+            at.why = "its relative_path " + quote(m_md.paths[r.path]) + " was not opened";
             return false;
         }
         at.file = f->index;
@@ -717,7 +719,7 @@ public:
             sc.sizes = c.sizes;
             FileState* f = nullptr;
             const int64_t previousAt = previous ? previous - m_md.storage.data() : -1;
-            const StorageRef* r = refFor(item.fqn, &c.offsets, f, previous ? previousAt + step : -1);
+            const StorageRef* r = refFor(item.fqnId, &c.offsets, f, previous ? previousAt + step : -1);
             if (r && previous)
                 step = (r - m_md.storage.data()) - previousAt;
             if (r)
@@ -732,7 +734,7 @@ public:
             }
             Located at = locateChunk(item.fqn, c, item.dtype, f, *r);
             sc.file = at.file;
-            sc.label = f ? f->rel : oneLineMessage(r->relativePath, 200);
+            sc.label = f ? f->rel : oneLineMessage(m_md.paths[r->path], 200);
             if (at.available) {
                 sc.byteOffset = at.offset;
                 sc.byteLength = at.length;
@@ -807,7 +809,7 @@ public:
             return e;
         }
         FileState* f = nullptr;
-        const StorageRef* r = refFor(item.fqn, nullptr, f);
+        const StorageRef* r = refFor(item.fqnId, nullptr, f);
         if (!r) {
             e.value = "(no storage_data entry)";
             findings.push_back(
@@ -844,7 +846,7 @@ public:
         std::string first;
         for (size_t i = 0; i < m_refUsed.size(); ++i)
             if (!m_refUsed[i] && orphans++ == 0)
-                first = quote(m_md.storage[i].fqn)
+                first = quote(m_md.fqns[m_md.storage[i].fqn])
                     + (m_md.storage[i].hasOffset ? " at offsets " + dimsText(m_md.storage[i].offset) : std::string());
         if (orphans)
             out.push_back({ Severity::Info,
