@@ -54,6 +54,7 @@ public:
         , m_nested(nested)
         , m_out(out)
     {
+        m_memo.reserve(data.size() / 8); // as the unpickler's memo: no copies while it grows
     }
 
     void run()
