@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <future>
+#include <optional>
 #include <unordered_map>
 
 namespace sl {
@@ -89,8 +91,23 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
     out.path = file->path();
     out.format = "torch-zip";
     out.files.push_back(file->path());
-    // Filled before the unpickler runs, so an error that stops the read still names the dangers seen.
+    // Every data.pkl candidate is scanned at the opcode level, so an error that stops the unpickler still
+    // names the dangers seen. The scan of the pickle torch reads is an independent pass over the bytes the
+    // unpickler reads, so it runs on a second thread meanwhile; the others are rare and scanned here.
     torch::LoadSafety safety;
+    struct Scanned {
+        std::string what;
+        std::optional<pickle::PickleScan> scan; // empty: the one running on the second thread
+    };
+    std::vector<Scanned> scans;
+    // Declared before the scan thread: it holds the bytes that thread reads, so it is destroyed after it.
+    auto ck = std::make_shared<torch::PickledCheckpoint>(torch::TorchSemantics::PersistentIds::Zip);
+    std::future<pickle::PickleScan> mainScan;
+    auto scanned = [&] {
+        for (Scanned& s : scans)
+            safety.add(s.what, s.scan ? std::move(*s.scan) : mainScan.get());
+        scans.clear();
+    };
     try {
         PhaseTimer directoryTimer(options.timings, "zip central directory");
         ZipArchive zip(*file);
@@ -124,12 +141,20 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
         // Every data.pkl candidate, at the opcode level: of duplicate names torch reads one that depends on the
         // archive's layout, other readers another, and a second data.pkl is a place to hide a payload from
         // other tools. miniz matches names ignoring ASCII case, so "DATA.PKL" is a candidate too.
+        const Bytes pickleBytes = zip.contents(*pkl, ck->ownedPickle, kMaxInflatedPickle);
+        const uint64_t pickleOffset = pkl->method == 0 ? zip.dataOffset(*pkl) : 0;
         for (const ZipEntry& e : zip.entries()) {
             if (!sameIgnoringCase(e.name, pklName))
                 continue;
+            if (&e == pkl) {
+                mainScan = std::async(std::launch::async,
+                    [pickleBytes, pickleOffset] { return pickle::scanPickle(pickleBytes, pickleOffset); });
+                scans.push_back({ prefix + "data.pkl", std::nullopt });
+                continue;
+            }
             std::vector<uint8_t> inflated;
             Bytes bytes = zip.contents(e, inflated, kMaxInflatedPickle);
-            safety.add(prefix + "data.pkl", pickle::scanPickle(bytes, e.method == 0 ? zip.dataOffset(e) : 0));
+            scans.push_back({ prefix + "data.pkl", pickle::scanPickle(bytes, e.method == 0 ? zip.dataOffset(e) : 0) });
         }
         {
             // One finding per duplicated name (the first five), naming the copy torch reads.
@@ -198,9 +223,7 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
             else if (v > kNewestKnownVersion)
                 out.addFinding(Severity::Info, "archive version " + *version + " is newer than StateLens knows");
         }
-        auto ck = std::make_shared<torch::PickledCheckpoint>(torch::TorchSemantics::PersistentIds::Zip);
         ck->fileSize = file->size();
-        ck->safety = safety;
         if (const std::string* order = meta("byteorder"); order && *order == "big") {
             ck->context.bigEndian = true;
             out.addFinding(Severity::Info, "tensor data is big-endian (byteorder record)");
@@ -209,11 +232,11 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
         directoryTimer.stop();
         // Run the pickle over its bytes, read (and inflated if the archive was re-compressed) into the checkpoint.
         PhaseTimer pickleTimer(options.timings, "pickle");
-        Bytes pickleBytes = zip.contents(*pkl, ck->ownedPickle, kMaxInflatedPickle);
-        uint64_t pickleOffset = pkl->method == 0 ? zip.dataOffset(*pkl) : 0;
         pickle::Unpickler unpickler(pickleBytes, ck->arena, ck->semantics, pickleOffset);
         unpickler.setControl(options.control);
         ck->root = unpickler.load();
+        scanned();
+        ck->safety = safety;
         pickleTimer.stop();
         if (options.timings)
             options.timings->phases.emplace_back(
@@ -295,6 +318,7 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
         const std::string* container = options.container ? &*options.container : nullptr;
         torch::finishSource(ck, out, container, options.timings);
     } catch (const FormatError& e) {
+        scanned();
         throw LoadError(file->path(), safety.withDangers(e.what()));
     }
     return out;
