@@ -166,19 +166,12 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
                 s.error = "missing";
                 return;
             }
-            // Checked before opening: a folder or an index (this one, or one naming it) would be read as
-            // an index again and recurse without end.
+            // A folder or an index (this one, or one naming it) would be read as an index again and recurse
+            // without end: folders are refused here, indexes where the shard is sniffed (indexAllowed).
             if (!fs::is_regular_file(s.path))
                 throw LoadError(s.path, "is not a regular file");
-            std::string format;
-            try {
-                format = detectFormat(s.path);
-            } catch (const LoadError&) {
-                // openSource below says what is wrong with it.
-            }
-            if (format == "safetensors-index" || format == "torch-bin-index")
-                throw LoadError(s.path, "a shard cannot itself be an index");
             OpenOptions shardOptions;
+            shardOptions.indexAllowed = false;
             shardOptions.threads = 1;
             shardOptions.groupQuantized = false; // grouped once, over the merged state dict
             shardOptions.control = control; // a big pickle shard stops on cancel too

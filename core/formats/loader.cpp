@@ -202,8 +202,11 @@ Source dispatch(const std::string& path, const std::shared_ptr<const InputFile>&
         return readTorchLegacy(file, options);
     if (format == "safetensors")
         return readSafetensors(file, options);
-    if (format == "index")
+    if (format == "index") {
+        if (!options.indexAllowed)
+            throw LoadError(path, "a shard cannot itself be an index");
         return readHfIndex(path, options);
+    }
     if (format == "live-dump")
         return readLiveDump(file, options);
     if (format == "load-error-text")

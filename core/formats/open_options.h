@@ -26,6 +26,9 @@ struct OpenOptions {
     // what only the item shows (a data record shorter than the chunk). Off, listing reads no tensor data and
     // chunks are placed when their values are read (formats/dcp_item.h).
     bool inspectDcpItems = false;
+    // False for an index's shards: a shard that is itself an index is refused where it is sniffed (it would
+    // be read as an index again, perhaps naming itself), so shards are sniffed once, not twice.
+    bool indexAllowed = true;
     // Progress and cancellation (util/load_control.h); null when nobody watches. A cancelled open throws
     // LoadCancelled.
     LoadControl* control = nullptr;
