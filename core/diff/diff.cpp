@@ -135,6 +135,7 @@ struct MappedKey {
     std::vector<uint32_t> matched;
     std::vector<CompiledRules::Result> parts;
     std::vector<std::vector<uint32_t>> partsMatched;
+    bool keyed = false; // isKeyedGroup(the entry): its parts are mapped one by one
 };
 
 void mapKeys(const Source& a, const CompiledRules& rules, size_t begin, size_t end, std::vector<MappedKey>& out)
@@ -147,6 +148,7 @@ void mapKeys(const Source& a, const CompiledRules& rules, size_t begin, size_t e
         out[i].result = apply(ea.name, &out[i].matched);
         if (!isKeyedGroup(ea))
             continue;
+        out[i].keyed = true;
         out[i].parts.reserve(ea.parts.size());
         out[i].partsMatched.resize(ea.parts.size());
         for (size_t p = 0; p < ea.parts.size(); ++p)
@@ -174,10 +176,12 @@ DiffResult diffMapped(const Source& a, const Source& b, std::vector<MappedKey> m
     // Keyed groups of A that meet the same group in B are one row; find those pairs first (by B's names).
     std::vector<int32_t> unitOf(a.entries.size(), -1);
     std::vector<char> unitClaimed(b.entries.size(), 0);
+    // Whether each entry is a keyed group, found once (it walks the entry's parts and their attributes).
+    std::vector<char> keyedB(b.entries.size());
+    for (size_t j = 0; j < b.entries.size(); ++j)
+        keyedB[j] = isKeyedGroup(b.entries[j]);
     {
-        bool anyKeyed = false;
-        for (const Entry& e : a.entries)
-            anyKeyed |= isKeyedGroup(e);
+        const bool anyKeyed = std::any_of(mappedKeys.begin(), mappedKeys.end(), [](const MappedKey& m) { return m.keyed; });
         if (anyKeyed) {
             NameIndex byEntryName;
             byEntryName.reserve(b.entries.size());
@@ -185,10 +189,10 @@ DiffResult diffMapped(const Source& a, const Source& b, std::vector<MappedKey> m
             for (size_t j = 0; j < b.entries.size(); ++j)
                 byEntryName.insert(j, nameOfEntry);
             for (size_t i = 0; i < a.entries.size(); ++i) {
-                if (!isKeyedGroup(a.entries[i]) || mappedKeys[i].result.dropped)
+                if (!mappedKeys[i].keyed || mappedKeys[i].result.dropped)
                     continue;
                 const size_t j = byEntryName.find(mappedKeys[i].result.name, nameOfEntry);
-                if (j != NameIndex::npos && !unitClaimed[j] && isKeyedGroup(b.entries[j])
+                if (j != NameIndex::npos && !unitClaimed[j] && keyedB[j]
                     && sameKeys(a.entries[i], mappedKeys[i].parts, b.entries[j])) {
                     unitOf[i] = static_cast<int32_t>(j);
                     unitClaimed[j] = 1;
@@ -202,7 +206,7 @@ DiffResult diffMapped(const Source& a, const Source& b, std::vector<MappedKey> m
     keysB.reserve(b.entries.size());
     for (size_t j = 0; j < b.entries.size(); ++j) {
         const Entry& e = b.entries[j];
-        if (!unitClaimed[j] && isKeyedGroup(e))
+        if (!unitClaimed[j] && keyedB[j])
             for (size_t p = 0; p < e.parts.size(); ++p)
                 keysB.push_back({ static_cast<int32_t>(j), static_cast<int32_t>(p) });
         else
@@ -261,7 +265,7 @@ DiffResult diffMapped(const Source& a, const Source& b, std::vector<MappedKey> m
             if (renamed)
                 row.mapped = std::move(m.result.name);
             result.rows.push_back(std::move(row));
-        } else if (isKeyedGroup(ea)) {
+        } else if (m.keyed) {
             for (size_t p = 0; p < ea.parts.size(); ++p) {
                 countHits(m.partsMatched[p]);
                 addKey(i, static_cast<int32_t>(p), m.parts[p]);
