@@ -346,6 +346,7 @@ private slots:
     void symlinksOutOfTheFolder();
     void damagedItems();
     void handMadePickles();
+    void repeatedStorageKeyTakesTheLast();
     void notAMetadata();
     void absurdChunkCounts();
     void listingReadsNoTensorData();
@@ -1095,6 +1096,68 @@ void TestDcp::listingReadsNoTensorData()
         }
         QVERIFY(compared > 0);
     }
+}
+
+// storage_data with one key twice: pickle.load builds a dict, so the later _StorageInfo wins. The chunks sit
+// at a fixed stride in storage_data, as planners write them, and the stride leads the lookup of the third
+// chunk onto the earlier, replaced entry: the lookup must not take it. Truth: Python's own dict, with
+// MetadataIndex compared by its fields as the frozen dataclass is.
+void TestDcp::repeatedStorageKeyTakesTheLast()
+{
+    QTemporaryDir tmp;
+    const QString folder = tmp.path() + "/ckpt";
+    QVERIFY(QDir().mkpath(folder));
+    const std::vector<int64_t> o0 { 0 }, o2 { 2 }, o4 { 4 };
+    writeFile(folder + "/.metadata",
+        metadataPickle(
+            [&](Pickle& p) {
+                p.str("w");
+                tensorMeta(p, "float32", { 6 }, [&](Pickle& c) {
+                    for (const auto* o : { &o0, &o2, &o4 }) {
+                        chunkMeta(c, *o, { 2 });
+                        c.op('a');
+                    }
+                });
+            },
+            [&](Pickle& p) {
+                storageEntry(p, "w", &o0, "__0_0.distcp", 0, 8);
+                storageEntry(p, "w", &o2, "__0_0.distcp", 100, 8);
+                storageEntry(p, "w", &o4, "__0_0.distcp", 200, 8); // replaced by the next
+                storageEntry(p, "w", &o4, "__0_0.distcp", 300, 8);
+            }));
+    writeFile(folder + "/__0_0.distcp", QByteArray(400, '\0'));
+
+    const char* truthScript = R"PY(
+import pickle, sys
+class Obj:
+    def __setstate__(self, st): self.__dict__.update(st if isinstance(st, dict) else {})
+class MetadataIndex(Obj):
+    def key(self): return (self.fqn, tuple(self.offset) if self.offset is not None else None)
+    def __eq__(self, o): return self.key() == o.key()
+    def __hash__(self): return hash(self.key())
+class U(pickle.Unpickler):
+    def find_class(self, module, name):
+        if module == "torch" and name == "Size": return lambda t: tuple(t)
+        if module == "torch": return name
+        return MetadataIndex if name == "MetadataIndex" else type(name, (Obj,), {})
+md = U(open(sys.argv[1], "rb")).load()
+print(" ".join(str(md.storage_data[k].offset) for k in sorted(md.storage_data, key=lambda k: k.offset)))
+)PY";
+    QProcess p;
+    p.start(test::torchPython(), { "-c", truthScript, folder + "/.metadata" });
+    if (!p.waitForStarted() || !p.waitForFinished(60000) || p.exitCode() != 0)
+        QSKIP(qPrintable("no Python truth: " + QString::fromUtf8(p.readAllStandardError())));
+    const QStringList truth = QString::fromUtf8(p.readAllStandardOutput()).trimmed().split(' ');
+    QCOMPARE(truth.size(), 3);
+
+    const Source src = openSource(s(folder)); // listing: chunks keep their items' ranges
+    const Entry* w = entryNamed(src, "w");
+    QVERIFY(w && w->sharding);
+    QCOMPARE(w->sharding->chunks.size(), size_t(3));
+    QStringList got;
+    for (const ShardChunk& c : w->sharding->chunks)
+        got << QString::number(c.byteOffset);
+    QCOMPARE(got, truth);
 }
 
 #include "tst_dcp.moc"
