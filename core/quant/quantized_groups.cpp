@@ -1445,20 +1445,17 @@ private:
     {
         if (m_plans.empty())
             return;
-        // Groups first (their parts move out of the entries), then one in-place compaction: a group lands
-        // where its anchor was, unclaimed entries keep their order, nothing else is allocated.
-        std::vector<Entry> groups;
-        groups.reserve(m_plans.size());
-        std::vector<size_t> planAt(m_e.size(), npos);
-        for (size_t p = 0; p < m_plans.size(); ++p) {
-            planAt[m_plans[p].anchor] = p;
-            groups.push_back(buildGroup(m_plans[p]));
+        // Each group is built where its anchor was (the anchor is one of its parts, so its slot is free once
+        // the parts have moved out), then one in-place compaction: unclaimed entries keep their order.
+        std::vector<bool> isGroup(m_e.size());
+        for (Plan& plan : m_plans) {
+            Entry group = buildGroup(plan);
+            m_e[plan.anchor] = std::move(group);
+            isGroup[plan.anchor] = true;
         }
         size_t w = 0;
         for (size_t i = 0; i < m_e.size(); ++i) {
-            if (planAt[i] != npos)
-                m_e[w++] = std::move(groups[planAt[i]]);
-            else if (!m_claimed[i] && w++ != i)
+            if ((isGroup[i] || !m_claimed[i]) && w++ != i)
                 m_e[w - 1] = std::move(m_e[i]); // never onto itself: a self-moved vector empties
         }
         m_e.erase(m_e.begin() + static_cast<std::ptrdiff_t>(w), m_e.end());
@@ -1481,10 +1478,9 @@ private:
         g.quantization = std::move(plan.q);
         g.parts.reserve(plan.parts.size());
         for (Part& part : plan.parts) {
-            Entry p = std::move(m_e[part.index]);
+            Entry& p = g.parts.emplace_back(std::move(m_e[part.index]));
             p.attributes.emplace_back(kPartKeyAttribute, std::move(p.name));
             p.name = std::move(part.role);
-            g.parts.push_back(std::move(p));
         }
         return g;
     }
