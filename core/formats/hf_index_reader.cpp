@@ -78,17 +78,21 @@ HfIndexFile parseHfIndex(const std::string& name, Bytes json)
         }
     }
 
-    // The shards, in order of first mention, and each tensor's shard.
-    std::unordered_map<std::string, size_t> shardIndex;
+    // The shards, in order of first mention, and each tensor's shard (90,427 lookups among 163 names for
+    // DeepSeek-V3, made without building a string each).
+    NameIndex shardIndex;
+    const auto shardName = [&index](size_t i) -> std::string_view { return index.shards[i]; };
     index.weightMap.reserve(weightMap.size());
     for (auto [tensor, value] : weightMap) {
-        std::string_view shardName;
-        if (value.get_string().get(shardName))
+        std::string_view shard;
+        if (value.get_string().get(shard))
             throw LoadError(name, "weight_map value for '" + std::string(tensor) + "' is not a file name");
-        auto [it, inserted] = shardIndex.emplace(std::string(shardName), index.shards.size());
-        if (inserted)
-            index.shards.emplace_back(shardName);
-        index.weightMap.emplace_back(std::string(tensor), it->second);
+        size_t at = shardIndex.find(shard, shardName);
+        if (at == NameIndex::npos) {
+            index.shards.emplace_back(shard);
+            at = shardIndex.insert(index.shards.size() - 1, shardName);
+        }
+        index.weightMap.emplace_back(std::string(tensor), at);
     }
     return index;
 }
