@@ -8,8 +8,8 @@
 #include "util/error.h"
 
 #include <future>
-#include <stdexcept>
 #include <map>
+#include <stdexcept>
 
 namespace sl::dcp {
 

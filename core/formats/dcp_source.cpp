@@ -14,10 +14,10 @@
 #include "util/error.h"
 
 #include <algorithm>
-#include <stdexcept>
 #include <cctype>
 #include <filesystem>
 #include <optional>
+#include <stdexcept>
 #include <unordered_map>
 
 #include <xxhash.h>
@@ -402,12 +402,12 @@ public:
         std::unordered_map<std::string, std::pair<size_t, std::string>> unsafe;
         // Half a million refs name a few hundred paths: each distinct path is checked and normalised once.
         struct RawPath {
+            bool checked = false;
             bool safe = false;
             std::string normal;
             size_t file = 0; // in m_files
         };
         std::vector<RawPath> raw(m_md.paths.size()); // by path id
-        std::vector<bool> seen(m_md.paths.size());
         std::vector<RawPath*> pathOf(m_md.storage.size(), nullptr);
         std::vector<std::string> rels;
         std::unordered_map<std::string, size_t> fileOf;
@@ -418,12 +418,12 @@ public:
             const std::string& relativePath = m_md.paths[r.path];
             if (r.pathIsText) {
                 p = &raw[r.path];
-                if (!seen[r.path] && (p->safe = isSafeShardName(relativePath))) {
+                if (!p->checked && (p->safe = isSafeShardName(relativePath))) {
                     p->normal = fs::path(relativePath).lexically_normal().string();
                     if (fileOf.emplace(p->normal, 0).second)
                         rels.push_back(p->normal);
                 }
-                seen[r.path] = true;
+                p->checked = true;
             }
             if (!p || !p->safe) {
                 auto& u = unsafe[relativePath];
@@ -711,19 +711,21 @@ public:
         int32_t firstUnavailableFile = -1;
         std::vector<FileState*> touched;
         Located only;
-        const StorageRef* previous = nullptr; // the chunk before this one's, and the step between them
-        int64_t step = 0;
+        // Where the previous chunk's storage_data entry was, and the step from the one before it: the guess
+        // for this chunk's entry.
+        int64_t previousAt = -1, step = 0;
         for (const ChunkMeta& c : item.chunks) {
             ShardChunk sc;
             sc.offsets = c.offsets;
             sc.sizes = c.sizes;
             FileState* f = nullptr;
-            const int64_t previousAt = previous ? previous - m_md.storage.data() : -1;
-            const StorageRef* r = refFor(item.fqnId, &c.offsets, f, previous ? previousAt + step : -1);
-            if (r && previous)
-                step = (r - m_md.storage.data()) - previousAt;
-            if (r)
-                previous = r;
+            const StorageRef* r = refFor(item.fqnId, &c.offsets, f, previousAt < 0 ? -1 : previousAt + step);
+            if (r) {
+                const int64_t at = r - m_md.storage.data();
+                if (previousAt >= 0)
+                    step = at - previousAt;
+                previousAt = at;
+            }
             if (!r) {
                 if (missingRefs++ == 0)
                     firstMissing = dimsText(c.offsets);

@@ -5,8 +5,8 @@
 #include "io/input_file.h"
 #include "util/error.h"
 #include "util/load_control.h"
-#include "util/parallel.h"
 #include "util/name_index.h"
+#include "util/parallel.h"
 #include "util/timings.h"
 
 #include <simdjson.h>

@@ -12,9 +12,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
-#include <stdexcept>
 #include <memory_resource>
 #include <span>
+#include <stdexcept>
 #include <string_view>
 #include <vector>
 

@@ -70,14 +70,21 @@ std::string_view prefixOf(std::string_view name, std::string_view last)
     return p;
 }
 
-std::string join(std::string_view prefix, std::string_view key)
+// "prefix.key" ("key" when the prefix is empty), written into `out`.
+void assignJoined(std::string& out, std::string_view prefix, std::string_view key)
 {
-    std::string out;
+    out.clear();
     out.reserve(prefix.size() + key.size() + 1);
     out += prefix;
     if (!prefix.empty())
         out += '.';
     out += key;
+}
+
+std::string join(std::string_view prefix, std::string_view key)
+{
+    std::string out;
+    assignJoined(out, prefix, key);
     return out;
 }
 
@@ -1312,10 +1319,7 @@ private:
     // join(prefix, key) in the same buffer.
     std::string_view joinedKey(std::string_view prefix, std::string_view key)
     {
-        m_key.assign(prefix);
-        if (!prefix.empty())
-            m_key += '.';
-        m_key += key;
+        assignJoined(m_key, prefix, key);
         return m_key;
     }
 
