@@ -29,6 +29,7 @@ int runStats(const StatsOptionsCli& o)
     const Source& s = openSide(o.source);
     std::vector<size_t> entries;
     if (o.filter.empty()) {
+        entries.reserve(s.entries.size());
         for (size_t i = 0; i < s.entries.size(); ++i)
             entries.push_back(i);
     } else {
@@ -51,6 +52,7 @@ int runStats(const StatsOptionsCli& o)
     options.bins = o.bins;
     options.dequantize = !o.stored;
     StatsReport report(s, o.format == "json" ? StatsReport::Format::Json : StatsReport::Format::Table, o.bins);
+    report.reserve(entries.size());
     values::computeStats(s, entries, options, [&](std::vector<values::TensorStatsResult>& batch) { report.add(batch); });
     const auto out = openOutput(o.output);
     report.write(*out);

@@ -1,5 +1,6 @@
 #include "hf_index_reader.h"
 
+#include "formats/json_keys.h"
 #include "formats/loader.h"
 #include "io/file_trust.h"
 #include "io/input_file.h"
@@ -12,6 +13,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <unordered_map>
 
@@ -25,11 +27,25 @@ struct Shard {
     std::string name; // as written in weight_map
     std::string path; // resolved; empty when the name is refused
     std::string outside; // where it leads when it is a symlink out of the index folder (never opened then)
+    // Once opened: a safetensors shard as its header (its entries are built once, in merged order), any other
+    // as a Source whose entries are moved.
+    std::optional<SafetensorsHeader> header;
+    std::vector<SafetensorsTensor> tensors;
     std::optional<Source> source;
     std::string error;
-    NameIndex byName; // positions in source->entries
-    std::vector<bool> used;
     int32_t fileIndex = -1; // in Source::files
+
+    bool loaded() const { return header || source; }
+    size_t size() const { return header ? tensors.size() : source ? source->entries.size() : 0; }
+    std::string_view nameAt(size_t i) const { return header ? tensors[i].name : source->entries[i].name; }
+    Entry take(size_t i)
+    {
+        if (header)
+            return safetensorsEntry(header->bufferStart, tensors[i], fileIndex);
+        Entry e = std::move(source->entries[i]);
+        e.location.file = fileIndex;
+        return e;
+    }
 };
 
 // Keeps every shard's backing alive.
@@ -51,49 +67,146 @@ bool isSafeShardName(std::string_view name)
     return true;
 }
 
-HfIndexFile parseHfIndex(const std::string& name, Bytes json)
+namespace {
+
+// The raw text of an On-Demand value (consumed), for a metadata member kept as JSON.
+simdjson::error_code rawJson(simdjson::ondemand::value v, std::string_view& out)
+{
+    simdjson::ondemand::json_type type;
+    if (auto err = v.type().get(type))
+        return err;
+    if (type == simdjson::ondemand::json_type::object) {
+        simdjson::ondemand::object o;
+        if (auto err = v.get_object().get(o))
+            return err;
+        return o.raw_json().get(out);
+    }
+    if (type == simdjson::ondemand::json_type::array) {
+        simdjson::ondemand::array a;
+        if (auto err = v.get_array().get(a))
+            return err;
+        return a.raw_json().get(out);
+    }
+    out = v.raw_json_token();
+    return simdjson::SUCCESS;
+}
+
+// `index.text` holds `size` bytes of JSON and simdjson's padding.
+void parseIndexText(const std::string& name, HfIndexFile& index, size_t size)
+{
+    const auto corrupt = [&name](simdjson::error_code err) {
+        return LoadError(name, std::string("corrupt index JSON: ") + simdjson::error_message(err));
+    };
+    // On-Demand: one pass, no document tape (the DOM parser reserved 105 MB for DeepSeek-V3's 9 MB index).
+    simdjson::ondemand::parser parser;
+    simdjson::ondemand::document doc;
+    if (auto err = parser.iterate(index.text.get(), size, size + simdjson::SIMDJSON_PADDING).get(doc))
+        throw corrupt(err);
+    simdjson::ondemand::object root;
+    if (auto err = doc.get_object().get(root))
+        throw err == simdjson::INCORRECT_TYPE ? LoadError(name, "the index has no \"weight_map\" object") : corrupt(err);
+
+    const char* const textEnd = index.text.get() + size;
+    bool haveMap = false;
+    for (auto member : root) {
+        simdjson::ondemand::field field;
+        std::string_view key;
+        if (auto err = std::move(member).get(field))
+            throw corrupt(err);
+        if (auto err = field.unescaped_key().get(key))
+            throw corrupt(err);
+        if (key == "metadata") {
+            simdjson::ondemand::object metadata;
+            if (field.value().get_object().get(metadata))
+                continue; // not an object: ignored, as before
+            index.metadata.clear();
+            index.totalSize.reset();
+            simdjson::dom::parser small; // each member once more, as a DOM, for its minified text
+            for (auto m : metadata) {
+                simdjson::ondemand::field mf;
+                std::string_view k, raw;
+                if (auto err = std::move(m).get(mf))
+                    throw corrupt(err);
+                if (auto err = mf.unescaped_key().get(k))
+                    throw corrupt(err);
+                std::string kept(k);
+                if (auto err = rawJson(mf.value(), raw))
+                    throw corrupt(err);
+                simdjson::dom::element v;
+                if (auto err = small.parse(raw.data(), raw.size(), true).get(v))
+                    throw corrupt(err);
+                if (kept == "total_size") {
+                    double d = 0;
+                    uint64_t u = 0;
+                    if (!v.get_uint64().get(u)) {
+                        index.totalSize = u;
+                    } else if (!v.get_double().get(d) && d >= 0 && d < 18446744073709551616.0) {
+                        // Checked range first: casting a double past UINT64_MAX to an integer is undefined.
+                        index.totalSize = static_cast<uint64_t>(d);
+                    }
+                }
+                index.metadata.emplace_back(std::move(kept), simdjson::to_string(v));
+            }
+            continue;
+        }
+        if (key != "weight_map")
+            continue;
+        simdjson::ondemand::object weightMap;
+        if (auto err = field.value().get_object().get(weightMap))
+            throw err == simdjson::INCORRECT_TYPE ? LoadError(name, "the index has no \"weight_map\" object") : corrupt(err);
+        // A repeated "weight_map" replaces the earlier one, as Python's json keeps the last.
+        haveMap = true;
+        index.weightMap.clear();
+        index.shards.clear();
+        index.unescaped.clear();
+        // The shards, in order of first mention, and each tensor's shard (90,427 lookups among 163 names for
+        // DeepSeek-V3, most of them the previous tensor's shard).
+        NameIndex shardIndex;
+        const auto shardName = [&index](size_t i) -> std::string_view { return index.shards[i]; };
+        size_t lastShard = NameIndex::npos;
+        for (auto member2 : weightMap) {
+            simdjson::ondemand::field f;
+            if (auto err = std::move(member2).get(f))
+                throw corrupt(err);
+            std::string_view tensor;
+            if (auto err = jsonKey(f, textEnd, index.unescaped, tensor))
+                throw corrupt(err);
+            std::string_view shard;
+            if (f.value().get_string().get(shard))
+                throw LoadError(name, "weight_map value for '" + std::string(tensor) + "' is not a file name");
+            size_t at = lastShard != NameIndex::npos && index.shards[lastShard] == shard ? lastShard
+                                                                                         : shardIndex.find(shard, shardName);
+            if (at == NameIndex::npos) {
+                if (index.shards.size() >= UINT32_MAX)
+                    throw LoadError(name, "more than 4 billion shards");
+                index.shards.emplace_back(shard);
+                at = shardIndex.insert(index.shards.size() - 1, shardName);
+            }
+            lastShard = at;
+            index.weightMap.emplace_back(tensor, static_cast<uint32_t>(at));
+        }
+    }
+    // On-Demand stops at the end of the object; anything after it (a second value) is malformed JSON.
+    if (const char* at = nullptr; !doc.current_location().get(at))
+        throw corrupt(simdjson::TRAILING_CONTENT);
+    if (!haveMap)
+        throw LoadError(name, "the index has no \"weight_map\" object");
+}
+
+HfIndexFile withText(uint64_t size)
 {
     HfIndexFile index;
-    simdjson::dom::parser parser;
-    simdjson::dom::element root;
-    if (auto err = parser.parse(reinterpret_cast<const char*>(json.data()), json.size(), true).get(root))
-        throw LoadError(name, std::string("corrupt index JSON: ") + simdjson::error_message(err));
-    simdjson::dom::object weightMap;
-    if (root["weight_map"].get_object().get(weightMap))
-        throw LoadError(name, "the index has no \"weight_map\" object");
-    simdjson::dom::object metadata;
-    if (!root["metadata"].get_object().get(metadata)) {
-        for (auto [k, v] : metadata) {
-            if (k == "total_size") {
-                double d = 0;
-                uint64_t u = 0;
-                if (!v.get_uint64().get(u)) {
-                    index.totalSize = u;
-                } else if (!v.get_double().get(d) && d >= 0 && d < 18446744073709551616.0) {
-                    // Checked range first: casting a double past UINT64_MAX to an integer is undefined.
-                    index.totalSize = static_cast<uint64_t>(d);
-                }
-            }
-            index.metadata.emplace_back(std::string(k), simdjson::to_string(v));
-        }
-    }
+    index.text = paddedJsonBuffer(static_cast<size_t>(size));
+    return index;
+}
 
-    // The shards, in order of first mention, and each tensor's shard (90,427 lookups among 163 names for
-    // DeepSeek-V3, made without building a string each).
-    NameIndex shardIndex;
-    const auto shardName = [&index](size_t i) -> std::string_view { return index.shards[i]; };
-    index.weightMap.reserve(weightMap.size());
-    for (auto [tensor, value] : weightMap) {
-        std::string_view shard;
-        if (value.get_string().get(shard))
-            throw LoadError(name, "weight_map value for '" + std::string(tensor) + "' is not a file name");
-        size_t at = shardIndex.find(shard, shardName);
-        if (at == NameIndex::npos) {
-            index.shards.emplace_back(shard);
-            at = shardIndex.insert(index.shards.size() - 1, shardName);
-        }
-        index.weightMap.emplace_back(std::string(tensor), at);
-    }
+} // namespace
+
+HfIndexFile parseHfIndex(const std::string& name, Bytes json)
+{
+    HfIndexFile index = withText(json.size());
+    std::copy(json.begin(), json.end(), index.text.get());
+    parseIndexText(name, index, json.size());
     return index;
 }
 
@@ -105,8 +218,13 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
 
     // An index lists names and shards: DeepSeek-V3's 90,427 tensors take 9 MB.
     PhaseTimer indexTimer(options.timings, "read index");
-    const auto text = InputFile::open(indexPath)->whole(uint64_t(1) << 30, "shard index");
-    HfIndexFile index = parseHfIndex(indexPath, text->bytes());
+    // Read straight into the padded buffer the parse needs (its names stay views into it).
+    const auto file = InputFile::open(indexPath);
+    if (file->size() > (uint64_t(1) << 30))
+        file->whole(uint64_t(1) << 30, "shard index"); // refuses it, with the reason
+    HfIndexFile index = withText(file->size());
+    file->readInto(0, std::span(reinterpret_cast<uint8_t*>(index.text.get()), static_cast<size_t>(file->size())));
+    parseIndexText(indexPath, index, static_cast<size_t>(file->size()));
     indexTimer.stop();
     out.metadata = std::move(index.metadata);
     const uint64_t declaredTotal = index.totalSize.value_or(0);
@@ -142,9 +260,9 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
         shardOfName[n] = shards.size();
         shards.push_back(std::move(s));
     }
-    std::vector<std::pair<std::string, size_t>>& mapping = index.weightMap;
+    auto& mapping = index.weightMap;
     for (auto& [tensor, shard] : mapping)
-        shard = shardOfName[shard];
+        shard = static_cast<uint32_t>(shardOfName[shard]);
 
     // Open the shards in parallel; each reader is independent.
     PhaseTimer shardTimer(options.timings, "open shards");
@@ -179,7 +297,10 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
             shardOptions.threads = 1;
             shardOptions.groupQuantized = false; // grouped once, over the merged state dict
             shardOptions.control = control; // a big pickle shard stops on cancel too
-            s.source = openSource(s.path, shardOptions);
+            ShardContents contents = openShard(s.path, shardOptions);
+            s.header = std::move(contents.header);
+            s.tensors = std::move(contents.tensors);
+            s.source = std::move(contents.source);
         } catch (const LoadError& e) {
             s.error = e.problem();
         } catch (const std::exception& e) {
@@ -206,75 +327,81 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
         }
         s.fileIndex = static_cast<int32_t>(out.files.size());
         out.files.push_back(s.path);
-        if (!s.source) {
+        if (!s.loaded()) {
             if (s.error == "missing")
                 out.addFinding(Severity::Warning, "shard " + s.name + " is missing");
             else
                 out.addFinding(Severity::Warning, "shard " + s.name + " cannot be read: " + s.error);
             continue;
         }
-        backing->shards.push_back(s.source->backing);
-        for (const auto& f : s.source->findings)
+        if (s.source)
+            backing->shards.push_back(s.source->backing);
+        for (const auto& f : s.header ? s.header->findings : s.source->findings)
             out.addFinding(f.severity, "shard " + s.name + ": " + f.message, f.entry);
-        const auto& entries = s.source->entries;
-        s.byName.reserve(entries.size());
-        for (size_t i = 0; i < entries.size(); ++i)
-            s.byName.insert(i, [&entries](size_t k) -> std::string_view { return entries[k].name; });
-        s.used.assign(entries.size(), false);
     }
 
-    // One state dict, in weight_map order. Every key is resolved first, while the shards' entries are still
-    // in place to be looked up by name; then each is moved (not copied) into the merged list.
-    struct Pick {
-        size_t shard; // where it is read from, or (unavailable) the shard the index names
-        size_t at = NameIndex::npos; // its position in that shard's entries; npos: unavailable
-        const std::string* name = nullptr; // the index's key, for an unavailable entry
+    // Each shard's names, indexed (positions in that shard).
+    std::vector<NameIndex> byName(shards.size());
+    std::vector<std::vector<bool>> used(shards.size());
+    for (size_t si = 0; si < shards.size(); ++si) {
+        const Shard& s = shards[si];
+        if (!s.loaded())
+            continue;
+        byName[si].reserve(s.size());
+        for (size_t i = 0; i < s.size(); ++i)
+            byName[si].insert(i, [&s](size_t k) { return s.nameAt(k); });
+        used[si].assign(s.size(), false);
+    }
+    const auto positionIn = [&](size_t si, std::string_view name) {
+        const Shard& s = shards[si];
+        return s.loaded() ? byName[si].find(name, [&s](size_t k) { return s.nameAt(k); }) : NameIndex::npos;
     };
+
+    // One state dict, in weight_map order. Every key is resolved first; then each entry is built (from a
+    // header) or moved (from a Source) once, into its place in the merged list.
+    struct Pick {
+        uint32_t shard; // where it is read from, or (unavailable) the shard the index names
+        uint32_t at; // its position in that shard; kUnavailable: none
+        std::string_view name; // the index's key, for an unavailable entry
+    };
+    constexpr uint32_t kUnavailable = UINT32_MAX;
     std::vector<Pick> picks;
     picks.reserve(mapping.size());
-    auto positionIn = [](const Shard& s, std::string_view name) {
-        if (!s.source)
-            return NameIndex::npos;
-        const auto& entries = s.source->entries;
-        return s.byName.find(name, [&entries](size_t k) -> std::string_view { return entries[k].name; });
-    };
     std::unordered_map<size_t, size_t> unavailable;
     size_t misplaced = 0;
+    const auto pick = [&](size_t si, size_t at) {
+        if (used[si][at])
+            return;
+        used[si][at] = true;
+        picks.push_back({ static_cast<uint32_t>(si), static_cast<uint32_t>(at), {} });
+    };
     for (const auto& [name, si] : mapping) {
         Shard& s = shards[si];
-        if (!s.source) {
-            picks.push_back({ si, NameIndex::npos, &name });
+        if (!s.loaded()) {
+            picks.push_back({ si, kUnavailable, name });
             ++unavailable[si];
             continue;
         }
-        const size_t at = positionIn(s, name);
-        if (at != NameIndex::npos) {
-            if (!s.used[at]) {
-                s.used[at] = true;
-                picks.push_back({ si, at });
-            }
+        if (const size_t at = positionIn(si, name); at != NameIndex::npos) {
+            pick(si, at);
             continue;
         }
         // Is it in another shard? (Shards that did not load hold nothing.)
         size_t holder = shards.size(), holderAt = NameIndex::npos;
         for (size_t o = 0; o < shards.size() && holder == shards.size(); ++o)
-            if ((holderAt = positionIn(shards[o], name)) != NameIndex::npos)
+            if ((holderAt = positionIn(o, name)) != NameIndex::npos)
                 holder = o;
         if (misplaced++ < 20)
             out.addFinding(Severity::Warning,
                 "the index puts this tensor in " + s.name + ", which does not hold it"
                     + (holder < shards.size() ? " (it is in " + shards[holder].name + ")" : std::string()),
-                name);
+                std::string(name));
         // Loaded from where it is (transformers reads every shard the index names), and listed once:
         // otherwise it would also come back below as a tensor the index does not list.
-        if (holder < shards.size()) {
-            if (!shards[holder].used[holderAt]) {
-                shards[holder].used[holderAt] = true;
-                picks.push_back({ holder, holderAt });
-            }
-            continue;
-        }
-        picks.push_back({ si, NameIndex::npos, &name });
+        if (holder < shards.size())
+            pick(holder, holderAt);
+        else
+            picks.push_back({ si, kUnavailable, name });
     }
     if (misplaced > 20)
         out.addFinding(Severity::Warning, std::to_string(misplaced) + " tensors in all are not where the index says");
@@ -289,41 +416,37 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     size_t unlisted = 0;
     for (size_t si = 0; si < shards.size(); ++si) {
         const Shard& s = shards[si];
-        if (!s.source)
-            continue;
-        for (size_t i = 0; i < s.source->entries.size(); ++i) {
-            if (s.used[i])
+        for (size_t i = 0; i < s.size(); ++i) {
+            if (used[si][i])
                 continue;
             if (unlisted++ < 20)
                 out.addFinding(Severity::Warning, "shard " + s.name + " holds this tensor but the index does not list it",
-                    s.source->entries[i].name);
-            picks.push_back({ si, i });
+                    std::string(s.nameAt(i)));
+            picks.push_back({ static_cast<uint32_t>(si), static_cast<uint32_t>(i), {} });
         }
     }
     if (unlisted > 20)
         out.addFinding(Severity::Warning, std::to_string(unlisted) + " shard tensors in all are missing from the index");
 
+    // The entry's file says its shard (Source::files). The bytes are summed while each entry is in cache.
     out.entries.reserve(picks.size());
+    uint64_t sum = 0;
     for (const Pick& p : picks) {
         Shard& s = shards[p.shard];
-        if (p.at == NameIndex::npos) {
-            Entry e;
-            e.name = *p.name;
-            e.location.kind = TensorLocation::Kind::Unavailable;
-            e.shapeKnown = false;
-            e.attributes.emplace_back("shard", s.name);
-            out.entries.push_back(std::move(e));
+        if (p.at != kUnavailable) {
+            sum += out.entries.emplace_back(s.take(p.at)).nbytes();
             continue;
         }
-        Entry& e = out.entries.emplace_back(std::move(s.source->entries[p.at]));
+        Entry& e = out.entries.emplace_back();
+        e.name = std::string(p.name);
+        e.location.kind = TensorLocation::Kind::Unavailable;
         e.location.file = s.fileIndex;
-        e.attributes.emplace_back("shard", s.name);
+        e.shapeKnown = false;
+        if (e.location.file < 0) // never opened, so not among the files: the entry names its shard
+            e.attributes.emplace_back("shard", s.name);
     }
 
     if (hasTotal) {
-        uint64_t sum = 0;
-        for (const auto& e : out.entries)
-            sum += e.nbytes();
         if (sum != declaredTotal && unavailable.empty())
             out.addFinding(Severity::Info,
                 "metadata.total_size is " + std::to_string(declaredTotal) + " but the tensors hold " + std::to_string(sum)

@@ -191,11 +191,15 @@ RankFolderPlan rankFolderPlan(const std::string& dir)
     throw LoadError(dir, problem);
 }
 
-Source dispatch(const std::string& path, const std::shared_ptr<const InputFile>& file, const OpenOptions& options)
+std::string sniffTimed(const std::string& path, const InputFile& file, const OpenOptions& options)
 {
     PhaseTimer sniffTimer(options.timings, "sniff format");
-    std::string format = sniff(path, *file, true, false);
-    sniffTimer.stop();
+    return sniff(path, file, true, false);
+}
+
+Source readAs(const std::string& format, const std::string& path, const std::shared_ptr<const InputFile>& file,
+    const OpenOptions& options)
+{
     if (format == "torch-zip")
         return readTorchZip(file, options);
     if (format == "torch-legacy")
@@ -216,6 +220,11 @@ Source dispatch(const std::string& path, const std::shared_ptr<const InputFile>&
     throw LoadError(path, "unrecognised format");
 }
 
+Source dispatch(const std::string& path, const std::shared_ptr<const InputFile>& file, const OpenOptions& options)
+{
+    return readAs(sniffTimed(path, *file, options), path, file, options);
+}
+
 // Every source goes through here once: format-independent steps that need the whole state dict.
 Source finish(Source s, const OpenOptions& options)
 {
@@ -226,7 +235,7 @@ Source finish(Source s, const OpenOptions& options)
     return s;
 }
 
-template <typename F> Source guarded(const std::string& path, F&& f)
+template <typename F> auto guarded(const std::string& path, F&& f) -> decltype(f())
 {
     try {
         return f();
@@ -307,6 +316,27 @@ Source openSource(const std::string& path, const OpenOptions& options)
         }
         auto file = InputFile::open(path);
         return finish(dispatch(path, file, options), options);
+    });
+}
+
+ShardContents openShard(const std::string& path, const OpenOptions& options)
+{
+    return guarded(path, [&] {
+        ShardContents shard;
+        if (options.control)
+            options.control->checkpoint(path);
+        auto file = InputFile::open(path);
+        // Most shards are safetensors, which their first bytes tell (the full sniff reads 64 KiB of each).
+        std::vector<uint8_t> head;
+        const std::string format = looksLikeSafetensors(file->prefix(4096, head), file->size())
+            ? "safetensors"
+            : sniffTimed(path, *file, options);
+        if (format == "safetensors")
+            readSafetensorsHeader(*file, options, shard.header.emplace(),
+                [&shard](const SafetensorsTensor& t) { shard.tensors.push_back(t); });
+        else
+            shard.source = finish(readAs(format, path, file, options), options);
+        return shard;
     });
 }
 

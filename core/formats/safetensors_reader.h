@@ -15,11 +15,43 @@
 #include "io/input_file.h"
 #include "model/source.h"
 
+#include <deque>
+#include <functional>
 #include <memory>
+#include <string_view>
+#include <vector>
 
 namespace sl {
 
 constexpr uint64_t kSafetensorsMaxHeader = 100'000'000;
+
+// One tensor of a header as read, before it becomes an entry: a shard index keeps these for 163 shards at
+// once (about 100 bytes a tensor, the name a view into the header text) and builds each entry once, in its
+// final place.
+struct SafetensorsTensor {
+    std::string_view name; // into SafetensorsHeader::text, or ::unescaped for a name written with escapes
+    DType dtype = DType::Unknown; // as torch sees it (F4 becomes float4_e2m1fn_x2, the last dimension halved)
+    bool halvedF4 = false;
+    bool bytesInFile = true; // false: data_offsets run past the end of the file
+    std::string_view dtypeText; // as written, kept for an unknown dtype
+    Shape shape;
+    uint64_t begin = 0; // data_offsets, relative to the byte buffer
+    uint64_t end = 0;
+};
+// The rest of a header, which the tensors' views point into.
+struct SafetensorsHeader {
+    uint64_t bufferStart = 0; // file offset of the byte buffer: 8 + header length
+    std::vector<std::pair<std::string, std::string>> metadata; // __metadata__
+    std::vector<Finding> findings; // the reference reader's refusals, each naming its tensor
+    std::unique_ptr<char[]> text; // the header JSON with simdjson's padding
+    std::deque<std::string> unescaped;
+};
+// Reads the header into `out`, handing each tensor to `onTensor` in header order (its views stay valid while
+// `out` lives). Throws LoadError when the header cannot be read at all.
+void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, SafetensorsHeader& out,
+    const std::function<void(const SafetensorsTensor&)>& onTensor);
+// The entry for one tensor of a header, its bytes in Source::files[file].
+Entry safetensorsEntry(uint64_t bufferStart, const SafetensorsTensor& t, int32_t file);
 
 Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenOptions& options);
 

@@ -239,8 +239,8 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
         ck->safety = safety;
         pickleTimer.stop();
         if (options.timings)
-            options.timings->phases.emplace_back(
-                "  (object graph " + std::to_string(ck->arena.bytesAllocated() >> 20) + " MB)", 0.0);
+            options.timings->phases.push_back(
+                { "  (object graph " + std::to_string(ck->arena.bytesAllocated() >> 20) + " MB)", 0.0, 0 });
         PhaseTimer storageTimer(options.timings, "resolve storages");
 
         // Resolve each storage to its record without reading it: the record torch reads (the archive's own

@@ -50,6 +50,15 @@ StatsReport::StatsReport(const Source& source, Format format, unsigned bins)
 {
 }
 
+void StatsReport::reserve(size_t tensors)
+{
+    m_results.reserve(tensors);
+    if (m_format == Format::Json) {
+        m_histogramBins.reserve(tensors);
+        m_histograms.reserve(tensors * m_bins); // pages untouched until a histogram fills them
+    }
+}
+
 void StatsReport::add(std::vector<values::TensorStatsResult>& batch)
 {
     for (auto& r : batch) {

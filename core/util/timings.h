@@ -1,16 +1,24 @@
 #pragma once
 // Optional per-phase wall times for `statelens ls --timings` and the benchmark: where a load spends its
-// time, without a profiler. A null Timings* makes every PhaseTimer a no-op.
+// time and where its memory peak grows, without a profiler. A null Timings* makes every PhaseTimer a no-op.
 
 #include <chrono>
+#include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace sl {
 
+// The process's peak resident set so far, in bytes (getrusage): one syscall, so it can close every phase.
+uint64_t peakResidentBytes();
+
 struct Timings {
-    std::vector<std::pair<std::string, double>> phases; // name, milliseconds
+    struct Phase {
+        std::string name;
+        double ms = 0;
+        uint64_t peakRss = 0; // the process's peak resident set when the phase ended; 0: not taken
+    };
+    std::vector<Phase> phases;
 };
 
 class PhaseTimer {
@@ -27,7 +35,7 @@ public:
         if (!m_timings)
             return;
         auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m_start).count();
-        m_timings->phases.emplace_back(m_name, ms);
+        m_timings->phases.push_back({ m_name, ms, peakResidentBytes() });
         m_timings = nullptr;
     }
     PhaseTimer(const PhaseTimer&) = delete;

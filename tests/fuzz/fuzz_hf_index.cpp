@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         sl::HfIndexFile index = sl::parseHfIndex(name, sl::Bytes(data, size));
         for (const auto& [tensor, shard] : index.weightMap)
             if (shard >= index.shards.size())
-                sl::fuzz::die("weight_map points past the shard list", tensor.c_str());
+                sl::fuzz::die("weight_map points past the shard list", std::string(tensor).c_str());
         for (const auto& shard : index.shards) {
             bool safe = sl::isSafeShardName(shard);
             // Whatever it accepts must not climb out of the folder.
