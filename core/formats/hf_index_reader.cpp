@@ -347,9 +347,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
         const Shard& s = shards[si];
         if (!s.loaded())
             continue;
-        byName[si].reserve(s.size());
-        for (size_t i = 0; i < s.size(); ++i)
-            byName[si].insert(i, [&s](size_t k) { return s.nameAt(k); });
+        byName[si].insertAll(s.size(), [&s](size_t k) { return s.nameAt(k); });
         used[si].assign(s.size(), false);
     }
     const auto positionIn = [&](size_t si, std::string_view name) {

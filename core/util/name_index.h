@@ -57,9 +57,42 @@ public:
             throw std::length_error("NameIndex: more than 4 billion names");
         if (2 * (m_size + 1) > m_slots.size())
             rehash(m_slots.empty() ? 16 : 2 * m_slots.size());
-        const std::string_view name(nameOf(pos));
-        const uint32_t tag = hashOf(name);
+        return place(pos, hashOf(std::string_view(nameOf(pos))), nameOf);
+    }
+
+    // insert(0..n-1) in order, with the same result, faster for many names: each name's slot is fetched
+    // from memory a few names ahead of its insert. (An index over 90,000 names is 2 MB of slots; one
+    // cache miss per insert was most of building it.) Returns how many names were already present.
+    template <typename NameOf> size_t insertAll(size_t n, const NameOf& nameOf)
+    {
+        if (n >= UINT32_MAX)
+            throw std::length_error("NameIndex: more than 4 billion names");
+        reserve(m_size + n);
+        constexpr size_t kAhead = 8;
+        uint32_t tags[kAhead];
         const size_t mask = m_slots.size() - 1;
+        size_t repeated = 0;
+        for (size_t i = 0; i < n + kAhead; ++i) {
+            // Name `pos` is placed, then name `i` (kAhead later) takes its tag's place and is fetched.
+            if (i >= kAhead) {
+                const size_t pos = i - kAhead;
+                if (place(pos, tags[pos % kAhead], nameOf) != pos)
+                    ++repeated;
+            }
+            if (i < n) {
+                tags[i % kAhead] = hashOf(std::string_view(nameOf(i)));
+                __builtin_prefetch(&m_slots[tags[i % kAhead] & mask], 1);
+            }
+        }
+        return repeated;
+    }
+
+private:
+    // insert()'s probe, for a table with room and the name's tag known.
+    template <typename NameOf> size_t place(size_t pos, uint32_t tag, const NameOf& nameOf)
+    {
+        const size_t mask = m_slots.size() - 1;
+        std::string_view name;
         for (size_t i = tag & mask;; i = (i + 1) & mask) {
             const uint64_t slot = m_slots[i];
             if (slot == 0) {
@@ -68,12 +101,15 @@ public:
                 return pos;
             }
             const size_t other = static_cast<size_t>(slot >> 32) - 1;
-            if (static_cast<uint32_t>(slot) == tag && std::string_view(nameOf(other)) == name)
-                return other;
+            if (static_cast<uint32_t>(slot) == tag) {
+                if (name.empty())
+                    name = nameOf(pos);
+                if (std::string_view(nameOf(other)) == name)
+                    return other;
+            }
         }
     }
 
-private:
     static uint32_t hashOf(std::string_view name)
     {
         const uint64_t h = std::hash<std::string_view> {}(name);

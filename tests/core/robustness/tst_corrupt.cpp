@@ -13,6 +13,7 @@
 #include "model/source.h"
 #include "report/source_report.h"
 #include "util/error.h"
+#include "util/name_index.h"
 
 #include <QElapsedTimer>
 #include <QFile>
@@ -25,6 +26,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -623,6 +625,7 @@ private slots:
     void cliExitCodes();
     void hugeTextFilesAreSniffedFromAPrefix();
     void deflatedSizesThatLie();
+    void nameIndexAgreesWithAMap();
 };
 
 void TstCorrupt::basesAreValid_data()
@@ -1492,4 +1495,41 @@ void TstCorrupt::deflatedSizesThatLie()
 }
 
 QTEST_GUILESS_MAIN(TstCorrupt)
+// The name index every reader uses to resolve names (zip records, storages, shards, quantized parts): one
+// insert at a time and the bulk insertAll must both agree with std::unordered_map::emplace (the first
+// position under a name keeps it), for repeated names, the empty name, and names a file chose to collide.
+void TstCorrupt::nameIndexAgreesWithAMap()
+{
+    std::mt19937 rng(7);
+    std::vector<std::string> names;
+    for (int i = 0; i < 30000; ++i) {
+        switch (rng() % 6) {
+        case 0: names.push_back(names.empty() ? std::string() : names[rng() % names.size()]); break; // a repeat
+        case 1: names.push_back(std::string(rng() % 3, 'a')); break; // "", "a", "aa"
+        default: names.push_back("model.layers." + std::to_string(rng() % 5000) + ".w" + std::to_string(i % 7)); break;
+        }
+    }
+    const auto nameOf = [&names](size_t i) -> std::string_view { return names[i]; };
+    std::unordered_map<std::string, size_t> truth;
+    size_t repeats = 0;
+    sl::NameIndex one;
+    for (size_t i = 0; i < names.size(); ++i) {
+        const auto [it, inserted] = truth.emplace(names[i], i);
+        repeats += inserted ? 0 : 1;
+        QCOMPARE(one.insert(i, nameOf), it->second);
+    }
+    sl::NameIndex bulk;
+    QCOMPARE(bulk.insertAll(names.size(), nameOf), repeats);
+    QCOMPARE(bulk.size(), truth.size());
+    QCOMPARE(one.size(), truth.size());
+    for (const auto& [name, first] : truth) {
+        QCOMPARE(one.find(name, nameOf), first);
+        QCOMPARE(bulk.find(name, nameOf), first);
+    }
+    for (const char* absent : { "model.layers.5000.w0", "aaa", "b" }) {
+        QCOMPARE(one.find(absent, nameOf), sl::NameIndex::npos);
+        QCOMPARE(bulk.find(absent, nameOf), sl::NameIndex::npos);
+    }
+}
+
 #include "tst_corrupt.moc"
