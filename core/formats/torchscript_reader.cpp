@@ -342,7 +342,7 @@ void placeFromPickle(Entry& e, const ArchiveFacts& facts, Built& built)
     const Entry& p = it->second;
     if (p.dtype != e.dtype || p.shape != e.shape)
         return; // not the tensor LibTorch ended up with (a __setstate__ replaced it): keep LibTorch's view
-    const std::string loaded = e.device;
+    const std::string loaded = e.device.str();
     e.location = p.location;
     if (!p.device.empty() && p.device != e.device) {
         e.attributes.emplace_back("loaded_on", loaded);
@@ -414,7 +414,7 @@ void reportSharedStorage(Source& out)
     std::map<std::string, std::vector<size_t>> byStorage;
     for (size_t i = 0; i < out.entries.size(); ++i)
         if (out.entries[i].kind == EntryKind::Tensor && !out.entries[i].location.storageId.empty())
-            byStorage[out.entries[i].location.storageId].push_back(i);
+            byStorage[out.entries[i].location.storageId.str()].push_back(i);
     for (const auto& [storage, members] : byStorage) {
         if (members.size() < 2)
             continue;

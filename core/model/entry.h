@@ -4,6 +4,7 @@
 // Readers fill what their format knows; later stages (sharding, quantization, values) add to `attributes`
 // and `parts` instead of reshaping this struct.
 
+#include "compact_string.h"
 #include "dims.h"
 #include "dtype.h"
 
@@ -33,7 +34,7 @@ struct TensorLocation {
     uint64_t length = 0; // bytes spanned by the view (0 for an empty tensor)
     // The storage the tensor views. Tensors with the same non-empty storageId share bytes (tied weights,
     // views); storageOffset and strides are in elements, as torch reports them.
-    std::string storageId;
+    CompactString storageId;
     uint64_t storageByteOffset = 0; // absolute offset of the storage's first byte
     uint64_t storageNbytes = 0;
     int64_t storageOffset = 0;
@@ -100,9 +101,9 @@ struct Entry {
 
     bool requiresGrad = false;
     bool isParameter = false; // saved as torch.nn.Parameter
-    std::string device; // "cpu", "cuda:0", "meta", ...; empty when the format does not say
-    std::string typeName; // tensor subclass or Python class ("torch.distributed.tensor.DTensor", "int")
-    std::string value; // short repr of an Object entry's value
+    CompactString device; // "cpu", "cuda:0", "meta", ...; empty when the format does not say
+    CompactString typeName; // tensor subclass or Python class ("torch.distributed.tensor.DTensor", "int")
+    CompactString value; // short repr of an Object entry's value
 
     // Format- and stage-specific facts shown as-is (qscheme, scale, placements, "header_shape", ...).
     std::vector<std::pair<std::string, std::string>> attributes;

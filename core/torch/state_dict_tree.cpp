@@ -886,7 +886,8 @@ void fillTensorEntry(Entry& e, const TensorValue& t, std::string_view name, cons
         break;
     }
     case TensorOrigin::Numpy:
-        e.typeName = e.typeName.empty() ? "numpy.ndarray" : e.typeName;
+        if (e.typeName.empty())
+            e.typeName = "numpy.ndarray";
         if (!t.inlineBytes.empty()) {
             loc.kind = TensorLocation::Kind::Inline;
             loc.length = t.inlineBytes.size();

@@ -361,7 +361,7 @@ std::vector<DuplicateGroup> findDuplicates(const Source& s, const std::vector<si
                 g.entries.push_back(pairs[k].second);
         if (g.entries.size() < 2)
             continue;
-        const std::string& storage = s.entries[g.entries[0]].location.storageId;
+        const std::string_view storage = s.entries[g.entries[0]].location.storageId;
         g.tied = !storage.empty() && std::all_of(g.entries.begin(), g.entries.end(), [&](size_t e) { return s.entries[e].location.storageId == storage; });
         out.push_back(std::move(g));
     }

@@ -99,7 +99,7 @@ QString sizeText(uint64_t params, uint64_t bytes)
 QString shapeText(const Entry& e)
 {
     if (e.kind == EntryKind::Object)
-        return QString::fromStdString(e.value);
+        return qs(e.value);
     if (!e.shapeKnown)
         return QStringLiteral("?");
     return QString::fromStdString(shapeToString(e.shape));
@@ -108,7 +108,7 @@ QString shapeText(const Entry& e)
 QString dtypeText(const Entry& e)
 {
     if (e.kind == EntryKind::Object)
-        return QString::fromStdString(e.typeName);
+        return qs(e.typeName);
     return qs(dtypeName(e.dtype));
 }
 

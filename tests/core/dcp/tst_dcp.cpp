@@ -47,7 +47,7 @@ using namespace sl;
 
 namespace {
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
 std::string s(const QString& v) { return v.toStdString(); }
 QString dcpDir() { return test::fixturesDir() + QStringLiteral("/dcp"); }
 

@@ -46,7 +46,7 @@ namespace {
 
 QString fixtures() { return test::fixturesDir() + QStringLiteral("/distributed"); }
 std::string fixture(const QString& name) { return (fixtures() + "/" + name).toStdString(); }
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
 
 QJsonObject readJson(const QString& path)
 {

@@ -50,9 +50,9 @@ using namespace sl;
 
 namespace {
 
-QString q(const std::string& s)
+QString q(std::string_view s)
 {
-    return QString::fromStdString(s);
+    return QString::fromUtf8(s.data(), qsizetype(s.size()));
 }
 
 QString joinPath(const QString& prefix, const QString& key)

@@ -13,6 +13,7 @@
 #include "model/source.h"
 #include "report/source_report.h"
 #include "util/error.h"
+#include "model/compact_string.h"
 #include "util/name_index.h"
 
 #include <QElapsedTimer>
@@ -626,6 +627,7 @@ private slots:
     void hugeTextFilesAreSniffedFromAPrefix();
     void deflatedSizesThatLie();
     void nameIndexAgreesWithAMap();
+    void compactStringKeepsText();
 };
 
 void TstCorrupt::basesAreValid_data()
@@ -1529,6 +1531,32 @@ void TstCorrupt::nameIndexAgreesWithAMap()
     for (const char* absent : { "model.layers.5000.w0", "aaa", "b" }) {
         QCOMPARE(one.find(absent, nameOf), sl::NameIndex::npos);
         QCOMPARE(bulk.find(absent, nameOf), sl::NameIndex::npos);
+    }
+}
+
+// Entries keep their device, type, value and storage key in 8-byte strings: text up to 7 bytes inline,
+// longer on the heap. Every length across the boundary, copies, moves and assigning a piece of itself.
+void TstCorrupt::compactStringKeepsText()
+{
+    const std::string text("abcdefghijklmnopq\0z", 19); // an embedded NUL kept too
+    for (size_t n = 0; n <= text.size(); ++n) {
+        const std::string want = text.substr(0, n);
+        sl::CompactString a(want);
+        QCOMPARE(a.size(), n);
+        QCOMPARE(a.empty(), n == 0);
+        QVERIFY(a.view() == want);
+        sl::CompactString copy = a;
+        sl::CompactString moved = std::move(copy);
+        QVERIFY(moved == a && moved.view() == want);
+        sl::CompactString assigned;
+        assigned = std::string_view(want);
+        QVERIFY(assigned == std::string_view(want));
+        assigned = a; // copy-assign over a value of another length
+        QVERIFY(assigned.view() == want);
+        // A piece of itself: the new text is made before the old is released.
+        assigned = assigned.view().substr(n / 2);
+        QVERIFY(assigned.view() == want.substr(n / 2));
+        QCOMPARE(std::string("<") + a + ">", "<" + want + ">");
     }
 }
 

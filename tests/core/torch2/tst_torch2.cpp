@@ -44,7 +44,7 @@ using namespace sl;
 namespace {
 
 QString torch2Dir() { return test::fixturesDir() + QStringLiteral("/torch2"); }
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
 
 QJsonObject readJson(const QString& path)
 {

@@ -53,7 +53,7 @@ QStringList expectedFixtures()
 
 std::string path(const QString& fixture) { return (torchFixturesDir() + "/" + fixture).toStdString(); }
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
 
 QString kindName(EntryKind k)
 {

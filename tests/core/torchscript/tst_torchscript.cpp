@@ -55,7 +55,7 @@ using namespace sl;
 
 namespace {
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
 QString fixturesDir() { return test::fixturesDir() + QStringLiteral("/torchscript"); }
 QString pluginPath() { return QFileInfo(test::statelensBinary()).absolutePath() + "/libstatelens-torch.so"; }
 bool pluginBuilt() { return QFileInfo::exists(pluginPath()); }
