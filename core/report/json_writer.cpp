@@ -25,6 +25,27 @@ size_t asciiPrefix(std::string_view s)
     return i;
 }
 
+// Whether s needs no JSON escaping: no '"', '\\' or byte below 0x20, eight bytes at a time.
+bool needsNoEscape(std::string_view s)
+{
+    constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+    const auto hasZero = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; };
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+        uint64_t w;
+        std::memcpy(&w, s.data() + i, 8);
+        // Bytes below 0x20 (bytes from 0x80 up have their high bit set and are left out by ~w).
+        if (((w - 0x2020202020202020ull) & ~w & kHigh) || hasZero(w ^ (0x22 * kOnes)) || hasZero(w ^ (0x5C * kOnes)))
+            return false;
+    }
+    for (; i < s.size(); ++i) {
+        const auto c = static_cast<uint8_t>(s[i]);
+        if (c < 0x20 || c == '"' || c == '\\')
+            return false;
+    }
+    return true;
+}
+
 } // namespace
 
 bool isValidUtf8(std::string_view s)
@@ -61,7 +82,9 @@ std::string sanitizeUtf8(std::string_view s)
 
 void JsonWriter::key(std::string_view k)
 {
-    if (isValidUtf8(k)) {
+    if (needsNoEscape(k) && isValidUtf8(k)) {
+        m_writer.plainString(k.data(), k.size());
+    } else if (isValidUtf8(k)) {
         m_writer.Key(k.data(), static_cast<rapidjson::SizeType>(k.size()));
     } else {
         std::string clean = sanitizeUtf8(k);
@@ -71,7 +94,9 @@ void JsonWriter::key(std::string_view k)
 
 void JsonWriter::string(std::string_view s)
 {
-    if (isValidUtf8(s)) {
+    if (needsNoEscape(s) && isValidUtf8(s)) {
+        m_writer.plainString(s.data(), s.size());
+    } else if (isValidUtf8(s)) {
         m_writer.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
     } else {
         std::string clean = sanitizeUtf8(s);

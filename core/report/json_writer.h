@@ -3,6 +3,8 @@
 // UTF-8 (pickled names may carry lone surrogates), so every string goes through `sanitizeUtf8` first and
 // the output is always valid JSON.
 
+#include <cstring>
+
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -15,6 +17,26 @@ namespace sl {
 // Replaces each invalid UTF-8 sequence with U+FFFD. Returns the input unchanged when it is valid.
 std::string sanitizeUtf8(std::string_view s);
 bool isValidUtf8(std::string_view s);
+
+namespace detail {
+// rapidjson's Writer, plus strings that need no escaping written in one copy: its own loop escapes byte by
+// byte, and names and paths are almost always plain. (Its SSE2 path, RAPIDJSON_SSE2, lets the control bytes
+// 0x1A-0x1F through unescaped in the Debian 12 version, which a test caught.)
+class PlainWriter : public rapidjson::Writer<rapidjson::StringBuffer> {
+public:
+    using rapidjson::Writer<rapidjson::StringBuffer>::Writer;
+    // A key or a string value whose bytes are all valid UTF-8 and none of '"', '\\' or below 0x20.
+    void plainString(const char* s, size_t n)
+    {
+        Prefix(rapidjson::kStringType);
+        char* out = os_->Push(n + 2);
+        out[0] = '"';
+        std::memcpy(out + 1, s, n);
+        out[n + 1] = '"';
+        EndValue(true);
+    }
+};
+} // namespace detail
 
 class JsonWriter {
 public:
@@ -77,7 +99,7 @@ public:
 
 private:
     rapidjson::StringBuffer m_buffer;
-    rapidjson::Writer<rapidjson::StringBuffer> m_writer;
+    detail::PlainWriter m_writer;
 };
 
 } // namespace sl

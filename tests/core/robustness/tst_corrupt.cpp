@@ -14,10 +14,14 @@
 #include "report/source_report.h"
 #include "util/error.h"
 #include "model/compact_string.h"
+#include "report/json_writer.h"
 #include "util/name_index.h"
 
 #include <QElapsedTimer>
 #include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -628,6 +632,7 @@ private slots:
     void deflatedSizesThatLie();
     void nameIndexAgreesWithAMap();
     void compactStringKeepsText();
+    void jsonStringsRoundTrip();
 };
 
 void TstCorrupt::basesAreValid_data()
@@ -1557,6 +1562,41 @@ void TstCorrupt::compactStringKeepsText()
         assigned = assigned.view().substr(n / 2);
         QVERIFY(assigned.view() == want.substr(n / 2));
         QCOMPARE(std::string("<") + a + ">", "<" + want + ">");
+    }
+}
+
+// Names and values from checkpoints go into JSON reports: every byte below 0x80 at every position of strings
+// that take the writer's eight-bytes-at-a-time check and its tail, as keys and as values, must come back
+// unchanged through Qt's JSON parser.
+void TstCorrupt::jsonStringsRoundTrip()
+{
+    for (int length : { 1, 7, 8, 9, 16, 17 }) {
+        for (int at = 0; at < length; ++at) {
+            sl::JsonWriter w;
+            w.beginArray();
+            std::vector<std::string> written;
+            for (int b = 0; b < 0x80; ++b) {
+                std::string text(static_cast<size_t>(length), 'x');
+                text[static_cast<size_t>(at)] = static_cast<char>(b);
+                written.push_back(text);
+                w.beginObject();
+                w.field(text, text);
+                w.endObject();
+            }
+            w.endArray();
+            const std::string_view json = w.text();
+            QJsonParseError error {};
+            const QJsonDocument doc = QJsonDocument::fromJson(QByteArray(json.data(), qsizetype(json.size())), &error);
+            QVERIFY2(error.error == QJsonParseError::NoError, qPrintable(error.errorString()));
+            const QJsonArray items = doc.array();
+            QCOMPARE(items.size(), qsizetype(written.size()));
+            for (size_t i = 0; i < written.size(); ++i) {
+                const QString want = QString::fromUtf8(written[i].data(), qsizetype(written[i].size()));
+                const QJsonObject o = items[qsizetype(i)].toObject();
+                QCOMPARE(o.keys(), QStringList { want });
+                QCOMPARE(o.value(want).toString(), want);
+            }
+        }
     }
 }
 
