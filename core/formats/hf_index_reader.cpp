@@ -29,20 +29,18 @@ struct Shard {
     std::string outside; // where it leads when it is a symlink out of the index folder (never opened then)
     // Once opened: a safetensors shard as its header (its entries are built once, in merged order), any other
     // as a Source whose entries are moved.
-    std::optional<SafetensorsHeader> header;
-    std::vector<SafetensorsTensor> tensors;
-    std::optional<Source> source;
+    ShardContents opened;
     std::string error;
     int32_t fileIndex = -1; // in Source::files
 
-    bool loaded() const { return header || source; }
-    size_t size() const { return header ? tensors.size() : source ? source->entries.size() : 0; }
-    std::string_view nameAt(size_t i) const { return header ? tensors[i].name : source->entries[i].name; }
+    bool loaded() const { return opened.header || opened.source; }
+    size_t size() const { return opened.header ? opened.tensors.size() : opened.source ? opened.source->entries.size() : 0; }
+    std::string_view nameAt(size_t i) const { return opened.header ? opened.tensors[i].name : opened.source->entries[i].name; }
     Entry take(size_t i)
     {
-        if (header)
-            return safetensorsEntry(header->bufferStart, tensors[i], fileIndex);
-        Entry e = std::move(source->entries[i]);
+        if (opened.header)
+            return safetensorsEntry(opened.header->bufferStart, opened.tensors[i], fileIndex);
+        Entry e = std::move(opened.source->entries[i]);
         e.location.file = fileIndex;
         return e;
     }
@@ -297,10 +295,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
             shardOptions.threads = 1;
             shardOptions.groupQuantized = false; // grouped once, over the merged state dict
             shardOptions.control = control; // a big pickle shard stops on cancel too
-            ShardContents contents = openShard(s.path, shardOptions);
-            s.header = std::move(contents.header);
-            s.tensors = std::move(contents.tensors);
-            s.source = std::move(contents.source);
+            s.opened = openShard(s.path, shardOptions);
         } catch (const LoadError& e) {
             s.error = e.problem();
         } catch (const std::exception& e) {
@@ -334,9 +329,9 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
                 out.addFinding(Severity::Warning, "shard " + s.name + " cannot be read: " + s.error);
             continue;
         }
-        if (s.source)
-            backing->shards.push_back(s.source->backing);
-        for (const auto& f : s.header ? s.header->findings : s.source->findings)
+        if (s.opened.source)
+            backing->shards.push_back(s.opened.source->backing);
+        for (const auto& f : s.opened.header ? s.opened.header->findings : s.opened.source->findings)
             out.addFinding(f.severity, "shard " + s.name + ": " + f.message, f.entry);
     }
 

@@ -100,6 +100,13 @@ std::string sniff(const std::string& path, const InputFile& f, bool byName = fal
     // locate; nothing in its bytes says so, and read as one zip it fails with a misleading zip64 error.
     if (byName && endsWith(path, ".distcp"))
         throw LoadError(path, "is a data file (.distcp)" + kDcp + dcpFolderHint(path));
+    // Safetensors, the common case (163 shards of one index), tells itself by its first bytes; no other format
+    // here starts with a length that fits the file and then '{'. The checks below read 64 KiB.
+    {
+        std::vector<uint8_t> small;
+        if (looksLikeSafetensors(f.prefix(4096, small), f.size()))
+            return "safetensors";
+    }
     std::vector<uint8_t> headBuffer;
     const Bytes b = f.prefix(64 << 10, headBuffer);
     if (looksLikeZip(b) && !lookInsideZips)
@@ -326,11 +333,7 @@ ShardContents openShard(const std::string& path, const OpenOptions& options)
         if (options.control)
             options.control->checkpoint(path);
         auto file = InputFile::open(path);
-        // Most shards are safetensors, which their first bytes tell (the full sniff reads 64 KiB of each).
-        std::vector<uint8_t> head;
-        const std::string format = looksLikeSafetensors(file->prefix(4096, head), file->size())
-            ? "safetensors"
-            : sniffTimed(path, *file, options);
+        const std::string format = sniffTimed(path, *file, options);
         if (format == "safetensors")
             readSafetensorsHeader(*file, options, shard.header.emplace(),
                 [&shard](const SafetensorsTensor& t) { shard.tensors.push_back(t); });

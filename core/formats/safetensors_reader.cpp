@@ -314,13 +314,10 @@ Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenO
     out.format = "safetensors";
     out.files.push_back(file->path());
     SafetensorsHeader header;
-    uint64_t bufferStart = 0;
     readSafetensorsHeader(*file, options, header, [&](const SafetensorsTensor& t) {
-        if (out.entries.empty()) {
-            bufferStart = header.bufferStart;
-            out.entries.reserve(static_cast<size_t>(bufferStart / 64));
-        }
-        out.entries.push_back(safetensorsEntry(bufferStart, t, 0));
+        if (out.entries.empty()) // the header's length is known once its tensors arrive
+            out.entries.reserve(static_cast<size_t>(header.bufferStart / 64));
+        out.entries.push_back(safetensorsEntry(header.bufferStart, t, 0));
     });
     out.metadata = std::move(header.metadata);
     out.findings = std::move(header.findings);

@@ -45,8 +45,6 @@ public:
         return *this;
     }
     CompactString& operator=(std::string_view s) { return assign(s); }
-    CompactString& operator=(const std::string& s) { return assign(s); }
-    CompactString& operator=(const char* s) { return assign(s); }
 
     std::string_view view() const
     {

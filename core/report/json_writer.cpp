@@ -82,25 +82,18 @@ std::string sanitizeUtf8(std::string_view s)
 
 void JsonWriter::key(std::string_view k)
 {
-    if (needsNoEscape(k) && isValidUtf8(k)) {
-        m_writer.plainString(k.data(), k.size());
-    } else if (isValidUtf8(k)) {
-        m_writer.Key(k.data(), static_cast<rapidjson::SizeType>(k.size()));
-    } else {
-        std::string clean = sanitizeUtf8(k);
-        m_writer.Key(clean.data(), static_cast<rapidjson::SizeType>(clean.size()));
-    }
+    string(k); // rapidjson writes a key as a string; the writer's state tells them apart
 }
 
 void JsonWriter::string(std::string_view s)
 {
-    if (needsNoEscape(s) && isValidUtf8(s)) {
-        m_writer.plainString(s.data(), s.size());
-    } else if (isValidUtf8(s)) {
-        m_writer.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-    } else {
-        std::string clean = sanitizeUtf8(s);
+    if (!isValidUtf8(s)) {
+        const std::string clean = sanitizeUtf8(s);
         m_writer.String(clean.data(), static_cast<rapidjson::SizeType>(clean.size()));
+    } else if (needsNoEscape(s)) {
+        m_writer.plainString(s.data(), s.size());
+    } else {
+        m_writer.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
     }
 }
 
