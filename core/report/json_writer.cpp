@@ -9,22 +9,6 @@ namespace sl {
 
 namespace {
 
-// Length of the pure-ASCII prefix of s: names and paths are nearly always ASCII, and checking eight bytes at
-// a time keeps the per-character decoding below off the hot path of large listings.
-size_t asciiPrefix(std::string_view s)
-{
-    size_t i = 0;
-    for (; i + 8 <= s.size(); i += 8) {
-        uint64_t w;
-        std::memcpy(&w, s.data() + i, 8);
-        if (w & 0x8080808080808080ull)
-            break;
-    }
-    while (i < s.size() && static_cast<uint8_t>(s[i]) < 0x80)
-        ++i;
-    return i;
-}
-
 // Whether s needs no JSON escaping: no '"', '\\' or byte below 0x20, eight bytes at a time.
 bool needsNoEscape(std::string_view s)
 {

@@ -20,7 +20,7 @@ namespace sl {
 // through `length` how many bytes it takes: 1, or 2 for a C1 control.
 inline size_t nextTerminalUnsafe(std::string_view text, size_t from, size_t& length)
 {
-    for (size_t i = from; i < text.size();) {
+    for (size_t i = from + printableAsciiPrefix(text.substr(from)); i < text.size();) {
         const auto c = static_cast<unsigned char>(text[i]);
         if (c >= 0x20 && c < 0x7F) {
             ++i;
@@ -92,6 +92,8 @@ inline size_t terminalColumns(std::string_view text)
             n += (c & 0xC0) != 0x80;
         return n;
     };
+    if (printableAsciiPrefix(text) == text.size())
+        return text.size();
     return isTerminalSafe(text) ? codePoints(text) : codePoints(terminalText(text));
 }
 

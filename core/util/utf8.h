@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -31,6 +32,40 @@ inline size_t utf8SequenceLength(std::string_view s, size_t i)
     if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
         return 0;
     return n;
+}
+
+// Length of the pure-ASCII prefix of s. Names and paths are nearly always ASCII; checking eight bytes at a
+// time keeps per-character decoding off the hot path of large listings and reports.
+inline size_t asciiPrefix(std::string_view s)
+{
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+        uint64_t w;
+        std::memcpy(&w, s.data() + i, 8);
+        if (w & 0x8080808080808080ull)
+            break;
+    }
+    while (i < s.size() && static_cast<uint8_t>(s[i]) < 0x80)
+        ++i;
+    return i;
+}
+
+// Length of the prefix of s made of printable ASCII (0x20..0x7E), eight bytes at a time: text a terminal
+// shows as it is, one column per byte.
+inline size_t printableAsciiPrefix(std::string_view s)
+{
+    constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+        uint64_t w;
+        std::memcpy(&w, s.data() + i, 8);
+        // A byte below 0x20 (bytes with the high bit set are left out by ~w), or one from 0x7F up.
+        if (((w - 0x20 * kOnes) & ~w & kHigh) || (((w + kOnes) | w) & kHigh))
+            break;
+    }
+    while (i < s.size() && static_cast<uint8_t>(s[i]) >= 0x20 && static_cast<uint8_t>(s[i]) < 0x7F)
+        ++i;
+    return i;
 }
 
 inline void appendUtf8(std::string& out, uint32_t cp)

@@ -17,6 +17,7 @@
 #include <QTest>
 
 #include <cstdint>
+#include <cstdio>
 
 using sl::test::runStatelens;
 
@@ -191,6 +192,23 @@ private slots:
         QCOMPARE(sl::terminalColumns("\xce\xa9\x1b"), size_t(5));
         QVERIFY(sl::isTerminalSafe("\xce\xa9 plain"));
         QVERIFY(!sl::isTerminalSafe("\xc2\x85"));
+        // Every single byte at every position of a 23-byte ASCII name (the fast path checks eight bytes at a
+        // time), against what Python's repr() shows for a lone byte.
+        const std::string plain = "abcdefghijklmnopqrstuvw";
+        for (int b = 0; b < 256; ++b)
+            for (size_t at = 0; at < plain.size(); ++at) {
+                std::string name = plain;
+                name[at] = static_cast<char>(b);
+                char hex[8];
+                std::snprintf(hex, sizeof hex, "\\x%02x", b);
+                const std::string shown = b == '\t' ? "\\t" : b == '\n' ? "\\n" : b == '\r' ? "\\r"
+                    : (b >= 0x20 && b < 0x7F)                           ? std::string(1, char(b))
+                                                                        : std::string(hex);
+                const std::string expected = plain.substr(0, at) + shown + plain.substr(at + 1);
+                QCOMPARE(sl::terminalText(name), expected);
+                QCOMPARE(sl::terminalColumns(name), expected.size());
+                QCOMPARE(sl::isTerminalSafe(name), b >= 0x20 && b < 0x7F);
+            }
         // Error lines use the same helper.
         QCOMPARE(sl::oneLineMessage("k\xc2\x9b\x1b\n"), std::string("k\\x9b\\x1b\\n"));
         QCOMPARE(std::string(sl::LoadError("dir/\x1b[2J.pt", "bad").what()), std::string("dir/\\x1b[2J.pt: bad"));
