@@ -9,6 +9,7 @@
 #include "rules/rule_export.h"
 #include "rules/rule_io.h"
 #include "session/rule_document.h"
+#include "suggest/pending_pairs.h"
 #include "util/atomic_file.h"
 #include "util/load_control.h"
 #include "values/tensor_compare.h"
@@ -186,6 +187,8 @@ MainWindow::MainWindow(QWidget* parent)
         checkIdle();
     });
     connect(m_suggestions, &SuggestionsPanel::applyRequested, this, &MainWindow::applySuggestion);
+    connect(m_suggestions, &SuggestionsPanel::applyAllRequested, this, &MainWindow::applyAllSuggestions);
+    connect(m_details, &DetailsPanel::acceptRequested, this, &MainWindow::acceptPending);
     connect(m_summary, &SummaryBar::filterChanged, this, &MainWindow::applyFilter);
     connect(m_summary, &SummaryBar::foldingChanged, m_model, &AlignedTreeModel::setFolding);
     connect(m_view->viewA()->selectionModel(), &QItemSelectionModel::currentChanged, this, &MainWindow::updateDetails);
@@ -308,6 +311,7 @@ void MainWindow::buildMenus()
 
     QMenu* rules = menuBar()->addMenu(tr("&Rules"));
     rules->addAction(tr("&Apply First Suggestion"), QKeySequence(tr("Ctrl+Return")), this, [this] { applySuggestion(0); });
+    rules->addAction(tr("Apply A&ll Suggestions"), QKeySequence(tr("Ctrl+Shift+Return")), this, &MainWindow::applyAllSuggestions);
     rules->addAction(tr("&Make Rule from Selected Pair…"), QKeySequence(tr("Ctrl+R")), this, [this] {
         QString why;
         if (auto s = inferFromSelection(&why))
@@ -472,6 +476,11 @@ void MainWindow::snapshotChanged()
         m_view->expandDefault();
         m_expandedOnce = true;
     }
+    // The pairs arrive with the suggestions, in a tree of another shape: lead the eye to them once.
+    if (!m_expandedPairs && !snap->suggestions.empty()) {
+        m_view->expandDefault();
+        m_expandedPairs = true;
+    }
     if (!current.isEmpty())
         m_view->select(m_model->findPath(current));
     QStringList executes;
@@ -518,8 +527,10 @@ void MainWindow::updateDetails()
         (m_model->kind(index) == AlignedTreeModel::NodeKind::PartA ? a : b) = part;
     } else if (const auto rows = m_model->diffRows(index); !rows.empty() && snap) {
         const DiffRow& row = snap->diff.rows[rows.front()];
+        const int32_t partner = pairedRow(snap->diff, rows.front()); // a pair: A's side is its partner's
+        const DiffRow& rowA = partner >= 0 ? snap->diff.rows[static_cast<size_t>(partner)] : row;
         // One key of a quantized group: its values are the group's (the key alone is codes or scales).
-        a = row.a >= 0 ? &snap->a->entries[static_cast<size_t>(row.a)] : nullptr;
+        a = rowA.a >= 0 ? &snap->a->entries[static_cast<size_t>(rowA.a)] : nullptr;
         b = row.b >= 0 ? &snap->b->entries[static_cast<size_t>(row.b)] : nullptr;
     }
     m_valuesPanel->showEntries(snap, a, b);
@@ -636,7 +647,12 @@ void MainWindow::showContextMenu(const QModelIndex& index, const QPoint& pos)
     menu.addAction(tr("Copy Name"), this, [this] { copySelection(false); });
     menu.addAction(tr("Copy Row"), this, [this] { copySelection(true); });
     const auto rows = m_model->diffRows(index);
-    if (rows.size() == 1) {
+    if (const int suggestion = index.data(AlignedTreeModel::SuggestionRole).toInt(); suggestion >= 0 && !rows.empty()) {
+        // Accepting a pending row takes the suggestion(s) that resolve it (a folded row: its first row's).
+        menu.addAction(tr("Accept Suggestion %1").arg(suggestion + 1), this, [this, row = rows.front()] { acceptPending(row); });
+        menu.addSeparator();
+    }
+    if (rows.size() == 1 && !index.data(AlignedTreeModel::PairRole).toBool()) {
         const RowStatus s = m_model->snapshot()->diff.rows[rows[0]].status;
         if (s == RowStatus::Unexpected)
             menu.addAction(tr("Pair with a Missing Row…"), this, [this, index] { pickPartner(index); });
@@ -689,15 +705,52 @@ void MainWindow::pickPartner(const QModelIndex& index)
 void MainWindow::applySuggestion(int index)
 {
     const auto& list = m_comparison->suggestions();
-    if (index < 0 || static_cast<size_t>(index) >= list.size() || !m_comparison->suggestionsCurrent())
+    if (index < 0 || static_cast<size_t>(index) >= list.size())
         return;
-    const Suggestion& s = list[static_cast<size_t>(index)];
-    std::vector<Rule> rules = s.rules;
-    for (Rule& r : rules)
-        if (r.note.empty())
-            r.note = s.title;
-    m_rules->appendRules(rules, tr("Apply suggestion: %1").arg(QString::fromStdString(s.title)));
-    statusBar()->showMessage(tr("Applied: %1").arg(QString::fromStdString(s.title)), 5000);
+    applySuggestions({ static_cast<size_t>(index) }, tr("Apply suggestion: %1").arg(QString::fromStdString(list[static_cast<size_t>(index)].title)));
+}
+
+void MainWindow::applySuggestions(const std::vector<size_t>& indices, const QString& description)
+{
+    const auto& list = m_comparison->suggestions();
+    if (indices.empty() || !m_comparison->suggestionsCurrent())
+        return;
+    std::vector<Rule> rules;
+    for (size_t index : indices) {
+        if (index >= list.size())
+            return;
+        for (Rule r : list[index].rules) {
+            if (r.note.empty())
+                r.note = list[index].title;
+            rules.push_back(std::move(r));
+        }
+    }
+    m_rules->appendRules(rules, description);
+    statusBar()->showMessage(tr("Applied: %1").arg(description), 5000);
+}
+
+void MainWindow::applyAllSuggestions()
+{
+    const auto& list = m_comparison->suggestions();
+    std::vector<size_t> all(list.size());
+    for (size_t i = 0; i < all.size(); ++i)
+        all[i] = i;
+    applySuggestions(all, tr("Apply all %n suggestion(s)", nullptr, static_cast<int>(all.size())));
+}
+
+void MainWindow::acceptPending(size_t diffRow)
+{
+    auto snap = m_model->snapshot();
+    if (!snap || diffRow >= snap->diff.rows.size() || snap->suggestions.empty())
+        return;
+    // The key may need earlier suggestions too (a prefix added, then a module renamed): the whole chain.
+    const auto chain = suggestionChain(snap->diff, diffRow, snap->rules.mode, snap->suggestions);
+    if (chain.empty())
+        return;
+    QStringList numbers;
+    for (size_t i : chain)
+        numbers << QString::number(i + 1);
+    applySuggestions(chain, tr("Accept suggestion %1").arg(numbers.join(QStringLiteral(" + "))));
 }
 
 std::optional<Suggestion> MainWindow::inferFromPair(const QString& unexpectedMappedName, const QString& missingName) const
@@ -724,15 +777,20 @@ std::optional<Suggestion> MainWindow::inferFromSelection(QString* why) const
             if (rows.size() != 1)
                 continue;
             const DiffRow& r = snap->diff.rows[rows[0]];
-            if (r.status == RowStatus::Unexpected)
-                unexpected = &r;
-            else if (r.status == RowStatus::Missing)
+            if (const int32_t partner = pairedRow(snap->diff, rows[0]); partner >= 0) {
+                // One line holds a pair already: its two rows.
                 missing = &r;
+                unexpected = &snap->diff.rows[static_cast<size_t>(partner)];
+            } else if (r.status == RowStatus::Unexpected) {
+                unexpected = &r;
+            } else if (r.status == RowStatus::Missing) {
+                missing = &r;
+            }
         }
     }
     if (!unexpected || !missing) {
         if (why)
-            *why = tr("Select one unexpected row and one missing row (Ctrl+click), or right-click a row and pick its partner.");
+            *why = tr("Select a pair, or one unexpected row and one missing row (Ctrl+click), or right-click a row and pick its partner.");
         return std::nullopt;
     }
     auto s = inferFromPair(QString::fromStdString(unexpected->mapped), QString::fromStdString(rowKeyB(*missing, *snap->b)));

@@ -56,6 +56,11 @@ public:
 
     // Rules.
     void applySuggestion(int index); // from the current suggestions
+    // Several suggestions' rules appended in order as one undoable step (Apply All, accepting a pair whose
+    // key takes a chain of suggestions).
+    void applySuggestions(const std::vector<size_t>& indices, const QString& description);
+    void acceptPending(size_t diffRow); // the suggestions that resolve a pending row
+    void applyAllSuggestions();
     // The rule inferred from the selected unexpected row and missing row (nullopt, with why, otherwise).
     std::optional<Suggestion> inferFromSelection(QString* why = nullptr) const;
     std::optional<Suggestion> inferFromPair(const QString& unexpectedMappedName, const QString& missingName) const;
@@ -139,6 +144,7 @@ private:
     std::unique_ptr<QTemporaryDir> m_demoDir; // the demo pair, written out so its values can be read
     QMenu* m_recentMenu = nullptr;
     bool m_expandedOnce = false;
+    bool m_expandedPairs = false;
     bool m_wasIdle = true;
     std::optional<RuleSet> m_pendingRecovery;
     QString m_pendingRecoveryFile;

@@ -16,6 +16,7 @@
 #include "diff/rule_checks.h"
 #include "report/diff_report.h"
 #include "rules/rule_io.h"
+#include "suggest/pending_pairs.h"
 #include "suggest/suggestions.h"
 #include "util/error.h"
 #include "util/timings.h"
@@ -111,6 +112,9 @@ int runDiff(const DiffOptionsCli& o)
         }
     }
     valuesTimer.stop();
+    // Pairs the pending suggestions would resolve, on one line in every report.
+    if (o.suggest || o.matchContent)
+        markPendingSuggestions(diff, a, b, rules.mode, suggestions);
 
     DiffReportInput in { a, b, rules, diff };
     in.ruleIssues = &issues;

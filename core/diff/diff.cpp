@@ -42,6 +42,7 @@ std::string_view reasonName(Reason r)
     case Reason::StackedExperts: return "stacked_experts";
     case Reason::NonPersistentBuffer: return "non_persistent_buffer";
     case Reason::DtypeCast: return "dtype_cast";
+    case Reason::SuggestedRename: return "suggested_rename";
     }
     return "";
 }
@@ -80,6 +81,17 @@ const Entry* rowEntryA(const DiffRow& row, const Source& a) { return sideEntry(a
 const Entry* rowEntryB(const DiffRow& row, const Source& b) { return sideEntry(b, row.b, row.bPart); }
 const std::string& rowKeyA(const DiffRow& row, const Source& a) { return sideKey(a, row.a, row.aPart); }
 const std::string& rowKeyB(const DiffRow& row, const Source& b) { return sideKey(b, row.b, row.bPart); }
+
+int32_t pairedRow(const DiffResult& diff, size_t row)
+{
+    const DiffRow& r = diff.rows[row];
+    if (r.partner < 0 || static_cast<size_t>(r.partner) >= diff.rows.size())
+        return -1;
+    const DiffRow& p = diff.rows[static_cast<size_t>(r.partner)];
+    const bool oneOfEach = (r.status == RowStatus::Missing && p.status == RowStatus::Unexpected)
+        || (r.status == RowStatus::Unexpected && p.status == RowStatus::Missing);
+    return oneOfEach && p.partner == static_cast<int32_t>(row) ? r.partner : -1;
+}
 
 const std::string& rowName(const DiffRow& row, const Source& a, const Source& b)
 {
@@ -382,50 +394,73 @@ std::string rangesText(std::vector<int64_t> values)
 
 std::vector<FoldedRow> foldRows(const DiffResult& diff, const Source& a, const Source& b)
 {
-    // Key: template + status + reason. Values: rows, and the numbers at each folded position.
+    // Key: template (with the partner's, for pairs) + status + reason. Values: rows, and the numbers at each
+    // folded position of B's name and of the partner's.
     struct Group {
         FoldedRow row;
+        std::string partnerTemplate;
         std::vector<std::vector<int64_t>> values; // per folded position
+        std::vector<std::vector<int64_t>> partnerValues;
     };
     std::vector<Group> groups;
-    std::map<std::tuple<std::string, RowStatus, Reason>, size_t> index;
-    std::vector<int64_t> numbers;
+    std::map<std::tuple<std::string, std::string, bool, RowStatus, Reason>, size_t> index;
+    std::vector<int64_t> numbers, partnerNumbers;
     for (size_t i = 0; i < diff.rows.size(); ++i) {
         const DiffRow& row = diff.rows[i];
+        const int32_t partner = pairedRow(diff, i);
+        if (partner >= 0 && row.status == RowStatus::Unexpected)
+            continue; // shown with its missing partner
         numbers.clear();
+        partnerNumbers.clear();
         std::string key = foldIndices(rowName(row, a, b), &numbers);
-        auto [it, inserted] = index.try_emplace({ key, row.status, row.reason }, groups.size());
+        std::string partnerKey;
+        if (partner >= 0)
+            partnerKey = foldIndices(rowName(diff.rows[static_cast<size_t>(partner)], a, b), &partnerNumbers);
+        auto [it, inserted] = index.try_emplace({ key, partnerKey, partner >= 0, row.status, row.reason }, groups.size());
         if (inserted) {
             Group g;
             g.row.templateKey = key;
             g.row.status = row.status;
             g.row.reason = row.reason;
+            g.partnerTemplate = std::move(partnerKey);
             g.values.resize(numbers.size());
+            g.partnerValues.resize(partnerNumbers.size());
             groups.push_back(std::move(g));
         }
         Group& g = groups[it->second];
         g.row.rows.push_back(i);
         for (size_t k = 0; k < numbers.size() && k < g.values.size(); ++k)
             g.values[k].push_back(numbers[k]);
+        for (size_t k = 0; k < partnerNumbers.size() && k < g.partnerValues.size(); ++k)
+            g.partnerValues[k].push_back(partnerNumbers[k]);
     }
+    // Each "{}" filled with the range of values seen there.
+    auto fill = [](const std::string& templ, const std::vector<std::vector<int64_t>>& values) {
+        std::string name;
+        size_t k = 0;
+        for (size_t p = 0; p < templ.size(); ++p) {
+            if (templ.compare(p, 2, "{}") == 0 && k < values.size()) {
+                name += rangesText(values[k++]);
+                ++p;
+            } else {
+                name += templ[p];
+            }
+        }
+        return name;
+    };
     std::vector<FoldedRow> out;
     out.reserve(groups.size());
     for (auto& g : groups) {
+        const size_t first = g.row.rows.front();
+        const int32_t partner = pairedRow(diff, first);
         if (g.row.rows.size() == 1) {
-            g.row.name = rowName(diff.rows[g.row.rows.front()], a, b);
+            g.row.name = rowName(diff.rows[first], a, b);
+            if (partner >= 0)
+                g.row.partnerName = rowName(diff.rows[static_cast<size_t>(partner)], a, b);
         } else {
-            // Fill each "{}" with the range of values seen there.
-            std::string name;
-            size_t k = 0;
-            for (size_t p = 0; p < g.row.templateKey.size(); ++p) {
-                if (g.row.templateKey.compare(p, 2, "{}") == 0 && k < g.values.size()) {
-                    name += rangesText(g.values[k++]);
-                    ++p;
-                } else {
-                    name += g.row.templateKey[p];
-                }
-            }
-            g.row.name = std::move(name);
+            g.row.name = fill(g.row.templateKey, g.values);
+            if (partner >= 0)
+                g.row.partnerName = fill(g.partnerTemplate, g.partnerValues);
         }
         out.push_back(std::move(g.row));
     }

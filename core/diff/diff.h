@@ -45,7 +45,9 @@ enum class Reason : uint8_t {
     StackedExperts, // per-expert MoE weights on one side, one stacked tensor on the other
     NonPersistentBuffer, // a buffer the model does not save (rotary inv_freq, position_ids)
     DtypeCast, // a different dtype that a strict load would cast
+    SuggestedRename, // an unexpected and a missing key that a pending suggestion renames one onto the other
 };
+constexpr Reason kLastReason = Reason::SuggestedRename;
 std::string_view reasonName(Reason r); // "wrapper_prefix", ...
 
 struct DiffRow {
@@ -57,6 +59,14 @@ struct DiffRow {
     int32_t aPart = -1;
     int32_t bPart = -1;
     int32_t rule = -1; // the last rule that renamed or dropped the A key
+    // The row of the counterpart on the other side that the reason names: an unexpected key and the missing
+    // key it corresponds to (a wrapper prefix, a quantized key and its weight, a pending suggestion) point
+    // at each other; many-to-one reasons (fused projections, stacked experts) point each of the many at the
+    // one and the one at the first of them. -1 when no row is the counterpart.
+    int32_t partner = -1;
+    // The pending suggestion (index into the suggestions) that would rename or drop this row's key: the
+    // last one along the chain when several apply. -1 when none does or suggestions were not made.
+    int32_t suggestion = -1;
     Reason reason = Reason::None;
     std::string mapped; // A's name after the rules (empty for missing rows)
     std::string explanation; // one line, when there is a reason
@@ -87,14 +97,22 @@ DiffResult diffSources(const Source& a, const Source& b, const CompiledRules& ru
 
 // Rows that differ only by integer name segments (layer, expert) and share status and reason, folded:
 // "layers.{0..31}.mlp.up_proj.weight" (32 rows).
+// A pair shows on one line: the missing row stands for both, and its unexpected partner is folded with it.
 struct FoldedRow {
     std::string name; // the template with ranges filled in
     std::string templateKey; // with "{}" for every folded segment
     RowStatus status = RowStatus::Match;
     Reason reason = Reason::None;
     std::vector<size_t> rows; // indices into DiffResult::rows, in order
+    // For pairs (rows are missing rows whose unexpected partners point back): A's names of the partners,
+    // folded the same way ("layers.{0..31}.attention.wq.weight"). Empty otherwise.
+    std::string partnerName;
 };
 std::vector<FoldedRow> foldRows(const DiffResult& diff, const Source& a, const Source& b);
+
+// The partner of `row` when the two point at each other and are an unexpected and a missing row (one line
+// in the window and the reports), else -1.
+int32_t pairedRow(const DiffResult& diff, size_t row);
 
 // The display name of a row: B's key when it has one, else A's mapped key.
 const std::string& rowName(const DiffRow& row, const Source& a, const Source& b);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 namespace sl {
@@ -199,6 +200,17 @@ private:
         r.reason = reason;
         r.explanation = std::move(text);
     }
+    // `row`'s counterpart is `other` (reasons.h: DiffRow::partner); a row keeps the first one it is given.
+    void point(size_t row, size_t other)
+    {
+        if (m_diff.rows[row].partner < 0)
+            m_diff.rows[row].partner = static_cast<int32_t>(other);
+    }
+    void pair(size_t x, size_t y)
+    {
+        point(x, y);
+        point(y, x);
+    }
     static const char* sideName(int side) { return side == 0 ? "the checkpoint" : "the model"; }
 
     // FSDP1 LOCAL_STATE_DICT: flat parameters in A; the original names under their prefix are missing.
@@ -252,6 +264,7 @@ private:
                 why += (why.empty() ? "" : "; ") + std::string("the model's key carries ") + describeWrappers(otherRemoved);
             set(row, Reason::WrapperPrefix, why + "; the model expects " + quoted(nameOf(other)));
             set(other, Reason::WrapperPrefix, why + "; the checkpoint has " + quoted(nameOf(row)));
+            pair(row, other);
             missing.erase(it);
         }
     }
@@ -352,9 +365,11 @@ private:
                 } else {
                     continue;
                 }
-                if (it != otherNames.end())
+                if (it != otherNames.end()) {
                     set(it->second, Reason::QuantizedCounterpart,
                         std::string(sideName(side)) + " stores this weight quantized (" + quoted(name) + ")");
+                    pair(row, it->second);
+                }
             }
         }
     }
@@ -506,10 +521,37 @@ private:
         set(fused.row, Reason::FusedProjection,
             std::string(sideName(side)) + "'s fused projection holds what " + sideName(1 - side) + " keeps as " + names
                 + ", concatenated along dim 0: split it (or cat them) when converting");
-        for (size_t p : parts)
+        for (size_t p : parts) {
             set(p, Reason::FusedProjection,
                 std::string("one slice of ") + sideName(side) + "'s fused " + quoted(nameOf(fused.row)) + " (dim 0)");
+            point(p, fused.row);
+        }
+        point(fused.row, parts.front());
         (void)key;
+    }
+
+    // Of the stacked rows under `prefix` ("...experts"), the one a per-expert row goes into: the same
+    // projection (experts.3.w1.weight -> experts.w1), or the fused one that holds it (experts.3.gate_proj
+    // -> experts.gate_up_proj); the first one when none is named alike.
+    size_t stackedCounterpart(std::string_view perExpert, std::string_view prefix, const std::vector<size_t>& stacked) const
+    {
+        auto projection = [](std::string_view rest) { return rest.substr(0, rest.find('.')); };
+        std::string_view tail = perExpert.substr(std::min(perExpert.size(), prefix.size() + 1)); // "3.w1.weight"
+        tail = tail.substr(std::min(tail.size(), tail.find('.') + 1)); // "w1.weight"
+        const std::string_view own = projection(tail);
+        std::string_view stem = own;
+        if (stem.size() > 5 && stem.substr(stem.size() - 5) == "_proj")
+            stem.remove_suffix(5);
+        std::optional<size_t> alike;
+        for (size_t row : stacked) {
+            const std::string_view name = nameOf(row);
+            const std::string_view theirs = projection(name.substr(std::min(name.size(), prefix.size() + 1)));
+            if (theirs == own)
+                return row;
+            if (!alike && !stem.empty() && theirs.find(stem) != std::string_view::npos)
+                alike = row;
+        }
+        return alike.value_or(stacked.front());
     }
 
     // Per-expert MoE weights (experts.3.w1.weight) on one side, stacked ones (experts.w1) on the other.
@@ -566,14 +608,18 @@ private:
                     }
                 if (stacked.empty() || (shapesKnown && !shapesAgree))
                     continue;
-                for (size_t row : g.rows)
+                for (size_t row : g.rows) {
                     set(row, Reason::StackedExperts,
                         std::string(sideName(side)) + " stores " + std::to_string(count) + " experts separately under " + quoted(prefix + ".{i}") + "; "
                             + sideName(1 - side) + " stacks them (e.g. " + quoted(nameOf(stacked.front())) + "): torch.stack when converting");
-                for (size_t row : stacked)
+                    point(row, stackedCounterpart(nameOf(row), prefix, stacked));
+                }
+                for (size_t row : stacked) {
                     set(row, Reason::StackedExperts,
                         "the " + std::to_string(count) + " experts stacked along dim 0; " + sideName(side) + " keeps one tensor per expert under "
                             + quoted(prefix + ".{i}"));
+                    point(row, g.rows.front());
+                }
             }
         }
     }

@@ -353,7 +353,10 @@ struct ReportContext {
     std::vector<RuleIssue> ownIssues; // when the caller passed none
     const std::vector<RuleIssue>* issues = nullptr;
     std::vector<FoldedRow> folded; // every row, in the diff's order (only when asked for)
-    std::vector<const FoldedRow*> differences; // the folded rows that are not matches, failures first
+    std::vector<const FoldedRow*> differences; // the folded rows that are not matches or pairs, failures first
+    // Unexpected and missing keys that correspond (a wrapper prefix, a pending suggestion, a quantized key
+    // and its weight): one line each, A's names beside B's, listed apart from the unpaired differences.
+    std::vector<const FoldedRow*> pairs;
 
     ReportContext(const DiffReportInput& input, bool fold)
         : in(input)
@@ -370,7 +373,7 @@ struct ReportContext {
         for (RowStatus status : kDifferenceOrder)
             for (const FoldedRow& f : folded)
                 if (f.status == status)
-                    differences.push_back(&f);
+                    (f.partnerName.empty() ? differences : pairs).push_back(&f);
     }
     const std::vector<Suggestion>& suggestions() const
     {
@@ -378,6 +381,12 @@ struct ReportContext {
         return in.suggestions ? *in.suggestions : none;
     }
     const std::string& name(const DiffRow& row) const { return rowName(row, in.a, in.b); }
+    // The pending suggestion behind a pair's rows, numbered from 1 as people read them; 0 when none.
+    size_t suggestionNumber(const FoldedRow& f) const
+    {
+        const int32_t s = in.diff.rows[f.rows.front()].suggestion;
+        return s >= 0 ? static_cast<size_t>(s) + 1 : 0;
+    }
     bool loadSucceeds() const { return in.diff.summary.loadSucceeds(in.failOnDtype); }
 
     // A capacity for a document with a line per row: the names and explanations plus `perRow` bytes of
@@ -778,7 +787,7 @@ std::string diffToJson(const DiffReportInput& in)
             const Entry* ea = rowEntryA(row, in.a);
             const Entry* eb = rowEntryB(row, in.b);
             const std::string_view reason = reasonName(row.reason);
-            raw.makeRoom(160 + (ea ? RawWriter::stringRoom(rowKeyA(row, in.a)) : 0) + (eb ? RawWriter::stringRoom(rowKeyB(row, in.b)) : 0)
+            raw.makeRoom(240 + (ea ? RawWriter::stringRoom(rowKeyA(row, in.a)) : 0) + (eb ? RawWriter::stringRoom(rowKeyB(row, in.b)) : 0)
                 + RawWriter::stringRoom(reason) + RawWriter::stringRoom(row.explanation) + RawWriter::sideRoom(ea) + RawWriter::sideRoom(eb));
             raw.put(firstItem ? "{\"status\":\"" : ",{\"status\":\"");
             firstItem = false;
@@ -793,6 +802,10 @@ std::string diffToJson(const DiffReportInput& in)
             !row.explanation.empty() ? raw.string(row.explanation) : raw.null();
             raw.put(",\"rule\":");
             row.rule >= 0 ? raw.number(row.rule) : raw.null();
+            raw.put(",\"partner\":");
+            row.partner >= 0 ? raw.number(row.partner) : raw.null();
+            raw.put(",\"suggestion\":");
+            row.suggestion >= 0 ? raw.number(row.suggestion) : raw.null();
             raw.shape(ea, ",\"a_shape\":");
             raw.shape(eb, ",\"b_shape\":");
             raw.dtype(ea, ",\"a_dtype\":");
@@ -823,7 +836,7 @@ std::string diffToJson(const DiffReportInput& in)
         firstItem = true;
         for (const FoldedRow& f : ctx.folded) {
             const std::string_view reason = reasonName(f.reason);
-            raw.makeRoom(96 + RawWriter::stringRoom(f.name) + RawWriter::stringRoom(reason));
+            raw.makeRoom(120 + RawWriter::stringRoom(f.name) + RawWriter::stringRoom(f.partnerName) + RawWriter::stringRoom(reason));
             raw.put(firstItem ? "{\"name\":" : ",{\"name\":");
             firstItem = false;
             raw.string(f.name);
@@ -833,6 +846,8 @@ std::string diffToJson(const DiffReportInput& in)
             f.reason != Reason::None ? raw.string(reason) : raw.null();
             raw.put(",\"count\":");
             raw.number(static_cast<int64_t>(f.rows.size()));
+            raw.put(",\"partner_name\":");
+            !f.partnerName.empty() ? raw.string(f.partnerName) : raw.null();
             raw.put('}');
         }
     }
@@ -928,6 +943,45 @@ std::string diffToText(const DiffReportInput& in)
         out += in.rules.mode == RuleMode::FirstMatch ? " (first match)\n" : " (chained)\n";
     }
 
+    size_t pairedCount = 0;
+    for (const FoldedRow* f : ctx.pairs)
+        pairedCount += f->rows.size();
+    if (!ctx.pairs.empty()) {
+        out += "\npairs (";
+        appendNumber(out, static_cast<uint64_t>(pairedCount));
+        out += ": the checkpoint's unexpected key  ->  the model's missing key; both fail the load until renamed)\n";
+        for (const FoldedRow* group : ctx.pairs) {
+            const FoldedRow& f = *group;
+            const DiffRow& first = in.diff.rows[f.rows.front()];
+            out += "  ";
+            appendTerminalText(out, f.partnerName);
+            out += "  ->  ";
+            appendTerminalText(out, f.name);
+            if (f.rows.size() > 1) {
+                out += "  (";
+                appendNumber(out, static_cast<uint64_t>(f.rows.size()));
+                out += " pairs)";
+            }
+            if (f.reason != Reason::None) {
+                out += "  [";
+                out += reasonName(f.reason);
+                out += ']';
+            }
+            if (const size_t n = ctx.suggestionNumber(f)) {
+                out += "  pending: suggestion ";
+                appendNumber(out, static_cast<uint64_t>(n));
+            }
+            out += '\n';
+            const DiffRow& partner = in.diff.rows[static_cast<size_t>(first.partner)];
+            const std::string& why = partner.explanation.empty() ? first.explanation : partner.explanation; // A's side reads first
+            if (!why.empty()) {
+                out += "      ";
+                appendTerminalText(out, why);
+                out += '\n';
+            }
+        }
+    }
+
     RowStatus current = RowStatus::Match;
     for (const FoldedRow* group : ctx.differences) {
         const FoldedRow& f = *group;
@@ -937,7 +991,13 @@ std::string diffToText(const DiffReportInput& in)
             out += rowStatusName(f.status);
             out += " (";
             appendNumber(out, static_cast<uint64_t>(s.count(f.status)));
-            out += rowFails(f.status, in.failOnDtype) ? ", fails the load)\n" : ")\n";
+            out += rowFails(f.status, in.failOnDtype) ? ", fails the load" : "";
+            if (pairedCount && (f.status == RowStatus::Missing || f.status == RowStatus::Unexpected)) {
+                out += "; ";
+                appendNumber(out, static_cast<uint64_t>(pairedCount));
+                out += " of them in the pairs above";
+            }
+            out += ")\n";
         }
         const DiffRow& first = in.diff.rows[f.rows.front()];
         out += "  ";
@@ -1105,6 +1165,31 @@ std::string diffToMarkdown(const DiffReportInput& in)
         out += " | ";
         appendNumber(out, static_cast<uint64_t>(s.count(st)));
         out += " |\n";
+    }
+
+    if (!ctx.pairs.empty()) {
+        out += "\n## Pairs\n\nThe checkpoint's unexpected keys beside the model's missing keys they correspond to.\n\n";
+        out += "| checkpoint (A) | model (B) | pairs | reason | pending | explanation |\n|---|---|---:|---|---|---|\n";
+        for (const FoldedRow* group : ctx.pairs) {
+            const FoldedRow& f = *group;
+            const DiffRow& first = in.diff.rows[f.rows.front()];
+            out += "| ";
+            appendMarkdownCode(out, f.partnerName);
+            out += " | ";
+            appendMarkdownCode(out, f.name);
+            out += " | ";
+            appendNumber(out, static_cast<uint64_t>(f.rows.size()));
+            out += " | ";
+            out += reasonName(f.reason);
+            out += " | ";
+            if (const size_t n = ctx.suggestionNumber(f)) {
+                out += "suggestion ";
+                appendNumber(out, static_cast<uint64_t>(n));
+            }
+            out += " | ";
+            appendMarkdownText(out, first.explanation);
+            out += " |\n";
+        }
     }
 
     if (!ctx.differences.empty()) {
@@ -1444,8 +1529,10 @@ std::string diffToHtml(const DiffReportInput& in)
     }
     out += "<input id=\"filter\" type=\"search\" placeholder=\"filter by name or text\" aria-label=\"filter\"/>\n</div>\n";
 
-    // Differences first (failures first), then the matches.
-    std::vector<const FoldedRow*> groups = ctx.differences;
+    // Pairs first (the unexpected key beside the missing one it corresponds to), then the other differences
+    // (failures first), then the matches.
+    std::vector<const FoldedRow*> groups = ctx.pairs;
+    groups.insert(groups.end(), ctx.differences.begin(), ctx.differences.end());
     for (const FoldedRow& f : ctx.folded)
         if (f.status == RowStatus::Match)
             groups.push_back(&f);
@@ -1454,19 +1541,29 @@ std::string diffToHtml(const DiffReportInput& in)
         const FoldedRow& f = *group;
         const DiffRow& first = in.diff.rows[f.rows.front()];
         const std::string_view status = rowStatusName(f.status);
+        const bool paired = !f.partnerName.empty();
         out += "<details class=\"group\" data-status=\"";
         out += status;
         out += "\"><summary><span class=\"badge st-";
         out += status;
         out += "\">";
-        out += status;
+        out += paired ? std::string_view("pair") : status;
         out += "</span> <span class=\"name\">";
+        if (paired) {
+            appendXmlText(out, f.partnerName);
+            out += "</span> \u2192 <span class=\"name\">";
+        }
         appendXmlText(out, f.name);
         out += "</span>";
         if (f.rows.size() > 1) {
             out += " <span class=\"count\">(";
             appendNumber(out, static_cast<uint64_t>(f.rows.size()));
-            out += " rows)</span>";
+            out += paired ? " pairs)</span>" : " rows)</span>";
+        }
+        if (const size_t n = ctx.suggestionNumber(f)) {
+            out += " <span class=\"reason\">pending: suggestion ";
+            appendNumber(out, static_cast<uint64_t>(n));
+            out += "</span>";
         }
         if (f.reason != Reason::None) {
             out += " <span class=\"reason\">";
@@ -1483,11 +1580,13 @@ std::string diffToHtml(const DiffReportInput& in)
         const size_t shown = std::min(f.rows.size(), kHtmlRowsPerGroup);
         for (size_t k = 0; k < shown; ++k) {
             const DiffRow& row = in.diff.rows[f.rows[k]];
-            const Entry* ea = rowEntryA(row, in.a);
+            // A pair's A side is its partner's.
+            const DiffRow& rowA = paired ? in.diff.rows[static_cast<size_t>(row.partner)] : row;
+            const Entry* ea = rowEntryA(rowA, in.a);
             const Entry* eb = rowEntryB(row, in.b);
             out += "<tr><td class=\"mono\">";
             if (ea)
-                appendXmlText(out, rowKeyA(row, in.a));
+                appendXmlText(out, rowKeyA(rowA, in.a));
             out += "</td><td class=\"mono\">";
             if (eb)
                 appendXmlText(out, rowKeyB(row, in.b));
@@ -1495,8 +1594,8 @@ std::string diffToHtml(const DiffReportInput& in)
             appendSideCells(out, ea);
             appendSideCells(out, eb);
             out += "<td>";
-            if (row.rule >= 0)
-                appendNumber(out, static_cast<int64_t>(row.rule + 1));
+            if (rowA.rule >= 0)
+                appendNumber(out, static_cast<int64_t>(rowA.rule + 1));
             out += "</td><td>";
             appendXml(out, row.explanation, false, true);
             out += "</td></tr>\n";

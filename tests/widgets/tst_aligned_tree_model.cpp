@@ -9,6 +9,8 @@
 #include <QAbstractItemModelTester>
 #include <QElapsedTimer>
 #include <QFont>
+#include <QBrush>
+#include <QPoint>
 #include <QTest>
 
 #include <sstream>
@@ -82,34 +84,48 @@ const char* kModelB = "layers.0.w [4,4]\nlayers.1.w [4,4]\nhead.w [3]\n";
 class TestAlignedTreeModel : public QObject {
     Q_OBJECT
 private slots:
-    void gapsWhereASideLacksASubtree()
+    void pairsShareALineBeforeAnyRule()
     {
         AlignedTreeModel m;
         QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
         m.setFolding(false);
-        m.setSnapshot(snapshot(kCompiledA, kModelB));
-        // Without rules, the wrapper's subtree is A's only and the model's tree B's only.
+        m.setSnapshot(snapshot(kCompiledA, (std::string(kModelB) + "extra.b [1]\n").c_str()));
+        // Without rules, each wrapped key of A sits on the line of the model's key it corresponds to, with
+        // both full names; the key only the model has keeps its gap, drawn as one.
         QCOMPARE(dump(m),
-            QStringLiteral("_orig_mod | · | 3 unexpected\n"
-                           "  layers | · | 2 unexpected\n"
-                           "    0 | · | 1 unexpected\n"
-                           "      w | · | unexpected · wrapper prefix\n"
-                           "    1 | · | 1 unexpected\n"
-                           "      w | · | unexpected · wrapper prefix\n"
-                           "  head | · | 1 unexpected\n"
-                           "    w | · | unexpected · wrapper prefix\n"
-                           "· | layers | 2 missing\n"
-                           "  · | 0 | 1 missing\n"
-                           "    · | w | missing · wrapper prefix\n"
-                           "  · | 1 | 1 missing\n"
-                           "    · | w | missing · wrapper prefix\n"
-                           "· | head | 1 missing\n"
-                           "  · | w | missing · wrapper prefix\n"));
-        // The wrapper's segment is marked inside the name.
-        const QModelIndex wrapper = m.index(0, AlignedTreeModel::NameA);
-        QVERIFY(wrapper.data(Qt::FontRole).value<QFont>().bold());
-        QVERIFY(!m.index(1, AlignedTreeModel::NameB).data(Qt::FontRole).isValid());
-        QCOMPARE(wrapper.data(AlignedTreeModel::StatusRole).toInt(), static_cast<int>(RowStatus::Unexpected));
+            QStringLiteral("layers | layers | 2 missing · 2 unexpected\n"
+                           "  0 | 0 | 1 missing · 1 unexpected\n"
+                           "    _orig_mod.layers.0.w | layers.0.w | unexpected ↔ missing · wrapper prefix\n"
+                           "  1 | 1 | 1 missing · 1 unexpected\n"
+                           "    _orig_mod.layers.1.w | layers.1.w | unexpected ↔ missing · wrapper prefix\n"
+                           "head | head | 1 missing · 1 unexpected\n"
+                           "  _orig_mod.head.w | head.w | unexpected ↔ missing · wrapper prefix\n"
+                           "not in the checkpoint | extra | 1 missing\n"
+                           "  not in the checkpoint | b | missing\n"));
+        const QModelIndex pair = m.findPath(QStringLiteral("layers.0.w"));
+        QVERIFY(pair.isValid());
+        QVERIFY(pair.data(AlignedTreeModel::PairRole).toBool());
+        QCOMPARE(m.diffRows(pair).size(), size_t(1));
+        QCOMPARE(pair.siblingAtColumn(AlignedTreeModel::ShapeA).data().toString(), QStringLiteral("[4, 4]"));
+        QCOMPARE(pair.siblingAtColumn(AlignedTreeModel::ShapeB).data().toString(), QStringLiteral("[4, 4]"));
+        // The word diff marks the wrapper's segment in A's name, nothing in B's.
+        const QVariantList spans = pair.siblingAtColumn(AlignedTreeModel::NameA).data(AlignedTreeModel::HighlightRole).toList();
+        QCOMPARE(spans.size(), qsizetype(1));
+        QCOMPARE(spans[0].toPoint(), QPoint(0, 10)); // "_orig_mod."
+        QVERIFY(pair.siblingAtColumn(AlignedTreeModel::NameB).data(AlignedTreeModel::HighlightRole).toList().isEmpty());
+        // The gap is a gap on A's side only, muted and hatched.
+        const QModelIndex gap = m.findPath(QStringLiteral("extra.b"));
+        QVERIFY(gap.siblingAtColumn(AlignedTreeModel::NameA).data(AlignedTreeModel::GapRole).toBool());
+        QVERIFY(!gap.siblingAtColumn(AlignedTreeModel::NameB).data(AlignedTreeModel::GapRole).toBool());
+        QCOMPARE(gap.siblingAtColumn(AlignedTreeModel::NameA).data(Qt::BackgroundRole).value<QBrush>().style(), Qt::BDiagPattern);
+        QVERIFY(!pair.siblingAtColumn(AlignedTreeModel::NameA).data(AlignedTreeModel::GapRole).toBool());
+        // Filtering by A's own name finds the pair; the unexpected status alone shows it too.
+        // (leafCount counts diff rows: a pair's line holds two.)
+        QVERIFY(m.setFilter({ QStringLiteral("_orig_mod.head"), false, AlignedTreeModel::kAllStatuses }));
+        QCOMPARE(m.leafCount(), size_t(2));
+        QCOMPARE(m.rowCount(), 1);
+        QVERIFY(m.setFilter({ QString(), false, 1u << static_cast<unsigned>(RowStatus::Unexpected) }));
+        QCOMPARE(m.leafCount(), size_t(6));
     }
 
     void rulesBringBothSidesOntoOneLine()

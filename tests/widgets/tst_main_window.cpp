@@ -141,11 +141,16 @@ private slots:
         QCOMPARE(truth.count(RowStatus::Missing), size_t(20)); // the demo pair as its README describes it
         expectCounts(w, truth);
         QVERIFY(w.summaryBar()->verdict()->text().contains(QStringLiteral("fails")));
-        // The checkpoint's wrapper subtree sits on A's side only: B's half shows a gap.
-        const QModelIndex orig = w.model()->findPath(QStringLiteral("_orig_mod"));
-        QVERIFY(orig.isValid());
-        QVERIFY(orig.siblingAtColumn(AlignedTreeModel::NameB).data().toString().isEmpty());
-        QCOMPARE(orig.siblingAtColumn(AlignedTreeModel::NameA).data().toString(), QStringLiteral("_orig_mod"));
+        // Before any rule, each '_orig_mod.' key of the checkpoint sits on the line of the model's key: no
+        // subtree of A's alone. The tied lm_head.weight has no counterpart and keeps its gap.
+        QVERIFY(!w.model()->findPath(QStringLiteral("_orig_mod")).isValid());
+        const QModelIndex embed = w.model()->findPath(QStringLiteral("embed.weight"));
+        QVERIFY(embed.data(AlignedTreeModel::PairRole).toBool());
+        QCOMPARE(embed.siblingAtColumn(AlignedTreeModel::NameA).data().toString(), QStringLiteral("_orig_mod.embed.weight"));
+        QCOMPARE(embed.siblingAtColumn(AlignedTreeModel::NameB).data().toString(), QStringLiteral("embed.weight"));
+        const QModelIndex head = w.model()->findPath(QStringLiteral("lm_head.weight"));
+        QVERIFY(head.siblingAtColumn(AlignedTreeModel::NameA).data(AlignedTreeModel::GapRole).toBool());
+        QVERIFY(!head.data(AlignedTreeModel::PairRole).toBool());
         // Both panes know their sources; A's container picker offers the optimizer state too.
         QCOMPARE(w.pane(Side::A)->source()->container, std::string("model"));
         QVERIFY(w.pane(Side::A)->source()->containers.size() > 1);
@@ -181,13 +186,13 @@ private slots:
         openPair(w);
         AlignedTreeModel* m = w.model();
         m->setFolding(false);
-        const QModelIndex unexpected = m->findPath(QStringLiteral("_orig_mod.layers.1.mlp.up.weight"));
-        const QModelIndex missing = m->findPath(QStringLiteral("layers.1.mlp.up.weight"));
-        QVERIFY(unexpected.isValid() && missing.isValid());
+        // The unexpected key and the missing one share a line already (a wrapper prefix): selecting it is
+        // selecting the pair.
+        const QModelIndex pair = m->findPath(QStringLiteral("layers.1.mlp.up.weight"));
+        QVERIFY(pair.isValid() && pair.data(AlignedTreeModel::PairRole).toBool());
         QVERIFY(!w.inferFromSelection()); // nothing selected yet
         auto* selection = w.diffView()->viewA()->selectionModel();
-        selection->select(unexpected, QItemSelectionModel::Select | QItemSelectionModel::Rows);
-        selection->select(missing, QItemSelectionModel::Select | QItemSelectionModel::Rows);
+        selection->select(pair, QItemSelectionModel::Select | QItemSelectionModel::Rows);
         auto s = w.inferFromSelection();
         QVERIFY(s.has_value());
         // The same as the core infers from the two names.
@@ -214,8 +219,14 @@ private slots:
         // norm1.weight and norm1.bias of 2 layers, on each side.
         QCOMPARE(w.model()->leafCount(), size_t(8));
         w.summaryBar()->filterEdit()->clear();
+        // A pair is a missing and an unexpected row on one line: either status shows both.
+        const auto& diff = w.comparison()->snapshot()->diff;
+        size_t pairs = 0;
+        for (size_t i = 0; i < diff.rows.size(); ++i)
+            pairs += diff.rows[i].status == RowStatus::Missing && pairedRow(diff, i) >= 0;
+        QCOMPARE(pairs, size_t(19)); // every key of the compiled checkpoint
         w.summaryBar()->statusButton(RowStatus::Missing)->click();
-        QCOMPARE(w.model()->leafCount(), shown(w, RowStatus::Missing));
+        QCOMPARE(w.model()->leafCount(), shown(w, RowStatus::Missing) + pairs);
         w.summaryBar()->statusButton(RowStatus::Unexpected)->click();
         QCOMPARE(w.model()->leafCount(), shown(w, RowStatus::Missing) + shown(w, RowStatus::Unexpected));
         w.summaryBar()->statusButton(RowStatus::Missing)->click();
@@ -462,7 +473,7 @@ private slots:
         QVERIFY2(details.contains(QStringLiteral("shares storage with")) && details.contains(QStringLiteral("lm_head.weight")), qPrintable(details));
         QVERIFY(details.contains(QStringLiteral("strides")));
         w.copySelection(false);
-        QCOMPARE(QApplication::clipboard()->text(), QStringLiteral("embed.weight"));
+        QCOMPARE(QApplication::clipboard()->text(), QStringLiteral("_orig_mod.embed.weight -> embed.weight")); // a pair
     }
 
     void cancelLeavesTheSideAsItWas()
@@ -496,7 +507,7 @@ private slots:
     {
         MainWindow w;
         openPair(w);
-        const QModelIndex embed = w.model()->findPath(QStringLiteral("_orig_mod.embed.weight"));
+        const QModelIndex embed = w.model()->findPath(QStringLiteral("embed.weight")); // the pair's line
         QVERIFY(embed.isValid());
         QSignalSpy computed(w.valuesPanel(), &ValuesPanel::computed);
         w.diffView()->select(embed);
@@ -510,8 +521,10 @@ private slots:
         const QString text = w.valuesPanel()->summaryText();
         QVERIFY2(text.contains(QString::number(truth[0].stats->min, 'g', 6)), qPrintable(text));
         QVERIFY2(text.contains(QString::number(truth[0].stats->max, 'g', 6)), qPrintable(text));
-        QCOMPARE(w.valuesPanel()->histogram()->series().size(), size_t(1)); // A only: B has no such key
+        // The pair's line shows both sides' values: A's wrapped key and the model's own.
+        QCOMPARE(w.valuesPanel()->histogram()->series().size(), size_t(2));
         QCOMPARE(w.valuesPanel()->histogram()->series()[0].label, QStringLiteral("A"));
+        QCOMPARE(w.valuesPanel()->histogram()->series()[1].label, QStringLiteral("B"));
     }
 
     void compareValuesFillsTheValuesColumn()

@@ -71,7 +71,7 @@ private slots:
             QVERIFY(!StatusStyle::description(static_cast<RowStatus>(s)).isEmpty());
             QVERIFY(!StatusStyle::icon(static_cast<RowStatus>(s), QPalette()).isNull());
         }
-        for (int r = 1; r <= static_cast<int>(Reason::DtypeCast); ++r) {
+        for (int r = 1; r <= static_cast<int>(kLastReason); ++r) {
             QVERIFY(!StatusStyle::label(static_cast<Reason>(r)).isEmpty());
             QVERIFY(!StatusStyle::description(static_cast<Reason>(r)).isEmpty());
         }

@@ -1,10 +1,13 @@
 #include "aligned_tree_model.h"
 
+#include "diff/name_diff.h"
 #include "report/source_report.h"
 #include "style/status_style.h"
 
 #include <QGuiApplication>
+#include <QBrush>
 #include <QFont>
+#include <QPoint>
 
 #include <algorithm>
 #include <array>
@@ -112,6 +115,25 @@ QString dtypeText(const Entry& e)
     return qs(dtypeName(e.dtype));
 }
 
+// What a half shows where it has no key: muted and hatched (data()), so a gap reads as a gap.
+QVariant gapText(bool sideA)
+{
+    return sideA ? AlignedTreeModel::tr("not in the checkpoint") : AlignedTreeModel::tr("not in the model");
+}
+
+QVariantList highlightSpans(const QString& shown, const QString& other)
+{
+    // Spans are found on the UTF-8 names and mapped back to QString positions (names are mostly ASCII).
+    const QByteArray a = shown.toUtf8(), b = other.toUtf8();
+    QVariantList out;
+    for (const NameSpan& span : differingSegments(std::string_view(a.constData(), size_t(a.size())), std::string_view(b.constData(), size_t(b.size())))) {
+        const int start = QString::fromUtf8(a.constData(), qsizetype(span.start)).size();
+        const int length = QString::fromUtf8(a.constData() + span.start, qsizetype(span.length)).size();
+        out << QPoint(start, length);
+    }
+    return out;
+}
+
 const std::array<QIcon, kRowStatusCount>& statusIcons()
 {
     // Drawn once per palette lightness; the icons follow light and dark themes.
@@ -138,8 +160,10 @@ AlignedTreeModel::AlignedTreeModel(QObject* parent)
 void AlignedTreeModel::setSnapshot(std::shared_ptr<const DiffSnapshot> snapshot)
 {
     beginResetModel();
+    // The same diff again with its pending pairs marked has the same rows: their value comparisons hold.
+    if (!m_snap || !snapshot || snapshot->generation != m_snap->generation || snapshot->diff.rows.size() != m_snap->diff.rows.size())
+        m_values.reset();
     m_snap = std::move(snapshot);
-    m_values.reset();
     rebuild();
     endResetModel();
 }
@@ -262,7 +286,10 @@ bool AlignedTreeModel::passes(const Leaf& leaf) const
 {
     const auto& diff = m_snap->diff;
     const RowStatus status = leaf.folded >= 0 ? m_snap->folded[static_cast<size_t>(leaf.folded)].status : diff.rows[leaf.row].status;
-    if (!(m_filter.statuses & (1u << static_cast<unsigned>(status))))
+    // A pair is a missing and an unexpected key: either status shows it.
+    const bool pair = pairedOf(diff.rows[leaf.row]) >= 0;
+    const uint32_t bits = (1u << static_cast<unsigned>(status)) | (pair ? 1u << static_cast<unsigned>(RowStatus::Unexpected) : 0u);
+    if (!(m_filter.statuses & bits))
         return false;
     if (m_filter.text.isEmpty())
         return true;
@@ -271,7 +298,9 @@ bool AlignedTreeModel::passes(const Leaf& leaf) const
     // A's original name and B's name too, for every row a folded leaf holds.
     auto rowMatches = [&](size_t r) {
         const DiffRow& row = diff.rows[r];
-        if (row.a >= 0 && textMatches(rowKeyA(row, *m_snap->a)))
+        const int32_t partner = pairedOf(row);
+        const DiffRow& rowA = partner >= 0 ? diff.rows[static_cast<size_t>(partner)] : row;
+        if (rowA.a >= 0 && textMatches(rowKeyA(rowA, *m_snap->a)))
             return true;
         if (row.b >= 0 && textMatches(rowKeyB(row, *m_snap->b)))
             return true;
@@ -302,6 +331,10 @@ int32_t AlignedTreeModel::addNode(int32_t parent, std::string_view segment, Node
 void AlignedTreeModel::account(int32_t node, size_t diffRow)
 {
     const DiffRow& row = m_snap->diff.rows[diffRow];
+    // A pair's line holds its unexpected partner too: both count, so roll-ups agree with the summary.
+    const int32_t partner = row.status == RowStatus::Missing ? pairedOf(row) : -1;
+    if (partner >= 0)
+        account(node, static_cast<size_t>(partner));
     const Entry* a = rowEntryA(row, *m_snap->a);
     const Entry* b = rowEntryB(row, *m_snap->b);
     const uint64_t paramsA = a && a->kind != EntryKind::Object ? a->numel() : 0;
@@ -351,7 +384,8 @@ void AlignedTreeModel::collectLeaves()
     } else {
         m_leaves.reserve(diff.rows.size());
         for (size_t i = 0; i < diff.rows.size(); ++i)
-            m_leaves.push_back({ rowName(diff.rows[i], a, b), -1, i });
+            if (diff.rows[i].status != RowStatus::Unexpected || pairedRow(diff, i) < 0) // a pair shows on its missing row
+                m_leaves.push_back({ rowName(diff.rows[i], a, b), -1, i });
     }
 }
 
@@ -402,15 +436,17 @@ void AlignedTreeModel::addLeaf(const Leaf& leaf, int32_t leafIndex, int32_t pare
             const int32_t member = addNode(node, rowName(diff.rows[r], *m_snap->a, *m_snap->b), NodeKind::FoldedMember,
                 static_cast<int32_t>(r));
             account(member, r);
-            ++m_leafCount;
+            m_leafCount += pairedOf(diff.rows[r]) >= 0 ? 2 : 1;
         }
         return;
     }
     account(node, leaf.row);
-    ++m_leafCount;
+    m_leafCount += pairedOf(m_snap->diff.rows[leaf.row]) >= 0 ? 2 : 1; // a pair's line holds two rows
     // A quantized group or a wrapper subclass shows its stored tensors when expanded.
     const DiffRow& row = diff.rows[leaf.row];
-    if (const Entry* a = rowEntryA(row, *m_snap->a)) {
+    const int32_t partner = pairedOf(row);
+    const DiffRow& rowA = partner >= 0 ? diff.rows[static_cast<size_t>(partner)] : row;
+    if (const Entry* a = rowEntryA(rowA, *m_snap->a)) {
         for (size_t p = 0; p < a->parts.size(); ++p)
             addNode(node, a->parts[p].name, NodeKind::PartA, static_cast<int32_t>(p));
     }
@@ -424,7 +460,7 @@ void AlignedTreeModel::addLeaf(const Leaf& leaf, int32_t leafIndex, int32_t pare
     constexpr size_t kChunksPerEntry = 64;
     constexpr size_t kChunkNodes = 200000;
     for (bool sideA : { true, false }) {
-        const Entry* e = sideA ? rowEntryA(row, *m_snap->a) : rowEntryB(row, *m_snap->b);
+        const Entry* e = sideA ? rowEntryA(rowA, *m_snap->a) : rowEntryB(row, *m_snap->b);
         if (!e)
             continue;
         const auto& sharding = e->sharding;
@@ -452,12 +488,50 @@ const DiffRow* AlignedTreeModel::rowOf(const Node& n) const
     }
 }
 
-const Entry* AlignedTreeModel::entryOf(const Node& n, bool sideA) const
+int32_t AlignedTreeModel::pairedOf(const DiffRow& row) const
+{
+    return pairedRow(m_snap->diff, static_cast<size_t>(&row - m_snap->diff.rows.data()));
+}
+
+const DiffRow* AlignedTreeModel::rowAOf(const Node& n) const
 {
     const DiffRow* row = rowOf(n);
     if (!row)
         return nullptr;
+    const int32_t partner = pairedOf(*row);
+    return partner >= 0 ? &m_snap->diff.rows[static_cast<size_t>(partner)] : row;
+}
+
+const Entry* AlignedTreeModel::entryOf(const Node& n, bool sideA) const
+{
+    const DiffRow* row = sideA ? rowAOf(n) : rowOf(n);
+    if (!row)
+        return nullptr;
     return sideA ? rowEntryA(*row, *m_snap->a) : rowEntryB(*row, *m_snap->b);
+}
+
+bool AlignedTreeModel::isGap(const Node& n, int column) const
+{
+    if (!m_snap || column >= StatusColumn)
+        return false;
+    const bool sideA = column <= SizeA;
+    if (n.kind == NodeKind::Inner)
+        return (sideA ? n.entriesA : n.entriesB) == 0;
+    if (n.kind == NodeKind::Leaf || n.kind == NodeKind::FoldedMember)
+        return entryOf(n, sideA) == nullptr;
+    return false;
+}
+
+QString AlignedTreeModel::pairName(const Node& n, bool sideA) const
+{
+    if (n.kind == NodeKind::Leaf) {
+        const Leaf& leaf = m_leaves[static_cast<size_t>(n.ref)];
+        if (leaf.folded >= 0) {
+            const FoldedRow& f = m_snap->folded[static_cast<size_t>(leaf.folded)];
+            return qs(sideA ? f.partnerName : f.name);
+        }
+    }
+    return sideA ? qs(rowKeyA(*rowAOf(n), *m_snap->a)) : qs(rowKeyB(*rowOf(n), *m_snap->b));
 }
 
 const Entry* AlignedTreeModel::partEntry(const QModelIndex& index) const
@@ -675,7 +749,7 @@ QVariant AlignedTreeModel::display(const Node& n, int column) const
         switch (column) {
         case NameA:
         case NameB:
-            return entries ? qs(n.segment) : QVariant();
+            return entries ? QVariant(qs(n.segment)) : gapText(sideA);
         case ShapeA:
         case ShapeB:
             if (!entries)
@@ -707,9 +781,11 @@ QVariant AlignedTreeModel::display(const Node& n, int column) const
     const DiffRow& row = *rowOf(n);
     const Entry* e = entryOf(n, sideA);
     const bool folded = n.kind == NodeKind::Leaf && m_leaves[static_cast<size_t>(n.ref)].folded >= 0;
+    const bool pair = pairedOf(row) >= 0;
     if (column == StatusColumn) {
         const RowStatus status = folded ? m_snap->folded[static_cast<size_t>(m_leaves[static_cast<size_t>(n.ref)].folded)].status : row.status;
-        QString text = StatusStyle::label(status);
+        QString text = pair ? (row.suggestion >= 0 ? tr("pending: suggestion %1").arg(row.suggestion + 1) : tr("unexpected ↔ missing"))
+                            : StatusStyle::label(status);
         if (row.reason != Reason::None)
             text += QStringLiteral(" · ") + StatusStyle::label(row.reason);
         if (folded)
@@ -717,7 +793,9 @@ QVariant AlignedTreeModel::display(const Node& n, int column) const
         return text;
     }
     if (!e)
-        return {}; // the gap on the side that lacks the row
+        return (column == NameA || column == NameB) ? gapText(sideA) : QVariant(); // the side that lacks the row
+    if (pair && (column == NameA || column == NameB))
+        return pairName(n, sideA); // both full names, so the word diff can mark what differs
     switch (column) {
     case NameA: {
         QString text = qs(n.segment);
@@ -792,6 +870,8 @@ QVariant AlignedTreeModel::data(const QModelIndex& index, int role) const
         return statusIcons()[n.worst];
     }
     case Qt::BackgroundRole: {
+        if (isGap(n, column))
+            return QBrush(QGuiApplication::palette().color(QPalette::Mid), Qt::BDiagPattern);
         if (n.kind != NodeKind::Leaf && n.kind != NodeKind::FoldedMember)
             return {};
         if (!m_snap->complete())
@@ -800,6 +880,8 @@ QVariant AlignedTreeModel::data(const QModelIndex& index, int role) const
         return c.isValid() ? QVariant(c) : QVariant();
     }
     case Qt::ForegroundRole:
+        if (isGap(n, column))
+            return QGuiApplication::palette().color(QPalette::PlaceholderText);
         if (nameColumn && n.wrapper)
             return StatusStyle::wrapperColor(QGuiApplication::palette());
         if (column == StatusColumn && m_snap->complete() && n.worst != static_cast<uint8_t>(RowStatus::Match))
@@ -831,6 +913,22 @@ QVariant AlignedTreeModel::data(const QModelIndex& index, int role) const
         return path(index);
     case DifferenceRole:
         return isDifference(n.worst);
+    case GapRole:
+        return isGap(n, column);
+    case PairRole: {
+        const DiffRow* row = rowOf(n);
+        return row && pairedOf(*row) >= 0;
+    }
+    case SuggestionRole: {
+        const DiffRow* row = rowOf(n);
+        return row ? row->suggestion : -1;
+    }
+    case HighlightRole: {
+        const DiffRow* row = rowOf(n);
+        if (!nameColumn || !row || pairedOf(*row) < 0)
+            return {};
+        return highlightSpans(pairName(n, sideA), pairName(n, !sideA));
+    }
     case CopyTextRole: {
         const DiffRow* row = rowOf(n);
         if (!row)

@@ -32,6 +32,13 @@ public:
         PathRole, // the dotted path of the node in the aligned tree
         DifferenceRole, // bool: the node is or holds a row that is neither a match nor renamed
         CopyTextRole, // what "Copy name" puts on the clipboard: the full name(s) of a row
+        // Name columns of a pair (an unexpected key of A shown with the missing key of B it corresponds to):
+        // QVariantList of QPoint(start, length), the parts of the shown name that differ from the other
+        // side's name (a word diff over dotted segments). Empty elsewhere.
+        HighlightRole,
+        PairRole, // bool: the leaf or member is such a pair
+        SuggestionRole, // int: the pending suggestion that resolves the row (index), or -1
+        GapRole, // bool: this half has nothing on this row (a name column on the side that lacks the key)
     };
     enum class NodeKind { Inner, Leaf, FoldedMember, PartA, PartB, ChunkA, ChunkB };
     static constexpr uint32_t kAllStatuses = (1u << kRowStatusCount) - 1;
@@ -111,8 +118,13 @@ private:
     void account(int32_t node, size_t diffRow);
     int nodeOf(const QModelIndex& index) const { return index.isValid() ? static_cast<int>(index.internalId()) : 0; }
     const DiffRow* rowOf(const Node& n) const; // the row a leaf or member shows (a folded leaf: its first)
+    // The row whose A side a leaf or member shows: a pair's unexpected partner, else rowOf(n).
+    const DiffRow* rowAOf(const Node& n) const;
+    int32_t pairedOf(const DiffRow& row) const; // pairedRow() of a row of the snapshot
     const Entry* entryOf(const Node& n, bool sideA) const;
     QVariant display(const Node& n, int column) const;
+    QString pairName(const Node& n, bool sideA) const;
+    bool isGap(const Node& n, int column) const; // a cell of the half that has no key on this row // a pair's full name on one side (folded: the template)
     QString tooltip(const Node& n) const;
     const values::ValueComparison* comparisonOf(const DiffRow& row) const;
     QVariant valuesCell(const Node& n, int role) const;

@@ -1,6 +1,7 @@
 #include "comparison.h"
 
 #include "session/rule_document.h"
+#include "suggest/pending_pairs.h"
 
 #include <QElapsedTimer>
 #include <QtConcurrent/QtConcurrentRun>
@@ -42,6 +43,15 @@ std::shared_ptr<const DiffSnapshot> buildSnapshot(std::shared_ptr<const Source> 
     s->issues.insert(s->issues.begin(), stopped.begin(), stopped.end());
     s->folded = foldRows(s->diff, *s->a, *s->b);
     s->milliseconds = static_cast<double>(timer.nsecsElapsed()) / 1e6;
+    return s;
+}
+
+std::shared_ptr<const DiffSnapshot> withPendingSuggestions(const DiffSnapshot& snapshot, std::vector<Suggestion> suggestions)
+{
+    auto s = std::make_shared<DiffSnapshot>(snapshot);
+    markPendingSuggestions(s->diff, *s->a, *s->b, s->rules.mode, suggestions);
+    s->folded = foldRows(s->diff, *s->a, *s->b);
+    s->suggestions = std::move(suggestions);
     return s;
 }
 
@@ -122,18 +132,20 @@ void Comparison::startSuggestions()
     m_suggestStale = false;
     m_suggestRunning = true;
     auto snap = m_snapshot;
-    m_suggestWatcher.setFuture(QtConcurrent::run([snap] {
+    m_suggestWatcher.setFuture(QtConcurrent::run([snap]() -> std::shared_ptr<const DiffSnapshot> {
         try {
-            return std::make_pair(snap->generation, suggestRules(*snap->a, *snap->b, snap->rules));
+            // The rows the suggestions pair, marked in a copy of the snapshot (it stays immutable).
+            return withPendingSuggestions(*snap, suggestRules(*snap->a, *snap->b, snap->rules));
         } catch (const RuleMatchError&) {
-            return std::make_pair(snap->generation, std::vector<Suggestion> {}); // the snapshot's issues say why
+            return snap; // no suggestions: the snapshot's issues say why
         }
     }));
 }
 
 void Comparison::suggestionsFinished()
 {
-    auto [generation, suggestions] = m_suggestWatcher.result();
+    auto paired = m_suggestWatcher.result();
+    const uint64_t generation = paired->generation;
     m_suggestRunning = false;
     if (m_suggestStale || generation != m_snapshot->generation) {
         if (m_snapshot->complete())
@@ -143,8 +155,12 @@ void Comparison::suggestionsFinished()
         updateBusy();
         return;
     }
-    m_suggestions = std::move(suggestions);
+    m_suggestions = paired->suggestions;
     m_suggestionsFor = generation;
+    if (paired != m_snapshot && !m_suggestions.empty()) {
+        m_snapshot = std::move(paired); // the same diff, its pending pairs on one line
+        emit snapshotChanged();
+    }
     emit suggestionsChanged();
     updateBusy();
 }

@@ -1,7 +1,8 @@
 #pragma once
 // What the window compares: the two sources and the rule document. Any change to either starts a new diff
 // in the background; the newest finished one is published as a DiffSnapshot, then suggestions for it are
-// computed, also in the background. Runs never pile up: while one is running, further changes only mark
+// computed, also in the background, and the snapshot is published again with the pairs they would resolve
+// marked on its rows (same generation, same rows). Runs never pile up: while one is running, further changes only mark
 // the comparison stale, and one more run follows.
 
 #include "session/diff_snapshot.h"
@@ -63,7 +64,7 @@ private:
     bool m_suggestStale = false;
     bool m_wasBusy = false;
     QFutureWatcher<std::shared_ptr<const DiffSnapshot>> m_diffWatcher;
-    QFutureWatcher<std::pair<uint64_t, std::vector<Suggestion>>> m_suggestWatcher;
+    QFutureWatcher<std::shared_ptr<const DiffSnapshot>> m_suggestWatcher; // the snapshot with pending pairs
 };
 
 } // namespace sl::gui

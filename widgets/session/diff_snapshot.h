@@ -7,6 +7,7 @@
 #include "diff/rule_checks.h"
 #include "model/source.h"
 #include "rules/rule.h"
+#include "suggest/suggestions.h"
 
 #include <memory>
 #include <vector>
@@ -23,11 +24,18 @@ struct DiffSnapshot {
     DiffResult diff;
     std::vector<RuleIssue> issues; // checkRules on the pair (only when both sides are open)
     std::vector<FoldedRow> folded; // diff rows folded by index template
+    // The pending suggestions marked on the rows (suggest/pending_pairs.h): empty in the first snapshot of
+    // a diff, set in the one that follows when suggestions are ready.
+    std::vector<Suggestion> suggestions;
     double milliseconds = 0; // how long building it took
     uint64_t generation = 0;
 
     bool complete() const { return hasA && hasB; }
 };
+
+// The same snapshot with the pending suggestions' pairs marked on its rows and folded again. Safe to call on
+// any thread.
+std::shared_ptr<const DiffSnapshot> withPendingSuggestions(const DiffSnapshot& snapshot, std::vector<Suggestion> suggestions);
 
 // Runs the diff, the rule checks and the folding. Safe to call on any thread.
 std::shared_ptr<const DiffSnapshot> buildSnapshot(std::shared_ptr<const Source> a, std::shared_ptr<const Source> b,

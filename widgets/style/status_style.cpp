@@ -199,6 +199,8 @@ QString StatusStyle::label(Reason r)
         return QObject::tr("non-persistent buffer");
     case Reason::DtypeCast:
         return QObject::tr("dtype cast");
+    case Reason::SuggestedRename:
+        return QObject::tr("suggested rename");
     }
     return {};
 }
@@ -231,6 +233,8 @@ QString StatusStyle::description(Reason r)
         return QObject::tr("A buffer the model does not save (rotary inv_freq, position_ids).");
     case Reason::DtypeCast:
         return QObject::tr("A different dtype that a strict load casts.");
+    case Reason::SuggestedRename:
+        return QObject::tr("A pending suggestion renames the checkpoint's key onto the model's: accept it to resolve both.");
     }
     return {};
 }

@@ -115,6 +115,10 @@ DetailsPanel::DetailsPanel(QWidget* parent)
 {
     setOpenLinks(false);
     setPlaceholderText(tr("Select a row to see everything known about it."));
+    connect(this, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
+        if (url.scheme() == QLatin1String("accept"))
+            emit acceptRequested(url.path().toULongLong());
+    });
 }
 
 void DetailsPanel::showIndex(const AlignedTreeModel* model, const QModelIndex& index)
@@ -146,6 +150,16 @@ void DetailsPanel::showIndex(const AlignedTreeModel* model, const QModelIndex& i
         return;
     }
     const DiffRow& r = snap->diff.rows[rows.front()];
+    // A pair shows its unexpected partner as A's side.
+    const int32_t partner = pairedRow(snap->diff, rows.front());
+    const DiffRow& rA = partner >= 0 ? snap->diff.rows[static_cast<size_t>(partner)] : r;
+    if (r.suggestion >= 0 && static_cast<size_t>(r.suggestion) < snap->suggestions.size())
+        html += QStringLiteral("<p><a href='accept:%1'><b>%2</b></a> — %3</p>")
+                    .arg(rows.front())
+                    .arg(tr("Accept suggestion %1").arg(r.suggestion + 1), esc(snap->suggestions[static_cast<size_t>(r.suggestion)].title));
+    if (partner >= 0)
+        html += QStringLiteral("<p>%1 <code>%2</code> → <code>%3</code></p>")
+                    .arg(tr("Pair:"), esc(rowKeyA(rA, *snap->a)), esc(rowKeyB(r, *snap->b)));
     if (rows.size() > 1)
         html += QStringLiteral("<p><b>%1</b></p>").arg(tr("%1 rows folded; the first is shown.").arg(rows.size()));
     const QColor c = StatusStyle::color(r.status, palette());
@@ -163,16 +177,17 @@ void DetailsPanel::showIndex(const AlignedTreeModel* model, const QModelIndex& i
         html += QStringLiteral("<p>%1 <code>%2</code></p>").arg(tr("A's name after the rules:"), esc(r.mapped));
     // A row that is one key of a quantized group shows the group too: the key alone is codes or scales.
     for (bool sideA : { true, false }) {
-        const Entry* e = sideA ? rowEntryA(r, *snap->a) : rowEntryB(r, *snap->b);
+        const DiffRow& row = sideA ? rA : r;
+        const Entry* e = sideA ? rowEntryA(row, *snap->a) : rowEntryB(row, *snap->b);
         if (!e)
             continue;
         const Source& s = sideA ? *snap->a : *snap->b;
         const QString label = sideA ? tr("A") : tr("B");
-        if ((sideA ? r.aPart : r.bPart) >= 0) {
+        if ((sideA ? row.aPart : row.bPart) >= 0) {
             Entry key = *e;
-            key.name = sideA ? rowKeyA(r, s) : rowKeyB(r, s);
+            key.name = sideA ? rowKeyA(row, s) : rowKeyB(row, s);
             html += entryHtml(key, s, label);
-            html += entryHtml(s.entries[static_cast<size_t>(sideA ? r.a : r.b)], s, tr("%1's group").arg(label));
+            html += entryHtml(s.entries[static_cast<size_t>(sideA ? row.a : row.b)], s, tr("%1's group").arg(label));
         } else {
             html += entryHtml(*e, s, label);
         }

@@ -14,6 +14,10 @@ class DetailsPanel : public QTextBrowser {
 public:
     explicit DetailsPanel(QWidget* parent = nullptr);
     void showIndex(const AlignedTreeModel* model, const QModelIndex& index);
+
+signals:
+    // The "Accept suggestion N" link of a row that a pending suggestion resolves: the diff row.
+    void acceptRequested(size_t diffRow);
 };
 
 } // namespace sl::gui

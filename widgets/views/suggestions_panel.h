@@ -25,11 +25,13 @@ public:
 
 signals:
     void applyRequested(int index);
+    void applyAllRequested(); // every suggestion, in order, as one undoable step
 
 private:
     QLabel* m_status;
     QListWidget* m_list;
     QPushButton* m_apply;
+    QPushButton* m_applyAll;
 };
 
 } // namespace sl::gui

@@ -136,7 +136,7 @@ QString SummaryBar::legendHtml(const QPalette& palette)
                     .arg(StatusStyle::color(s, palette).name(), StatusStyle::label(s).toHtmlEscaped(),
                         StatusStyle::description(s).toHtmlEscaped());
     html += QStringLiteral("<tr><td colspan='2'><hr/><b>%1</b></td></tr>").arg(tr("Reasons (Status column)"));
-    for (int r = 1; r <= static_cast<int>(Reason::DtypeCast); ++r)
+    for (int r = 1; r <= static_cast<int>(kLastReason); ++r)
         html += QStringLiteral("<tr><td>%1</td><td>%2</td></tr>")
                     .arg(StatusStyle::label(static_cast<Reason>(r)).toHtmlEscaped(),
                         StatusStyle::description(static_cast<Reason>(r)).toHtmlEscaped());

@@ -4,10 +4,12 @@
 
 #include "common/test_paths.h"
 #include "diff/diff.h"
+#include "diff/name_diff.h"
 #include "diff/rule_checks.h"
 #include "formats/loader.h"
 #include "rules/rule_engine.h"
 #include "rules/rule_io.h"
+#include "suggest/pending_pairs.h"
 #include "suggest/suggestions.h"
 #include "util/error.h"
 
@@ -234,6 +236,105 @@ private slots:
         const QJsonObject truth = torchTruth(name, rules);
         QVERIFY2(truth["load_succeeds"].toBool(), rulesToYaml(rules).c_str());
         compareWithTorch(diffSources(a, b, rules), a, b, truth);
+    }
+
+    // Before any rule, the rows the pending suggestions pair are exactly the keys Python's re maps onto a key
+    // torch reports missing: truth from torch, with every suggestion applied.
+    void pendingPairsAreWhatTorchLoads()
+    {
+        QFETCH(QString, name);
+        const Source a = open(name, "a.pt");
+        const Source b = open(name, "b.pt");
+        DiffResult d = diffSources(a, b, RuleSet {});
+        const auto suggestions = suggestRules(a, b);
+        markPendingSuggestions(d, a, b, RuleMode::Chain, suggestions);
+        const QJsonObject before = readJson(casePath(name, "truth.json")); // these cases have no rules of their own
+        const QJsonObject after = torchTruth(name, withSuggestions(RuleSet {}, suggestions));
+        QVERIFY(!before.isEmpty() && !after.isEmpty());
+        const auto missingBefore = stringSet(before["missing"].toArray());
+        const auto unexpectedBefore = stringSet(before["unexpected"].toArray());
+        std::set<std::pair<std::string, std::string>> expected, ours;
+        std::set<std::string> dropped;
+        const QJsonObject mapped = after["mapped"].toObject();
+        for (auto it = mapped.begin(); it != mapped.end(); ++it) {
+            const std::string key = it.key().toStdString();
+            if (!unexpectedBefore.count(key))
+                continue;
+            if (it.value().isNull())
+                dropped.insert(key);
+            else if (missingBefore.count(it.value().toString().toStdString()))
+                expected.insert({ key, it.value().toString().toStdString() });
+        }
+        for (size_t i = 0; i < d.rows.size(); ++i) {
+            const DiffRow& row = d.rows[i];
+            if (row.status != RowStatus::Unexpected)
+                continue;
+            const int32_t p = pairedRow(d, i);
+            if (p >= 0) {
+                const DiffRow& m = d.rows[size_t(p)];
+                ours.insert({ rowKeyA(row, a), rowKeyB(m, b) });
+                // The pair's two rows agree: same reason, same suggestion, each explained.
+                QCOMPARE(m.reason, row.reason);
+                QVERIFY(row.suggestion >= 0 && row.suggestion == m.suggestion);
+                QVERIFY(!row.explanation.empty() && !m.explanation.empty());
+            }
+            if (dropped.count(rowKeyA(row, a)))
+                QVERIFY2(row.suggestion >= 0, rowKeyA(row, a).c_str());
+        }
+        QVERIFY2(ours == expected, qPrintable(QString::number(ours.size()) + " pairs, torch " + QString::number(expected.size())));
+        QVERIFY(!expected.empty() || !dropped.empty());
+        // Folded, a pair is one row: A's names beside B's, the unexpected partners not listed again.
+        size_t pairs = 0;
+        for (const FoldedRow& f : foldRows(d, a, b)) {
+            QVERIFY(f.partnerName.empty() || f.status == RowStatus::Missing);
+            if (!f.partnerName.empty())
+                pairs += f.rows.size();
+            for (size_t r : f.rows)
+                QVERIFY(d.rows[r].status != RowStatus::Unexpected || pairedRow(d, r) < 0);
+        }
+        QCOMPARE(pairs, expected.size());
+    }
+    void pendingPairsAreWhatTorchLoads_data() { suggestionsLoadInTorch_data(); }
+
+    // Wrapper prefixes pair rows before any suggestion: torch.compile's '_orig_mod.' is the only difference.
+    void wrapperPairsBeforeSuggestions()
+    {
+        const Source a = open("compiled", "a.pt");
+        const Source b = open("compiled", "b.pt");
+        const DiffResult d = diffSources(a, b, RuleSet {});
+        size_t paired = 0;
+        for (size_t i = 0; i < d.rows.size(); ++i) {
+            if (d.rows[i].status != RowStatus::Unexpected)
+                continue;
+            const int32_t p = pairedRow(d, i);
+            QVERIFY(p >= 0);
+            const std::string key = rowKeyA(d.rows[i], a);
+            QVERIFY(key.rfind("_orig_mod.", 0) == 0);
+            QCOMPARE(rowKeyB(d.rows[size_t(p)], b), key.substr(10));
+            QCOMPARE(d.rows[i].reason, Reason::WrapperPrefix);
+            ++paired;
+        }
+        QCOMPARE(paired, b.entries.size());
+    }
+
+    // The word diff marks the segments that go and come, with their dots.
+    void nameSegmentsThatDiffer()
+    {
+        auto spans = [](std::string_view x, std::string_view y) {
+            std::vector<std::string> out;
+            for (const NameSpan& s : differingSegments(x, y))
+                out.push_back(std::string(x.substr(s.start, s.length)));
+            return out;
+        };
+        using V = std::vector<std::string>;
+        QCOMPARE(spans("_orig_mod.layers.0.attn.weight", "layers.0.attn.weight"), (V { "_orig_mod." }));
+        QCOMPARE(spans("layers.0.attn.weight", "_orig_mod.layers.0.attn.weight"), V {});
+        QCOMPARE(spans("layers.0.attention.wq.weight", "model.layers.0.self_attn.q_proj.weight"), (V { "attention.wq." }));
+        QCOMPARE(spans("model.layers.0.self_attn.q_proj.weight", "layers.0.attention.wq.weight"), (V { "model.", "self_attn.q_proj." }));
+        QCOMPARE(spans("output.weight", "lm_head.weight"), (V { "output." }));
+        QCOMPARE(spans("a.b.x", "a.b.y"), V { ".x" }); // a last segment takes the dot before it
+        QCOMPARE(spans("layers.{0..31}.w1", "layers.{0..31}.gate"), (V { ".w1" }));
+        QCOMPARE(spans("", "a"), V {});
     }
 
     // The example: strip '_orig_mod.' resolves as many pairs as there are keys.

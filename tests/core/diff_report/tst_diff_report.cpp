@@ -370,7 +370,7 @@ private slots:
 
         const QJsonArray rows = root["rows"].toArray();
         QCOMPARE(rows.size(), qsizetype(m_f.diff.rows.size()));
-        const QStringList rowKeys { "status", "a", "b", "reason", "explanation", "rule", "a_shape", "b_shape", "a_dtype", "b_dtype" };
+        const QStringList rowKeys { "status", "a", "b", "reason", "explanation", "rule", "partner", "suggestion", "a_shape", "b_shape", "a_dtype", "b_dtype" };
         for (qsizetype i = 0; i < rows.size(); ++i) {
             const DiffRow& row = m_f.diff.rows[size_t(i)];
             const QJsonObject o = rows[i].toObject();
@@ -392,6 +392,10 @@ private slots:
             QCOMPARE(o["explanation"].isNull(), row.explanation.empty());
             if (!row.explanation.empty())
                 QCOMPARE(o["explanation"].toString(), q(row.explanation));
+            QCOMPARE(o["partner"].isNull(), row.partner < 0);
+            if (row.partner >= 0)
+                QCOMPARE(o["partner"].toInteger(), qint64(row.partner));
+            QCOMPARE(o["suggestion"].isNull(), row.suggestion < 0);
             QCOMPARE(o["rule"].isNull(), row.rule < 0);
             if (row.rule >= 0) {
                 // 0-based into "rules"; explanations number rules from 1.
@@ -426,10 +430,17 @@ private slots:
             QCOMPARE(o["name"].toString(), q(expectedFolded[size_t(i)].name));
             QCOMPARE(o["status"].toString(), q(rowStatusName(expectedFolded[size_t(i)].status)));
             QVERIFY(o.contains("reason"));
-            total += o["count"].toInteger();
+            // A pair's group counts its missing rows; each stands with an unexpected partner.
+            const bool pair = !o["partner_name"].isNull();
+            QCOMPARE(o["partner_name"].toString(), q(expectedFolded[size_t(i)].partnerName));
+            total += o["count"].toInteger() * (pair ? 2 : 1);
             for (size_t k = 0; k < kRowStatusCount; ++k)
                 if (o["status"].toString() == q(rowStatusName(RowStatus(k))))
                     perStatus[k] += size_t(o["count"].toInteger());
+            if (pair) {
+                QCOMPARE(o["status"].toString(), QStringLiteral("missing"));
+                perStatus[size_t(RowStatus::Unexpected)] += size_t(o["count"].toInteger());
+            }
         }
         QCOMPARE(total, qint64(m_f.diff.rows.size()));
         for (size_t k = 0; k < kRowStatusCount; ++k)
