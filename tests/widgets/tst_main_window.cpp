@@ -180,6 +180,57 @@ private slots:
         expectCounts(w, truth);
     }
 
+    // The torchtitan DCP against the HF-named model (both written by torch 2.6, the same weights): once the
+    // suggestions are in, every titan key sits on the line of its HF key, output.weight beside lm_head.weight
+    // (not "probably tied" to the embedding); accepting that line takes the suggestions it needs as one step,
+    // and Apply All resolves everything as one more.
+    void titanPairsAcceptAndApplyAll()
+    {
+        MainWindow w;
+        w.openA(kTorch2 + QStringLiteral("/dcp/dcp_titan"));
+        w.openB(kTorch2 + QStringLiteral("/models/hf.sldump.json"));
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete() && w.comparison()->suggestionsCurrent(), 60000);
+        QCOMPARE(shown(w, RowStatus::Missing), size_t(23));
+        QCOMPARE(shown(w, RowStatus::Unexpected), size_t(23));
+        w.model()->setFolding(false);
+        const QModelIndex head = w.model()->findPath(QStringLiteral("lm_head.weight"));
+        QVERIFY(head.isValid());
+        QVERIFY(head.data(AlignedTreeModel::PairRole).toBool());
+        QCOMPARE(head.siblingAtColumn(AlignedTreeModel::NameA).data().toString(), QStringLiteral("output.weight"));
+        QCOMPARE(head.data(AlignedTreeModel::ReasonRole).toInt(), static_cast<int>(Reason::SuggestedRename));
+        const int suggestion = head.data(AlignedTreeModel::SuggestionRole).toInt();
+        QVERIFY(suggestion >= 0);
+        QVERIFY(head.siblingAtColumn(AlignedTreeModel::StatusColumn).data().toString().startsWith(QStringLiteral("pending: suggestion %1").arg(suggestion + 1)));
+        // Every titan key is on a line with its HF key.
+        size_t pairs = 0;
+        const auto& diff = w.comparison()->snapshot()->diff;
+        for (size_t i = 0; i < diff.rows.size(); ++i)
+            pairs += diff.rows[i].status == RowStatus::Missing && pairedRow(diff, i) >= 0;
+        QCOMPARE(pairs, size_t(23));
+
+        const int steps = w.ruleDocument()->undoStack()->count();
+        w.acceptPending(w.model()->diffRows(head).front());
+        QCOMPARE(w.ruleDocument()->undoStack()->count(), steps + 1);
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+        const QModelIndex accepted = w.model()->findPath(QStringLiteral("lm_head.weight"));
+        QCOMPARE(accepted.data(AlignedTreeModel::StatusRole).toInt(), static_cast<int>(RowStatus::Renamed));
+        // output.weight needs the 'model.' prefix first, so the line took that suggestion too: it also
+        // resolves the three top-level keys (mask, freqs_cis, norm.weight).
+        QCOMPARE(w.ruleDocument()->rules().rules.size(), size_t(2));
+        QCOMPARE(shown(w, RowStatus::Missing), size_t(19));
+
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->suggestionsCurrent(), 60000);
+        w.applyAllSuggestions();
+        QCOMPARE(w.ruleDocument()->undoStack()->count(), steps + 2);
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+        QCOMPARE(shown(w, RowStatus::Missing), size_t(0));
+        QCOMPARE(shown(w, RowStatus::Unexpected), size_t(0));
+        QCOMPARE(shown(w, RowStatus::Renamed), size_t(23));
+        w.ruleDocument()->undoStack()->undo(); // Apply All is one step
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+        QCOMPARE(shown(w, RowStatus::Missing), size_t(19));
+    }
+
     void makesARuleFromASelectedPair()
     {
         MainWindow w;
