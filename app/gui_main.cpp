@@ -4,6 +4,7 @@
 //   --screenshot FILE   render the window once both sides are compared (first difference selected), exit
 //   --measure           print time to first paint and per-keystroke filter times as JSON, exit
 //   --dock NAME         raise the details, rules or suggestions dock
+//   --size WxH          the window's size for --screenshot and --measure (default 1500x950)
 
 #include "main_window.h"
 
@@ -100,13 +101,17 @@ static int run(int argc, char** argv)
     dock.setFlags(QCommandLineOption::HiddenFromHelp);
     screenshot.setFlags(QCommandLineOption::HiddenFromHelp);
     measure.setFlags(QCommandLineOption::HiddenFromHelp);
-    parser.addOptions({ rulesOption, screenshot, measure, dock });
+    QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size for --screenshot"), QStringLiteral("WxH"));
+    size.setFlags(QCommandLineOption::HiddenFromHelp);
+    parser.addOptions({ rulesOption, screenshot, measure, dock, size });
     parser.process(app);
     const bool scripted = parser.isSet(screenshot) || parser.isSet(measure);
 
     MainWindow window;
     if (scripted) { // the same picture on every machine: no remembered layout
-        window.resize(1500, 950);
+        const QStringList wh = parser.value(size).split(QLatin1Char('x'));
+        const int w = wh.size() == 2 ? wh[0].toInt() : 0, h = wh.size() == 2 ? wh[1].toInt() : 0;
+        window.resize(w > 0 ? w : 1500, h > 0 ? h : 950);
     }
     if (parser.isSet(rulesOption)) {
         QString error;

@@ -47,6 +47,7 @@
 #include <QTimer>
 #include <QToolButton>
 #include <QtConcurrent/QtConcurrentRun>
+#include <QScrollArea>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QStatusBar>
@@ -148,7 +149,13 @@ MainWindow::MainWindow(QWidget* parent)
     // Details: what the core knows about the row, and beside it the values (read when a row is selected).
     auto* detailsSplit = new QSplitter(Qt::Horizontal);
     detailsSplit->addWidget(m_details);
-    detailsSplit->addWidget(m_valuesPanel);
+    // In a scroll area: the histogram and heat maps would otherwise set the dock's least height, and on a
+    // 720-pixel screen take the trees' room.
+    auto* valuesScroll = new QScrollArea;
+    valuesScroll->setWidget(m_valuesPanel);
+    valuesScroll->setWidgetResizable(true);
+    valuesScroll->setFrameShape(QFrame::NoFrame);
+    detailsSplit->addWidget(valuesScroll);
     detailsSplit->setStretchFactor(0, 3);
     detailsSplit->setStretchFactor(1, 2);
     QDockWidget* detailsDock = dock(detailsSplit, tr("Details"), QStringLiteral("details"), Qt::BottomDockWidgetArea);
@@ -208,8 +215,19 @@ MainWindow::MainWindow(QWidget* parent)
     QSettings settings;
     resize(1400, 900);
     restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
-    restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    m_layoutRestored = restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
     updateTitle();
+}
+
+void MainWindow::showEvent(QShowEvent* event)
+{
+    QMainWindow::showEvent(event);
+    if (m_shownOnce || m_layoutRestored)
+        return;
+    m_shownOnce = true;
+    // The trees get most of the height whatever the screen: the bottom docks start at a quarter of it.
+    if (auto* details = findChild<QDockWidget*>(QStringLiteral("details")))
+        resizeDocks({ details }, { std::max(160, height() / 4) }, Qt::Vertical);
 }
 
 MainWindow::~MainWindow()
@@ -471,6 +489,8 @@ void MainWindow::snapshotChanged()
 {
     auto snap = m_comparison->snapshot();
     const QString current = m_model->path(m_view->currentIndex());
+    const auto currentRows = m_model->diffRows(m_view->currentIndex());
+    const bool sameDiff = m_model->snapshot() && m_model->snapshot()->generation == snap->generation;
     m_model->setSnapshot(snap); // the view keeps what was expanded
     if (!m_expandedOnce && snap->complete()) {
         m_view->expandDefault();
@@ -481,8 +501,13 @@ void MainWindow::snapshotChanged()
         m_view->expandDefault();
         m_expandedPairs = true;
     }
-    if (!current.isEmpty())
-        m_view->select(m_model->findPath(current));
+    if (!current.isEmpty()) {
+        QModelIndex again = m_model->findPath(current);
+        // The same diff with its pairs marked: the row moved to its partner's line.
+        if (!again.isValid() && sameDiff && currentRows.size() == 1)
+            again = m_model->findRow(currentRows.front());
+        m_view->select(again);
+    }
     QStringList executes;
     if (!snap->a->weightsOnly.executes.empty())
         executes << QStringLiteral("A");

@@ -106,6 +106,7 @@ signals:
 
 protected:
     void closeEvent(QCloseEvent* event) override;
+    void showEvent(QShowEvent* event) override;
 
 private:
     void buildMenus();
@@ -144,6 +145,8 @@ private:
     std::unique_ptr<QTemporaryDir> m_demoDir; // the demo pair, written out so its values can be read
     QMenu* m_recentMenu = nullptr;
     bool m_expandedOnce = false;
+    bool m_layoutRestored = false; // a saved layout was restored: keep its dock sizes
+    bool m_shownOnce = false;
     bool m_expandedPairs = false;
     bool m_wasIdle = true;
     std::optional<RuleSet> m_pendingRecovery;

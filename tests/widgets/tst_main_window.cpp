@@ -123,6 +123,7 @@ private:
     }
 
 private slots:
+
     void initTestCase()
     {
         // Settings, recent files and recovery files go to a folder of this run, not the user's.

@@ -606,6 +606,22 @@ QModelIndex AlignedTreeModel::findPath(const QString& path) const
     return createIndex(m_nodes[static_cast<size_t>(node)].row, 0, static_cast<quintptr>(node));
 }
 
+QModelIndex AlignedTreeModel::findRow(size_t diffRow) const
+{
+    if (!m_snap || diffRow >= m_snap->diff.rows.size())
+        return {};
+    const int32_t partner = pairedRow(m_snap->diff, diffRow);
+    for (size_t i = 1; i < m_nodes.size(); ++i) {
+        const Node& n = m_nodes[i];
+        if (n.kind != NodeKind::Leaf && n.kind != NodeKind::FoldedMember)
+            continue;
+        const size_t row = n.kind == NodeKind::Leaf ? m_leaves[static_cast<size_t>(n.ref)].row : static_cast<size_t>(n.ref);
+        if (row == diffRow || (partner >= 0 && row == static_cast<size_t>(partner)))
+            return createIndex(n.row, 0, static_cast<quintptr>(i));
+    }
+    return {};
+}
+
 QModelIndex AlignedTreeModel::nextDifference(const QModelIndex& from, bool forward) const
 {
     // Depth-first display order over the difference leaves; the tree is small enough to walk per keypress
@@ -786,7 +802,7 @@ QVariant AlignedTreeModel::display(const Node& n, int column) const
         const RowStatus status = folded ? m_snap->folded[static_cast<size_t>(m_leaves[static_cast<size_t>(n.ref)].folded)].status : row.status;
         QString text = pair ? (row.suggestion >= 0 ? tr("pending: suggestion %1").arg(row.suggestion + 1) : tr("unexpected ↔ missing"))
                             : StatusStyle::label(status);
-        if (row.reason != Reason::None)
+        if (row.reason != Reason::None && !(pair && row.reason == Reason::SuggestedRename)) // "pending" says it
             text += QStringLiteral(" · ") + StatusStyle::label(row.reason);
         if (folded)
             text += QStringLiteral(" · ×%1").arg(n.children.size());

@@ -69,6 +69,9 @@ public:
     NodeKind kind(const QModelIndex& index) const;
     QString path(const QModelIndex& index) const;
     QModelIndex findPath(const QString& path) const; // column 0
+    // The leaf or member that shows a diff row (as itself, or as a pair's partner), column 0; invalid when
+    // the row is filtered out or folded away.
+    QModelIndex findRow(size_t diffRow) const;
     size_t leafCount() const { return m_leafCount; } // diff rows that pass the filter
     // The next (or previous) leaf after `from` in display order whose row is a difference (neither a match nor
     // renamed); wraps around.

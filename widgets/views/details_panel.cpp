@@ -163,8 +163,15 @@ void DetailsPanel::showIndex(const AlignedTreeModel* model, const QModelIndex& i
     if (rows.size() > 1)
         html += QStringLiteral("<p><b>%1</b></p>").arg(tr("%1 rows folded; the first is shown.").arg(rows.size()));
     const QColor c = StatusStyle::color(r.status, palette());
-    html += QStringLiteral("<h3 style='color:%1'>%2</h3>").arg(c.name(), StatusStyle::label(r.status).toHtmlEscaped());
-    html += QStringLiteral("<p>%1</p>").arg(StatusStyle::description(r.status).toHtmlEscaped());
+    if (partner >= 0) { // both of its rows fail the load until a rule renames one onto the other
+        html += QStringLiteral("<h3 style='color:%1'>%2</h3>").arg(c.name(), tr("unexpected ↔ missing: a pair").toHtmlEscaped());
+        html += QStringLiteral("<p>%1</p>").arg(tr("The checkpoint's key and the model's key correspond, but their names differ: a strict load "
+                                                   "reports one as unexpected and the other as missing until a rule renames it.")
+                                                    .toHtmlEscaped());
+    } else {
+        html += QStringLiteral("<h3 style='color:%1'>%2</h3>").arg(c.name(), StatusStyle::label(r.status).toHtmlEscaped());
+        html += QStringLiteral("<p>%1</p>").arg(StatusStyle::description(r.status).toHtmlEscaped());
+    }
     if (r.reason != Reason::None)
         html += QStringLiteral("<p><b>%1</b>: %2</p>").arg(StatusStyle::label(r.reason).toHtmlEscaped(), esc(r.explanation));
     if (r.rule >= 0 && static_cast<size_t>(r.rule) < snap->rules.rules.size()) {

@@ -1,6 +1,7 @@
 #include "diff_view.h"
 
 #include "models/aligned_tree_model.h"
+#include "views/aligned_row_delegate.h"
 #include "views/dropped_paths.h"
 #include "views/source_pane.h"
 
@@ -17,11 +18,40 @@ namespace sl::gui {
 
 namespace {
 
+// One half. The current index is shared with the other half and often lies in that half's columns, hidden
+// here, and Qt scrolls sideways toward where a hidden column would be (B's Status column): this half scrolls
+// up and down to a row only; sideways is the user's.
+class HalfTree : public QTreeView {
+public:
+    explicit HalfTree(int nameColumn)
+        : m_nameColumn(nameColumn)
+    {
+    }
+
+    void scrollTo(const QModelIndex& index, ScrollHint hint = EnsureVisible) override
+    {
+        const int x = horizontalScrollBar()->value();
+        QTreeView::scrollTo(index.isValid() ? index.siblingAtColumn(m_nameColumn) : index, hint);
+        horizontalScrollBar()->setValue(x);
+    }
+
+private:
+    int m_nameColumn;
+};
+
+// Scrolls `view` sideways only if its name column starts off screen.
+void revealName(QTreeView* view, int nameColumn)
+{
+    const int x = view->header()->sectionViewportPosition(nameColumn);
+    if (x < 0 || x >= view->viewport()->width())
+        view->horizontalScrollBar()->setValue(view->header()->sectionPosition(nameColumn));
+}
+
 QTreeView* makeTree(AlignedTreeModel* model, std::initializer_list<int> columns, int nameColumn)
 {
-    auto* view = new QTreeView;
+    auto* view = new HalfTree(nameColumn);
     view->setModel(model);
-    view->setUniformRowHeights(true); // keeps 100,000-row trees cheap to lay out
+    view->setUniformRowHeights(true); // keeps 100,000-row trees cheap to lay out; AlignedRowDelegate sets the height
     view->setSelectionMode(QAbstractItemView::ExtendedSelection); // an unexpected and a missing row: a pair
     view->setSelectionBehavior(QAbstractItemView::SelectRows);
     view->setAllColumnsShowFocus(true);
@@ -36,10 +66,15 @@ QTreeView* makeTree(AlignedTreeModel* model, std::initializer_list<int> columns,
     for (int c : columns)
         view->header()->moveSection(view->header()->visualIndex(c), visual++);
     view->header()->setSectionResizeMode(QHeaderView::Interactive);
-    view->header()->resizeSection(nameColumn, 280);
+    // Names first: a pair's line shows both full names, deep in the tree. The rest is read at a glance.
+    view->header()->resizeSection(nameColumn, 330);
     for (int c : columns)
         if (c == AlignedTreeModel::SizeA || c == AlignedTreeModel::SizeB)
-            view->header()->resizeSection(c, 140);
+            view->header()->resizeSection(c, 120);
+        else if (c == AlignedTreeModel::StatusColumn)
+            view->header()->resizeSection(c, 190);
+        else if (c != nameColumn)
+            view->header()->resizeSection(c, 85);
     view->header()->setStretchLastSection(true);
     return view;
 }
@@ -50,12 +85,19 @@ DiffView::DiffView(AlignedTreeModel* model, SourcePane* paneA, SourcePane* paneB
     : QWidget(parent)
     , m_model(model)
     , m_a(makeTree(model, { AlignedTreeModel::NameA, AlignedTreeModel::ShapeA, AlignedTreeModel::DTypeA, AlignedTreeModel::SizeA }, AlignedTreeModel::NameA))
-    , m_b(makeTree(model, { AlignedTreeModel::NameB, AlignedTreeModel::ShapeB, AlignedTreeModel::DTypeB, AlignedTreeModel::SizeB, AlignedTreeModel::StatusColumn, AlignedTreeModel::ValuesColumn }, AlignedTreeModel::NameB))
+    // The status beside B's names: it says what each line is ("pending: suggestion 3") without scrolling.
+    , m_b(makeTree(model, { AlignedTreeModel::NameB, AlignedTreeModel::StatusColumn, AlignedTreeModel::ShapeB, AlignedTreeModel::DTypeB, AlignedTreeModel::SizeB, AlignedTreeModel::ValuesColumn }, AlignedTreeModel::NameB))
 {
     m_a->setObjectName(QStringLiteral("treeA"));
     m_b->setObjectName(QStringLiteral("treeB"));
     m_b->setSelectionModel(m_a->selectionModel()); // one selection for both halves
-    // One vertical scroll bar is enough: the left one scrolls both.
+    auto* rows = new AlignedRowDelegate(this);
+    for (QTreeView* v : { m_a, m_b }) {
+        v->setItemDelegate(rows);
+        // Equal viewport heights, or the half whose columns fit would stop a row short of the other at the bottom.
+        v->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOn);
+    }
+    // One vertical scroll bar is enough: B's, on the right, scrolls both.
     m_a->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     // The panes sit in their own row so both trees start at the same height whatever each pane shows;
     // the two splitters move together.
@@ -122,9 +164,10 @@ void DiffView::select(const QModelIndex& index)
         m_b->expand(p);
     }
     m_a->selectionModel()->setCurrentIndex(index, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
-    // Each view scrolls to its own name column (the other side's columns are hidden there).
-    m_a->scrollTo(index.siblingAtColumn(AlignedTreeModel::NameA));
-    m_b->scrollTo(index.siblingAtColumn(AlignedTreeModel::NameB));
+    m_a->scrollTo(index);
+    m_b->scrollTo(index);
+    revealName(m_a, AlignedTreeModel::NameA);
+    revealName(m_b, AlignedTreeModel::NameB);
 }
 
 void DiffView::rememberExpansion()

@@ -2,7 +2,8 @@
 // The two trees side by side: A's half of the aligned model on the left, B's on the right, each under its
 // SourcePane. Both views share the model and one selection model; expanding, collapsing and scrolling one
 // does the same to the other, so a row and its counterpart (or the gap where it is missing) always sit on
-// the same line.
+// the same line: both use one row height (AlignedRowDelegate) and equally tall viewports. Selecting a row
+// scrolls each half up or down only; sideways scrolling is each half's own.
 
 #include <QWidget>
 
@@ -22,7 +23,7 @@ public:
     QTreeView* viewA() const { return m_a; }
     QTreeView* viewB() const { return m_b; }
     QModelIndex currentIndex() const;
-    void select(const QModelIndex& index); // selects, scrolls to and reveals a node on both sides
+    void select(const QModelIndex& index); // selects, scrolls to and reveals a node (and each half's names)
     // Expansion survives model resets (a new diff, a filter keystroke) by path.
     void rememberExpansion();
     void restoreExpansion();

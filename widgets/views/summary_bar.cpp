@@ -67,6 +67,8 @@ SummaryBar::SummaryBar(QWidget* parent)
     }
     row2->addStretch(1);
     m_verdict->setTextFormat(Qt::RichText);
+    m_verdict->setWordWrap(true); // a long verdict wraps rather than widening the window
+    m_verdict->setAlignment(Qt::AlignRight | Qt::AlignVCenter);
     row2->addWidget(m_verdict);
     outer->addLayout(row2);
 
@@ -81,8 +83,12 @@ void SummaryBar::setSummary(const DiffSummary& summary, bool complete, const QSt
 {
     for (RowStatus s : kButtonOrder) {
         QToolButton* b = m_buttons[static_cast<size_t>(s)];
-        b->setText(QStringLiteral("%1 %2").arg(summary.count(s)).arg(StatusStyle::label(s)));
-        // Zero counts stay visible but quiet, so the bar does not jump as rules are applied.
+        // Zero counts stay visible but quiet and narrow (the icon and "0"; the name is in the tooltip), so the
+        // bar fits a 1280-pixel screen.
+        const bool zero = summary.count(s) == 0 && !b->isChecked();
+        b->setText(zero ? QStringLiteral("0") : QStringLiteral("%1 %2").arg(summary.count(s)).arg(StatusStyle::label(s)));
+        b->setToolTip(StatusStyle::label(s) + QStringLiteral(": ") + StatusStyle::description(s) + QStringLiteral("\n")
+            + tr("Click to show only these rows (combine several)."));
         b->setEnabled(summary.count(s) > 0 || b->isChecked());
     }
     if (!complete) {
