@@ -21,9 +21,12 @@
 //    "summary": {"match": N, "renamed": N, "shape_mismatch": N, "dtype_mismatch": N, "missing": N,
 //                "unexpected": N, "dropped": N, "load_succeeds": bool},
 //    "rows": [{"status", "a": A's original name|null, "b": B's name|null, "reason": str|null,
-//              "explanation": str|null, "rule": 0-based index|null, "a_shape": [..]|null, "b_shape": [..]|null,
+//              "explanation": str|null, "rule": 0-based index|null, "partner": row index|null,
+//              "suggestion": 0-based index|null, "a_shape": [..]|null, "b_shape": [..]|null,
 //              "a_dtype": str|null, "b_dtype": str|null}],            every row, matches included
-//    "folded": [{"name", "status", "reason": str|null, "count"}],     every row folded by index template
+//    "folded": [{"name", "status", "reason": str|null, "count", "partner_name": str|null}],
+//                                                                     every row folded by index template; a pair
+//                                                                     folds on its missing row (count: pairs)
 //    "rule_issues": [{"kind", "severity", "rule": int|null, "message", "examples": [..]}],
 //    "suggestions": [{"kind", "title", "resolves", "collisions", "rules": [rule objects], "examples": [..]}]}
 //   A shape is null when the side has no entry or its shape is unknown; dtypes are named as in `ls`
@@ -34,6 +37,9 @@
 // one line per diff row, shapes as "[2, 3]". Spreadsheets run a cell that starts with = + - @ (or a tab or
 // CR) as a formula, so such a cell gets a leading apostrophe; strip one leading apostrophe from those
 // cells to get the raw value back.
+//
+// Pairs (an unexpected and a missing row that point at each other, DiffRow::partner) are one line in text,
+// Markdown and HTML: A's names beside B's, listed before the other differences.
 //
 // Text: the counts first, then the differences folded by index template (failures first) with the first
 // row's explanation, rule issues, suggestions, and last the verdict line. Markdown: the sources, the verdict,
