@@ -551,12 +551,12 @@ void MainWindow::updateDetails()
     if (const Entry* part = m_model->partEntry(index)) {
         (m_model->kind(index) == AlignedTreeModel::NodeKind::PartA ? a : b) = part;
     } else if (const auto rows = m_model->diffRows(index); !rows.empty() && snap) {
-        const DiffRow& row = snap->diff.rows[rows.front()];
-        const int32_t partner = pairedRow(snap->diff, rows.front()); // a pair: A's side is its partner's
-        const DiffRow& rowA = partner >= 0 ? snap->diff.rows[static_cast<size_t>(partner)] : row;
+        // A pair's line: each side's row (the head, or the row shown with it).
+        const DiffRow& rowA = snap->diff.rows[snap->lines.rowA(snap->diff, rows.front())];
+        const DiffRow& rowB = snap->diff.rows[snap->lines.rowB(snap->diff, rows.front())];
         // One key of a quantized group: its values are the group's (the key alone is codes or scales).
         a = rowA.a >= 0 ? &snap->a->entries[static_cast<size_t>(rowA.a)] : nullptr;
-        b = row.b >= 0 ? &snap->b->entries[static_cast<size_t>(row.b)] : nullptr;
+        b = rowB.b >= 0 ? &snap->b->entries[static_cast<size_t>(rowB.b)] : nullptr;
     }
     m_valuesPanel->showEntries(snap, a, b);
 }

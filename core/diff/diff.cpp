@@ -90,7 +90,68 @@ int32_t pairedRow(const DiffResult& diff, size_t row)
     const DiffRow& p = diff.rows[static_cast<size_t>(r.partner)];
     const bool oneOfEach = (r.status == RowStatus::Missing && p.status == RowStatus::Unexpected)
         || (r.status == RowStatus::Unexpected && p.status == RowStatus::Missing);
-    return oneOfEach && p.partner == static_cast<int32_t>(row) ? r.partner : -1;
+    // Fused projections and stacked experts point back at the first of their many: not one to one.
+    const bool manyToOne = r.reason == Reason::FusedProjection || r.reason == Reason::StackedExperts;
+    return oneOfEach && !manyToOne && p.partner == static_cast<int32_t>(row) ? r.partner : -1;
+}
+
+namespace {
+bool oneOfEachSide(const DiffRow& x, const DiffRow& y)
+{
+    return (x.status == RowStatus::Missing && y.status == RowStatus::Unexpected)
+        || (x.status == RowStatus::Unexpected && y.status == RowStatus::Missing);
+}
+} // namespace
+
+RowLines rowLines(const DiffResult& diff)
+{
+    const size_t n = diff.rows.size();
+    auto partnerOf = [&](size_t r) -> int32_t {
+        const int32_t p = diff.rows[r].partner;
+        return p >= 0 && static_cast<size_t>(p) < n && oneOfEachSide(diff.rows[r], diff.rows[static_cast<size_t>(p)]) ? p : -1;
+    };
+    std::vector<uint32_t> pointedAt(n, 0);
+    for (size_t r = 0; r < n; ++r)
+        if (const int32_t p = partnerOf(r); p >= 0)
+            ++pointedAt[static_cast<size_t>(p)];
+    RowLines out;
+    out.shownWith.assign(n, -1);
+    for (size_t r = 0; r < n; ++r) {
+        const int32_t p = partnerOf(r);
+        if (p < 0)
+            continue;
+        const auto head = static_cast<size_t>(p);
+        if (pointedAt[head] >= 2) // one of the many, on the line of the one
+            out.shownWith[r] = p;
+        else if (diff.rows[head].partner == static_cast<int32_t>(r) && pointedAt[r] <= 1 && diff.rows[r].status == RowStatus::Unexpected)
+            out.shownWith[r] = p; // a pair: on its missing row's line
+    }
+    // A head is never shown on another line (the reasons give each row one counterpart; this keeps it so).
+    for (size_t r = 0; r < n; ++r)
+        if (out.shownWith[r] >= 0 && out.shownWith[static_cast<size_t>(out.shownWith[r])] >= 0)
+            out.shownWith[r] = -1;
+    out.begin.assign(n + 1, 0);
+    for (size_t r = 0; r < n; ++r)
+        if (out.shownWith[r] >= 0)
+            ++out.begin[static_cast<size_t>(out.shownWith[r]) + 1];
+    for (size_t h = 0; h < n; ++h)
+        out.begin[h + 1] += out.begin[h];
+    out.rows.resize(out.begin[n]);
+    std::vector<uint32_t> fill(out.begin.begin(), out.begin.end() - 1);
+    for (size_t r = 0; r < n; ++r)
+        if (out.shownWith[r] >= 0)
+            out.rows[fill[static_cast<size_t>(out.shownWith[r])]++] = static_cast<uint32_t>(r);
+    return out;
+}
+
+size_t RowLines::rowA(const DiffResult& diff, size_t head) const
+{
+    return diff.rows[head].a >= 0 || count(head) == 0 ? head : rows[begin[head]];
+}
+
+size_t RowLines::rowB(const DiffResult& diff, size_t head) const
+{
+    return diff.rows[head].b >= 0 || count(head) == 0 ? head : rows[begin[head]];
 }
 
 const std::string& rowName(const DiffRow& row, const Source& a, const Source& b)
@@ -372,6 +433,8 @@ std::string rangesText(std::vector<int64_t> values)
 {
     std::sort(values.begin(), values.end());
     values.erase(std::unique(values.begin(), values.end()), values.end());
+    if (values.size() == 1)
+        return std::to_string(values.front()); // the same in every row: nothing folded there
     std::string out = "{";
     for (size_t i = 0; i < values.size();) {
         size_t j = i;
@@ -392,13 +455,65 @@ std::string rangesText(std::vector<int64_t> values)
 
 } // namespace
 
+namespace {
+
+// Each "{}" of a template filled with the range of values seen there.
+std::string fillTemplate(const std::string& templ, const std::vector<std::vector<int64_t>>& values)
+{
+    std::string name;
+    size_t k = 0;
+    for (size_t p = 0; p < templ.size(); ++p) {
+        if (templ.compare(p, 2, "{}") == 0 && k < values.size()) {
+            name += rangesText(values[k++]);
+            ++p;
+        } else {
+            name += templ[p];
+        }
+    }
+    return name;
+}
+
+} // namespace
+
+std::string foldedNames(const DiffResult& diff, const Source& a, const Source& b, const std::vector<uint32_t>& rows)
+{
+    if (rows.size() == 1)
+        return rowName(diff.rows[rows.front()], a, b);
+    std::vector<std::pair<std::string, std::vector<std::vector<int64_t>>>> templates; // in order of first appearance
+    std::vector<int64_t> numbers;
+    for (uint32_t r : rows) {
+        numbers.clear();
+        std::string key = foldIndices(rowName(diff.rows[r], a, b), &numbers);
+        auto it = std::find_if(templates.begin(), templates.end(), [&](const auto& t) { return t.first == key; });
+        if (it == templates.end()) {
+            templates.push_back({ std::move(key), std::vector<std::vector<int64_t>>(numbers.size()) });
+            it = templates.end() - 1;
+        }
+        for (size_t k = 0; k < numbers.size() && k < it->second.size(); ++k)
+            it->second[k].push_back(numbers[k]);
+    }
+    std::string out;
+    for (const auto& [templ, values] : templates) {
+        if (!out.empty())
+            out += " + ";
+        out += fillTemplate(templ, values);
+    }
+    return out;
+}
+
 std::vector<FoldedRow> foldRows(const DiffResult& diff, const Source& a, const Source& b)
 {
-    // Key: template (with the partner's, for pairs) + status + reason. Values: rows, and the numbers at each
-    // folded position of B's name and of the partner's.
+    return foldRows(diff, a, b, rowLines(diff));
+}
+
+std::vector<FoldedRow> foldRows(const DiffResult& diff, const Source& a, const Source& b, const RowLines& lines)
+{
+    // Key: template (with the names the line shows from the other side, for pairs) + status + reason.
+    // Values: rows, and the numbers at each folded position of the row's name and of the other side's.
     struct Group {
         FoldedRow row;
         std::string partnerTemplate;
+        std::string single; // the other side's names when the group holds one line
         std::vector<std::vector<int64_t>> values; // per folded position
         std::vector<std::vector<int64_t>> partnerValues;
     };
@@ -407,60 +522,46 @@ std::vector<FoldedRow> foldRows(const DiffResult& diff, const Source& a, const S
     std::vector<int64_t> numbers, partnerNumbers;
     for (size_t i = 0; i < diff.rows.size(); ++i) {
         const DiffRow& row = diff.rows[i];
-        const int32_t partner = pairedRow(diff, i);
-        if (partner >= 0 && row.status == RowStatus::Unexpected)
-            continue; // shown with its missing partner
+        if (lines.shownWith[i] >= 0)
+            continue; // on another row's line
+        const std::vector<uint32_t> shown = lines.on(i);
         numbers.clear();
         partnerNumbers.clear();
         std::string key = foldIndices(rowName(row, a, b), &numbers);
-        std::string partnerKey;
-        if (partner >= 0)
-            partnerKey = foldIndices(rowName(diff.rows[static_cast<size_t>(partner)], a, b), &partnerNumbers);
-        auto [it, inserted] = index.try_emplace({ key, partnerKey, partner >= 0, row.status, row.reason }, groups.size());
+        std::string partnerString = shown.empty() ? std::string() : foldedNames(diff, a, b, shown);
+        std::string partnerKey = shown.empty() ? std::string() : foldIndices(partnerString, &partnerNumbers);
+        auto [it, inserted] = index.try_emplace({ key, partnerKey, !shown.empty(), row.status, row.reason }, groups.size());
         if (inserted) {
             Group g;
             g.row.templateKey = key;
             g.row.status = row.status;
             g.row.reason = row.reason;
             g.partnerTemplate = std::move(partnerKey);
+            g.single = std::move(partnerString);
             g.values.resize(numbers.size());
             g.partnerValues.resize(partnerNumbers.size());
             groups.push_back(std::move(g));
         }
         Group& g = groups[it->second];
         g.row.rows.push_back(i);
+        g.row.partnerRows.insert(g.row.partnerRows.end(), shown.begin(), shown.end());
         for (size_t k = 0; k < numbers.size() && k < g.values.size(); ++k)
             g.values[k].push_back(numbers[k]);
         for (size_t k = 0; k < partnerNumbers.size() && k < g.partnerValues.size(); ++k)
             g.partnerValues[k].push_back(partnerNumbers[k]);
     }
-    // Each "{}" filled with the range of values seen there.
-    auto fill = [](const std::string& templ, const std::vector<std::vector<int64_t>>& values) {
-        std::string name;
-        size_t k = 0;
-        for (size_t p = 0; p < templ.size(); ++p) {
-            if (templ.compare(p, 2, "{}") == 0 && k < values.size()) {
-                name += rangesText(values[k++]);
-                ++p;
-            } else {
-                name += templ[p];
-            }
-        }
-        return name;
-    };
     std::vector<FoldedRow> out;
     out.reserve(groups.size());
     for (auto& g : groups) {
-        const size_t first = g.row.rows.front();
-        const int32_t partner = pairedRow(diff, first);
+        const bool paired = !g.row.partnerRows.empty();
         if (g.row.rows.size() == 1) {
-            g.row.name = rowName(diff.rows[first], a, b);
-            if (partner >= 0)
-                g.row.partnerName = rowName(diff.rows[static_cast<size_t>(partner)], a, b);
+            g.row.name = rowName(diff.rows[g.row.rows.front()], a, b);
+            if (paired)
+                g.row.partnerName = std::move(g.single);
         } else {
-            g.row.name = fill(g.row.templateKey, g.values);
-            if (partner >= 0)
-                g.row.partnerName = fill(g.partnerTemplate, g.partnerValues);
+            g.row.name = fillTemplate(g.row.templateKey, g.values);
+            if (paired)
+                g.row.partnerName = fillTemplate(g.partnerTemplate, g.partnerValues);
         }
         out.push_back(std::move(g.row));
     }

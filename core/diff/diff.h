@@ -104,15 +104,46 @@ struct FoldedRow {
     RowStatus status = RowStatus::Match;
     Reason reason = Reason::None;
     std::vector<size_t> rows; // indices into DiffResult::rows, in order
-    // For pairs (rows are missing rows whose unexpected partners point back): A's names of the partners,
-    // folded the same way ("layers.{0..31}.attention.wq.weight"). Empty otherwise.
+    // For lines that show rows of the other side (rowLines): those rows' names, folded the same way
+    // ("layers.{0..31}.attention.wq.weight"; per-expert weights as "experts.{0..255}.w1.weight"), and the
+    // rows themselves. Empty otherwise. The names are A's when the rows are missing rows (B's), else B's.
     std::string partnerName;
+    std::vector<size_t> partnerRows;
 };
 std::vector<FoldedRow> foldRows(const DiffResult& diff, const Source& a, const Source& b);
+struct RowLines;
+std::vector<FoldedRow> foldRows(const DiffResult& diff, const Source& a, const Source& b, const RowLines& lines);
 
-// The partner of `row` when the two point at each other and are an unexpected and a missing row (one line
-// in the window and the reports), else -1.
+// The partner of `row` when the two point at each other one to one and are an unexpected and a missing row,
+// else -1. (Fused projections and stacked experts, many to one, are lines of their own: rowLines.)
 int32_t pairedRow(const DiffResult& diff, size_t row);
+
+// Which rows share a line in the window and the reports. A pair's unexpected row is shown on its missing
+// partner's line; the many rows of a many-to-one counterpart (per-expert weights, split projections) are
+// shown on the line of the one they point at (the stacked tensor, the fused projection), whichever side it
+// is on. A line's own row is its head.
+struct RowLines {
+    std::vector<int32_t> shownWith; // per row: the head whose line shows it, or -1 (it is a head or alone)
+    // Per head, the other side's rows on its line, in row order. Offsets into `rows`: head h holds
+    // rows[begin[h]] .. rows[begin[h + 1]] (begin has one more item than the diff has rows).
+    std::vector<uint32_t> begin;
+    std::vector<uint32_t> rows;
+    std::vector<uint32_t> on(size_t head) const
+    {
+        if (begin.empty())
+            return {};
+        return { rows.begin() + begin[head], rows.begin() + begin[head + 1] };
+    }
+    size_t count(size_t head) const { return begin.empty() ? 0 : begin[head + 1] - begin[head]; }
+    // The row a line shows on A's side, and on B's (the head, or the first row shown with it).
+    size_t rowA(const DiffResult& diff, size_t head) const;
+    size_t rowB(const DiffResult& diff, size_t head) const;
+};
+RowLines rowLines(const DiffResult& diff);
+
+// The names of rows folded into one text by index template ("experts.{0..255}.w1.weight"), templates in
+// order of first appearance joined by " + ".
+std::string foldedNames(const DiffResult& diff, const Source& a, const Source& b, const std::vector<uint32_t>& rows);
 
 // The display name of a row: B's key when it has one, else A's mapped key.
 const std::string& rowName(const DiffRow& row, const Source& a, const Source& b);

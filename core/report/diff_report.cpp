@@ -352,6 +352,7 @@ struct ReportContext {
     const DiffReportInput& in;
     std::vector<RuleIssue> ownIssues; // when the caller passed none
     const std::vector<RuleIssue>* issues = nullptr;
+    RowLines lines; // which rows share a line (pairs, many-to-one counterparts)
     std::vector<FoldedRow> folded; // every row, in the diff's order (only when asked for)
     std::vector<const FoldedRow*> differences; // the folded rows that are not matches or pairs, failures first
     // Unexpected and missing keys that correspond (a wrapper prefix, a pending suggestion, a quantized key
@@ -369,7 +370,8 @@ struct ReportContext {
         }
         if (!fold)
             return;
-        folded = foldRows(in.diff, in.a, in.b);
+        lines = rowLines(in.diff);
+        folded = foldRows(in.diff, in.a, in.b, lines);
         for (RowStatus status : kDifferenceOrder)
             for (const FoldedRow& f : folded)
                 if (f.status == status)
@@ -381,6 +383,40 @@ struct ReportContext {
         return in.suggestions ? *in.suggestions : none;
     }
     const std::string& name(const DiffRow& row) const { return rowName(row, in.a, in.b); }
+    // A line's names on A's side and on B's: the head's own, and the folded names of the rows shown with it.
+    std::pair<const std::string&, const std::string&> pairNames(const FoldedRow& f) const
+    {
+        const bool headOnA = in.diff.rows[f.rows.front()].a >= 0;
+        return headOnA ? std::pair<const std::string&, const std::string&> { f.name, f.partnerName }
+                       : std::pair<const std::string&, const std::string&> { f.partnerName, f.name };
+    }
+    // How many rows of a status the pair lines hold (their heads' and the rows shown with them).
+    size_t pairedRows(RowStatus status) const
+    {
+        size_t n = 0;
+        for (const FoldedRow* f : pairs) {
+            for (size_t r : f->rows)
+                n += in.diff.rows[r].status == status;
+            for (size_t r : f->partnerRows)
+                n += in.diff.rows[r].status == status;
+        }
+        return n;
+    }
+    // "(2 pairs)", or "(1 + 256 rows)" for a many-to-one line; empty for a single pair.
+    std::string lineCount(const FoldedRow& f) const
+    {
+        if (f.partnerRows.size() == f.rows.size())
+            return f.rows.size() > 1 ? "(" + std::to_string(f.rows.size()) + " pairs)" : std::string();
+        return "(" + std::to_string(f.rows.size()) + " + " + std::to_string(f.partnerRows.size()) + " rows)";
+    }
+    // The explanation a line shows: A's side first.
+    const std::string& lineExplanation(const FoldedRow& f) const
+    {
+        const DiffRow& head = in.diff.rows[f.rows.front()];
+        const DiffRow& other = in.diff.rows[f.partnerRows.front()];
+        const DiffRow& a = head.a >= 0 ? head : other;
+        return a.explanation.empty() ? (head.a >= 0 ? other : head).explanation : a.explanation;
+    }
     // The pending suggestion behind a pair's rows, numbered from 1 as people read them; 0 when none.
     size_t suggestionNumber(const FoldedRow& f) const
     {
@@ -848,6 +884,8 @@ std::string diffToJson(const DiffReportInput& in)
             raw.number(static_cast<int64_t>(f.rows.size()));
             raw.put(",\"partner_name\":");
             !f.partnerName.empty() ? raw.string(f.partnerName) : raw.null();
+            raw.put(",\"partner_count\":");
+            raw.number(static_cast<int64_t>(f.partnerRows.size()));
             raw.put('}');
         }
     }
@@ -943,24 +981,21 @@ std::string diffToText(const DiffReportInput& in)
         out += in.rules.mode == RuleMode::FirstMatch ? " (first match)\n" : " (chained)\n";
     }
 
-    size_t pairedCount = 0;
-    for (const FoldedRow* f : ctx.pairs)
-        pairedCount += f->rows.size();
+    const size_t pairedMissing = ctx.pairedRows(RowStatus::Missing), pairedUnexpected = ctx.pairedRows(RowStatus::Unexpected);
     if (!ctx.pairs.empty()) {
         out += "\npairs (";
-        appendNumber(out, static_cast<uint64_t>(pairedCount));
-        out += ": the checkpoint's unexpected key  ->  the model's missing key; both fail the load until renamed)\n";
+        appendNumber(out, static_cast<uint64_t>(pairedUnexpected + pairedMissing));
+        out += " rows: the checkpoint's unexpected keys  ->  the model's missing keys they correspond to; both fail the load until renamed)\n";
         for (const FoldedRow* group : ctx.pairs) {
             const FoldedRow& f = *group;
-            const DiffRow& first = in.diff.rows[f.rows.front()];
+            const auto [nameA, nameB] = ctx.pairNames(f);
             out += "  ";
-            appendTerminalText(out, f.partnerName);
+            appendTerminalText(out, nameA);
             out += "  ->  ";
-            appendTerminalText(out, f.name);
-            if (f.rows.size() > 1) {
-                out += "  (";
-                appendNumber(out, static_cast<uint64_t>(f.rows.size()));
-                out += " pairs)";
+            appendTerminalText(out, nameB);
+            if (const std::string count = ctx.lineCount(f); !count.empty()) {
+                out += "  ";
+                out += count;
             }
             if (f.reason != Reason::None) {
                 out += "  [";
@@ -972,8 +1007,7 @@ std::string diffToText(const DiffReportInput& in)
                 appendNumber(out, static_cast<uint64_t>(n));
             }
             out += '\n';
-            const DiffRow& partner = in.diff.rows[static_cast<size_t>(first.partner)];
-            const std::string& why = partner.explanation.empty() ? first.explanation : partner.explanation; // A's side reads first
+            const std::string& why = ctx.lineExplanation(f);
             if (!why.empty()) {
                 out += "      ";
                 appendTerminalText(out, why);
@@ -992,9 +1026,10 @@ std::string diffToText(const DiffReportInput& in)
             out += " (";
             appendNumber(out, static_cast<uint64_t>(s.count(f.status)));
             out += rowFails(f.status, in.failOnDtype) ? ", fails the load" : "";
-            if (pairedCount && (f.status == RowStatus::Missing || f.status == RowStatus::Unexpected)) {
+            const size_t paired = f.status == RowStatus::Missing ? pairedMissing : f.status == RowStatus::Unexpected ? pairedUnexpected : 0;
+            if (paired) {
                 out += "; ";
-                appendNumber(out, static_cast<uint64_t>(pairedCount));
+                appendNumber(out, static_cast<uint64_t>(paired));
                 out += " of them in the pairs above";
             }
             out += ")\n";
@@ -1169,16 +1204,16 @@ std::string diffToMarkdown(const DiffReportInput& in)
 
     if (!ctx.pairs.empty()) {
         out += "\n## Pairs\n\nThe checkpoint's unexpected keys beside the model's missing keys they correspond to.\n\n";
-        out += "| checkpoint (A) | model (B) | pairs | reason | pending | explanation |\n|---|---|---:|---|---|---|\n";
+        out += "| checkpoint (A) | model (B) | rows | reason | pending | explanation |\n|---|---|---:|---|---|---|\n";
         for (const FoldedRow* group : ctx.pairs) {
             const FoldedRow& f = *group;
-            const DiffRow& first = in.diff.rows[f.rows.front()];
+            const auto [nameA, nameB] = ctx.pairNames(f);
             out += "| ";
-            appendMarkdownCode(out, f.partnerName);
+            appendMarkdownCode(out, nameA);
             out += " | ";
-            appendMarkdownCode(out, f.name);
+            appendMarkdownCode(out, nameB);
             out += " | ";
-            appendNumber(out, static_cast<uint64_t>(f.rows.size()));
+            appendNumber(out, static_cast<uint64_t>(f.rows.size() + f.partnerRows.size()));
             out += " | ";
             out += reasonName(f.reason);
             out += " | ";
@@ -1187,7 +1222,7 @@ std::string diffToMarkdown(const DiffReportInput& in)
                 appendNumber(out, static_cast<uint64_t>(n));
             }
             out += " | ";
-            appendMarkdownText(out, first.explanation);
+            appendMarkdownText(out, ctx.lineExplanation(f));
             out += " |\n";
         }
     }
@@ -1550,15 +1585,22 @@ std::string diffToHtml(const DiffReportInput& in)
         out += paired ? std::string_view("pair") : status;
         out += "</span> <span class=\"name\">";
         if (paired) {
-            appendXmlText(out, f.partnerName);
+            const auto [nameA, nameB] = ctx.pairNames(f);
+            appendXmlText(out, nameA);
             out += "</span> \u2192 <span class=\"name\">";
+            appendXmlText(out, nameB);
+        } else {
+            appendXmlText(out, f.name);
         }
-        appendXmlText(out, f.name);
         out += "</span>";
-        if (f.rows.size() > 1) {
+        if (const std::string count = paired ? ctx.lineCount(f) : std::string(); !count.empty()) {
+            out += " <span class=\"count\">";
+            out += count;
+            out += "</span>";
+        } else if (!paired && f.rows.size() > 1) {
             out += " <span class=\"count\">(";
             appendNumber(out, static_cast<uint64_t>(f.rows.size()));
-            out += paired ? " pairs)</span>" : " rows)</span>";
+            out += " rows)</span>";
         }
         if (const size_t n = ctx.suggestionNumber(f)) {
             out += " <span class=\"reason\">pending: suggestion ";
@@ -1577,11 +1619,22 @@ std::string diffToHtml(const DiffReportInput& in)
         }
         out += "</summary>\n<table><thead><tr><th>A</th><th>B</th><th>A shape</th><th>A dtype</th><th>B shape</th><th>B dtype</th>"
                "<th>rule</th><th>explanation</th></tr></thead><tbody>\n";
-        const size_t shown = std::min(f.rows.size(), kHtmlRowsPerGroup);
+        // Table lines: a one-to-one pair on one line; a many-to-one line's head, then each of its many.
+        std::vector<std::pair<size_t, size_t>> items; // (row for A's cells, row for B's cells)
+        for (size_t head : f.rows) {
+            const size_t count = ctx.lines.count(head);
+            if (count == 1)
+                items.push_back({ ctx.lines.rowA(in.diff, head), ctx.lines.rowB(in.diff, head) });
+            else
+                items.push_back({ head, head });
+            if (count > 1)
+                for (uint32_t r : ctx.lines.on(head))
+                    items.push_back({ r, r });
+        }
+        const size_t shown = std::min(items.size(), kHtmlRowsPerGroup);
         for (size_t k = 0; k < shown; ++k) {
-            const DiffRow& row = in.diff.rows[f.rows[k]];
-            // A pair's A side is its partner's.
-            const DiffRow& rowA = paired ? in.diff.rows[static_cast<size_t>(row.partner)] : row;
+            const DiffRow& rowA = in.diff.rows[items[k].first];
+            const DiffRow& row = in.diff.rows[items[k].second];
             const Entry* ea = rowEntryA(rowA, in.a);
             const Entry* eb = rowEntryB(row, in.b);
             out += "<tr><td class=\"mono\">";
@@ -1597,13 +1650,13 @@ std::string diffToHtml(const DiffReportInput& in)
             if (rowA.rule >= 0)
                 appendNumber(out, static_cast<int64_t>(rowA.rule + 1));
             out += "</td><td>";
-            appendXml(out, row.explanation, false, true);
+            appendXml(out, (rowA.explanation.empty() ? row : rowA).explanation, false, true); // A's side reads first
             out += "</td></tr>\n";
         }
         out += "</tbody></table>\n";
-        if (shown < f.rows.size()) {
+        if (shown < items.size()) {
             out += "<p class=\"more\">";
-            appendNumber(out, static_cast<uint64_t>(f.rows.size() - shown));
+            appendNumber(out, static_cast<uint64_t>(items.size() - shown));
             out += " more rows: the JSON and CSV reports list every row.</p>\n";
         }
         out += "</details>\n";

@@ -128,6 +128,38 @@ private slots:
         QCOMPARE(m.leafCount(), size_t(6));
     }
 
+    // Per-expert weights against one stacked tensor (transformers v5's layout): the many share the line of
+    // the one, their names folded, whichever way folding is set.
+    void stackedExpertsShareTheStackedLine()
+    {
+        const char* perExpert = "layers.0.mlp.experts.0.w1.weight [4,8]\nlayers.0.mlp.experts.1.w1.weight [4,8]\n"
+                                "layers.0.mlp.experts.2.w1.weight [4,8]\n";
+        const char* stacked = "layers.0.mlp.experts.w1 [3,4,8]\n";
+        for (bool fold : { false, true }) {
+            AlignedTreeModel m;
+            QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+            m.setFolding(fold);
+            m.setSnapshot(snapshot(perExpert, stacked));
+            QCOMPARE(dump(m),
+                QStringLiteral("layers | layers | 1 missing · 3 unexpected\n"
+                               "  0 | 0 | 1 missing · 3 unexpected\n"
+                               "    mlp | mlp | 1 missing · 3 unexpected\n"
+                               "      experts | experts | 1 missing · 3 unexpected\n"
+                               "        layers.0.mlp.experts.{0..2}.w1.weight | layers.0.mlp.experts.w1 | unexpected ↔ missing · stacked experts\n"));
+            const QModelIndex line = m.findPath(QStringLiteral("layers.0.mlp.experts.w1"));
+            QCOMPARE(line.siblingAtColumn(AlignedTreeModel::ShapeA).data().toString(), QStringLiteral("[4, 8] ×3"));
+            QCOMPARE(line.siblingAtColumn(AlignedTreeModel::ShapeB).data().toString(), QStringLiteral("[3, 4, 8]"));
+            QCOMPARE(m.leafCount(), size_t(4));
+            // The core folds it the same way for the reports: one line, three rows beside the stacked one.
+            const auto& snap = *m.snapshot();
+            const auto folded = foldRows(snap.diff, *snap.a, *snap.b);
+            QCOMPARE(folded.size(), size_t(1));
+            QCOMPARE(folded[0].partnerRows.size(), size_t(3));
+            QCOMPARE(folded[0].partnerName, std::string("layers.0.mlp.experts.{0..2}.w1.weight"));
+            QCOMPARE(pairedRow(snap.diff, folded[0].rows[0]), -1); // many to one, not a pair of two
+        }
+    }
+
     void rulesBringBothSidesOntoOneLine()
     {
         AlignedTreeModel m;

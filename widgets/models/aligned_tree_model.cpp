@@ -286,9 +286,10 @@ bool AlignedTreeModel::passes(const Leaf& leaf) const
 {
     const auto& diff = m_snap->diff;
     const RowStatus status = leaf.folded >= 0 ? m_snap->folded[static_cast<size_t>(leaf.folded)].status : diff.rows[leaf.row].status;
-    // A pair is a missing and an unexpected key: either status shows it.
-    const bool pair = pairedOf(diff.rows[leaf.row]) >= 0;
-    const uint32_t bits = (1u << static_cast<unsigned>(status)) | (pair ? 1u << static_cast<unsigned>(RowStatus::Unexpected) : 0u);
+    // A pair's line holds a missing and an unexpected key: either status shows it.
+    const bool pair = lineRows(diff.rows[leaf.row]) > 0;
+    const RowStatus other = status == RowStatus::Missing ? RowStatus::Unexpected : RowStatus::Missing;
+    const uint32_t bits = (1u << static_cast<unsigned>(status)) | (pair ? 1u << static_cast<unsigned>(other) : 0u);
     if (!(m_filter.statuses & bits))
         return false;
     if (m_filter.text.isEmpty())
@@ -296,14 +297,15 @@ bool AlignedTreeModel::passes(const Leaf& leaf) const
     if (textMatches(leaf.name))
         return true;
     // A's original name and B's name too, for every row a folded leaf holds.
-    auto rowMatches = [&](size_t r) {
-        const DiffRow& row = diff.rows[r];
-        const int32_t partner = pairedOf(row);
-        const DiffRow& rowA = partner >= 0 ? diff.rows[static_cast<size_t>(partner)] : row;
-        if (rowA.a >= 0 && textMatches(rowKeyA(rowA, *m_snap->a)))
+    auto keysMatch = [&](const DiffRow& row) {
+        return (row.a >= 0 && textMatches(rowKeyA(row, *m_snap->a))) || (row.b >= 0 && textMatches(rowKeyB(row, *m_snap->b)));
+    };
+    auto rowMatches = [&](size_t r) { // the row's keys, and those of the rows on its line
+        if (keysMatch(diff.rows[r]))
             return true;
-        if (row.b >= 0 && textMatches(rowKeyB(row, *m_snap->b)))
-            return true;
+        for (uint32_t other : m_snap->lines.on(r))
+            if (keysMatch(diff.rows[other]))
+                return true;
         return false;
     };
     if (leaf.folded < 0)
@@ -331,10 +333,9 @@ int32_t AlignedTreeModel::addNode(int32_t parent, std::string_view segment, Node
 void AlignedTreeModel::account(int32_t node, size_t diffRow)
 {
     const DiffRow& row = m_snap->diff.rows[diffRow];
-    // A pair's line holds its unexpected partner too: both count, so roll-ups agree with the summary.
-    const int32_t partner = row.status == RowStatus::Missing ? pairedOf(row) : -1;
-    if (partner >= 0)
-        account(node, static_cast<size_t>(partner));
+    // A line holds the other side's rows shown with it: they count too, so roll-ups agree with the summary.
+    for (uint32_t other : m_snap->lines.on(diffRow))
+        account(node, other);
     const Entry* a = rowEntryA(row, *m_snap->a);
     const Entry* b = rowEntryB(row, *m_snap->b);
     const uint64_t paramsA = a && a->kind != EntryKind::Object ? a->numel() : 0;
@@ -384,7 +385,7 @@ void AlignedTreeModel::collectLeaves()
     } else {
         m_leaves.reserve(diff.rows.size());
         for (size_t i = 0; i < diff.rows.size(); ++i)
-            if (diff.rows[i].status != RowStatus::Unexpected || pairedRow(diff, i) < 0) // a pair shows on its missing row
+            if (m_snap->lines.shownWith[i] < 0) // a row shown on another's line (a pair) has no leaf of its own
                 m_leaves.push_back({ rowName(diff.rows[i], a, b), -1, i });
     }
 }
@@ -436,21 +437,20 @@ void AlignedTreeModel::addLeaf(const Leaf& leaf, int32_t leafIndex, int32_t pare
             const int32_t member = addNode(node, rowName(diff.rows[r], *m_snap->a, *m_snap->b), NodeKind::FoldedMember,
                 static_cast<int32_t>(r));
             account(member, r);
-            m_leafCount += pairedOf(diff.rows[r]) >= 0 ? 2 : 1;
+            m_leafCount += 1 + m_snap->lines.count(r);
         }
         return;
     }
     account(node, leaf.row);
-    m_leafCount += pairedOf(m_snap->diff.rows[leaf.row]) >= 0 ? 2 : 1; // a pair's line holds two rows
+    m_leafCount += 1 + m_snap->lines.count(leaf.row); // a pair's line holds two rows
     // A quantized group or a wrapper subclass shows its stored tensors when expanded.
-    const DiffRow& row = diff.rows[leaf.row];
-    const int32_t partner = pairedOf(row);
-    const DiffRow& rowA = partner >= 0 ? diff.rows[static_cast<size_t>(partner)] : row;
+    const DiffRow& rowA = diff.rows[m_snap->lines.rowA(diff, leaf.row)];
+    const DiffRow& rowB = diff.rows[m_snap->lines.rowB(diff, leaf.row)];
     if (const Entry* a = rowEntryA(rowA, *m_snap->a)) {
         for (size_t p = 0; p < a->parts.size(); ++p)
             addNode(node, a->parts[p].name, NodeKind::PartA, static_cast<int32_t>(p));
     }
-    if (const Entry* b = rowEntryB(row, *m_snap->b)) {
+    if (const Entry* b = rowEntryB(rowB, *m_snap->b)) {
         for (size_t p = 0; p < b->parts.size(); ++p)
             addNode(node, b->parts[p].name, NodeKind::PartB, static_cast<int32_t>(p));
     }
@@ -460,7 +460,7 @@ void AlignedTreeModel::addLeaf(const Leaf& leaf, int32_t leafIndex, int32_t pare
     constexpr size_t kChunksPerEntry = 64;
     constexpr size_t kChunkNodes = 200000;
     for (bool sideA : { true, false }) {
-        const Entry* e = sideA ? rowEntryA(rowA, *m_snap->a) : rowEntryB(row, *m_snap->b);
+        const Entry* e = sideA ? rowEntryA(rowA, *m_snap->a) : rowEntryB(rowB, *m_snap->b);
         if (!e)
             continue;
         const auto& sharding = e->sharding;
@@ -488,9 +488,9 @@ const DiffRow* AlignedTreeModel::rowOf(const Node& n) const
     }
 }
 
-int32_t AlignedTreeModel::pairedOf(const DiffRow& row) const
+size_t AlignedTreeModel::lineRows(const DiffRow& row) const
 {
-    return pairedRow(m_snap->diff, static_cast<size_t>(&row - m_snap->diff.rows.data()));
+    return m_snap->lines.count(static_cast<size_t>(&row - m_snap->diff.rows.data()));
 }
 
 const DiffRow* AlignedTreeModel::rowAOf(const Node& n) const
@@ -498,13 +498,20 @@ const DiffRow* AlignedTreeModel::rowAOf(const Node& n) const
     const DiffRow* row = rowOf(n);
     if (!row)
         return nullptr;
-    const int32_t partner = pairedOf(*row);
-    return partner >= 0 ? &m_snap->diff.rows[static_cast<size_t>(partner)] : row;
+    return &m_snap->diff.rows[m_snap->lines.rowA(m_snap->diff, static_cast<size_t>(row - m_snap->diff.rows.data()))];
+}
+
+const DiffRow* AlignedTreeModel::rowBOf(const Node& n) const
+{
+    const DiffRow* row = rowOf(n);
+    if (!row)
+        return nullptr;
+    return &m_snap->diff.rows[m_snap->lines.rowB(m_snap->diff, static_cast<size_t>(row - m_snap->diff.rows.data()))];
 }
 
 const Entry* AlignedTreeModel::entryOf(const Node& n, bool sideA) const
 {
-    const DiffRow* row = sideA ? rowAOf(n) : rowOf(n);
+    const DiffRow* row = sideA ? rowAOf(n) : rowBOf(n);
     if (!row)
         return nullptr;
     return sideA ? rowEntryA(*row, *m_snap->a) : rowEntryB(*row, *m_snap->b);
@@ -524,14 +531,20 @@ bool AlignedTreeModel::isGap(const Node& n, int column) const
 
 QString AlignedTreeModel::pairName(const Node& n, bool sideA) const
 {
+    const DiffRow* head = rowOf(n);
+    const size_t headIndex = static_cast<size_t>(head - m_snap->diff.rows.data());
+    const bool headOnThisSide = sideA ? head->a >= 0 : head->b >= 0;
     if (n.kind == NodeKind::Leaf) {
         const Leaf& leaf = m_leaves[static_cast<size_t>(n.ref)];
         if (leaf.folded >= 0) {
             const FoldedRow& f = m_snap->folded[static_cast<size_t>(leaf.folded)];
-            return qs(sideA ? f.partnerName : f.name);
+            return qs(headOnThisSide ? f.name : f.partnerName);
         }
     }
-    return sideA ? qs(rowKeyA(*rowAOf(n), *m_snap->a)) : qs(rowKeyB(*rowOf(n), *m_snap->b));
+    if (headOnThisSide)
+        return sideA ? qs(rowKeyA(*head, *m_snap->a)) : qs(rowKeyB(*head, *m_snap->b));
+    // The other side's rows on this line: one key, or many folded ("experts.{0..255}.w1.weight").
+    return qs(foldedNames(m_snap->diff, *m_snap->a, *m_snap->b, m_snap->lines.on(headIndex)));
 }
 
 const Entry* AlignedTreeModel::partEntry(const QModelIndex& index) const
@@ -610,13 +623,13 @@ QModelIndex AlignedTreeModel::findRow(size_t diffRow) const
 {
     if (!m_snap || diffRow >= m_snap->diff.rows.size())
         return {};
-    const int32_t partner = pairedRow(m_snap->diff, diffRow);
+    const int32_t head = m_snap->lines.shownWith[diffRow]; // the line it is shown on, if not its own
     for (size_t i = 1; i < m_nodes.size(); ++i) {
         const Node& n = m_nodes[i];
         if (n.kind != NodeKind::Leaf && n.kind != NodeKind::FoldedMember)
             continue;
         const size_t row = n.kind == NodeKind::Leaf ? m_leaves[static_cast<size_t>(n.ref)].row : static_cast<size_t>(n.ref);
-        if (row == diffRow || (partner >= 0 && row == static_cast<size_t>(partner)))
+        if (row == diffRow || (head >= 0 && row == static_cast<size_t>(head)))
             return createIndex(n.row, 0, static_cast<quintptr>(i));
     }
     return {};
@@ -797,7 +810,7 @@ QVariant AlignedTreeModel::display(const Node& n, int column) const
     const DiffRow& row = *rowOf(n);
     const Entry* e = entryOf(n, sideA);
     const bool folded = n.kind == NodeKind::Leaf && m_leaves[static_cast<size_t>(n.ref)].folded >= 0;
-    const bool pair = pairedOf(row) >= 0;
+    const bool pair = lineRows(row) > 0;
     if (column == StatusColumn) {
         const RowStatus status = folded ? m_snap->folded[static_cast<size_t>(m_leaves[static_cast<size_t>(n.ref)].folded)].status : row.status;
         QString text = pair ? (row.suggestion >= 0 ? tr("pending: suggestion %1").arg(row.suggestion + 1) : tr("unexpected ↔ missing"))
@@ -824,7 +837,10 @@ QVariant AlignedTreeModel::display(const Node& n, int column) const
         return qs(n.segment);
     case ShapeA:
     case ShapeB:
-        return shapeText(*e) + (folded ? QStringLiteral(" ×%1").arg(sideA ? n.entriesA : n.entriesB) : QString());
+    {
+        const uint32_t entries = sideA ? n.entriesA : n.entriesB; // a folded leaf's, or the many of a line
+        return shapeText(*e) + (entries > 1 ? QStringLiteral(" ×%1").arg(entries) : QString());
+    }
     case DTypeA:
     case DTypeB:
         return dtypeText(*e);
@@ -933,7 +949,7 @@ QVariant AlignedTreeModel::data(const QModelIndex& index, int role) const
         return isGap(n, column);
     case PairRole: {
         const DiffRow* row = rowOf(n);
-        return row && pairedOf(*row) >= 0;
+        return row && lineRows(*row) > 0;
     }
     case SuggestionRole: {
         const DiffRow* row = rowOf(n);
@@ -941,7 +957,7 @@ QVariant AlignedTreeModel::data(const QModelIndex& index, int role) const
     }
     case HighlightRole: {
         const DiffRow* row = rowOf(n);
-        if (!nameColumn || !row || pairedOf(*row) < 0)
+        if (!nameColumn || !row || lineRows(*row) == 0)
             return {};
         return highlightSpans(pairName(n, sideA), pairName(n, !sideA));
     }

@@ -121,9 +121,11 @@ private:
     void account(int32_t node, size_t diffRow);
     int nodeOf(const QModelIndex& index) const { return index.isValid() ? static_cast<int>(index.internalId()) : 0; }
     const DiffRow* rowOf(const Node& n) const; // the row a leaf or member shows (a folded leaf: its first)
-    // The row whose A side a leaf or member shows: a pair's unexpected partner, else rowOf(n).
+    // The rows whose A and B sides a leaf or member shows: a line's head, or the first row shown with it
+    // (a pair's partner, the first of a many-to-one line's many).
     const DiffRow* rowAOf(const Node& n) const;
-    int32_t pairedOf(const DiffRow& row) const; // pairedRow() of a row of the snapshot
+    const DiffRow* rowBOf(const Node& n) const;
+    size_t lineRows(const DiffRow& row) const; // rows of the other side shown on this row's line (0: none)
     const Entry* entryOf(const Node& n, bool sideA) const;
     QVariant display(const Node& n, int column) const;
     QString pairName(const Node& n, bool sideA) const;

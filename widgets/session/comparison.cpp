@@ -41,7 +41,8 @@ std::shared_ptr<const DiffSnapshot> buildSnapshot(std::shared_ptr<const Source> 
         }
     }
     s->issues.insert(s->issues.begin(), stopped.begin(), stopped.end());
-    s->folded = foldRows(s->diff, *s->a, *s->b);
+    s->lines = rowLines(s->diff);
+    s->folded = foldRows(s->diff, *s->a, *s->b, s->lines);
     s->milliseconds = static_cast<double>(timer.nsecsElapsed()) / 1e6;
     return s;
 }
@@ -50,7 +51,8 @@ std::shared_ptr<const DiffSnapshot> withPendingSuggestions(const DiffSnapshot& s
 {
     auto s = std::make_shared<DiffSnapshot>(snapshot);
     markPendingSuggestions(s->diff, *s->a, *s->b, s->rules.mode, suggestions);
-    s->folded = foldRows(s->diff, *s->a, *s->b);
+    s->lines = rowLines(s->diff);
+    s->folded = foldRows(s->diff, *s->a, *s->b, s->lines);
     s->suggestions = std::move(suggestions);
     return s;
 }

@@ -23,7 +23,8 @@ struct DiffSnapshot {
     RuleSet rules; // the rules the diff ran: the document's, with any that reached a match limit turned off
     DiffResult diff;
     std::vector<RuleIssue> issues; // checkRules on the pair (only when both sides are open)
-    std::vector<FoldedRow> folded; // diff rows folded by index template
+    RowLines lines; // which rows share a line (pairs, many-to-one counterparts)
+    std::vector<FoldedRow> folded; // diff rows folded by index template, a line's rows together
     // The pending suggestions marked on the rows (suggest/pending_pairs.h): empty in the first snapshot of
     // a diff, set in the one that follows when suggestions are ready.
     std::vector<Suggestion> suggestions;

@@ -150,16 +150,19 @@ void DetailsPanel::showIndex(const AlignedTreeModel* model, const QModelIndex& i
         return;
     }
     const DiffRow& r = snap->diff.rows[rows.front()];
-    // A pair shows its unexpected partner as A's side.
-    const int32_t partner = pairedRow(snap->diff, rows.front());
-    const DiffRow& rA = partner >= 0 ? snap->diff.rows[static_cast<size_t>(partner)] : r;
+    // A pair's line shows its partner on the other side (the first of a many-to-one line's many).
+    const bool line = snap->lines.count(rows.front()) > 0;
+    const int32_t partner = line ? 0 : -1;
+    const DiffRow& rA = snap->diff.rows[snap->lines.rowA(snap->diff, rows.front())];
+    const DiffRow& rB = snap->diff.rows[snap->lines.rowB(snap->diff, rows.front())];
     if (r.suggestion >= 0 && static_cast<size_t>(r.suggestion) < snap->suggestions.size())
         html += QStringLiteral("<p><a href='accept:%1'><b>%2</b></a> — %3</p>")
                     .arg(rows.front())
                     .arg(tr("Accept suggestion %1").arg(r.suggestion + 1), esc(snap->suggestions[static_cast<size_t>(r.suggestion)].title));
-    if (partner >= 0)
-        html += QStringLiteral("<p>%1 <code>%2</code> → <code>%3</code></p>")
-                    .arg(tr("Pair:"), esc(rowKeyA(rA, *snap->a)), esc(rowKeyB(r, *snap->b)));
+    if (line)
+        html += QStringLiteral("<p>%1 <code>%2</code> → <code>%3</code>%4</p>")
+                    .arg(tr("Pair:"), esc(rowKeyA(rA, *snap->a)), esc(rowKeyB(rB, *snap->b)),
+                        snap->lines.count(rows.front()) > 1 ? tr(" and %1 more").arg(snap->lines.count(rows.front()) - 1) : QString());
     if (rows.size() > 1)
         html += QStringLiteral("<p><b>%1</b></p>").arg(tr("%1 rows folded; the first is shown.").arg(rows.size()));
     const QColor c = StatusStyle::color(r.status, palette());
@@ -184,7 +187,7 @@ void DetailsPanel::showIndex(const AlignedTreeModel* model, const QModelIndex& i
         html += QStringLiteral("<p>%1 <code>%2</code></p>").arg(tr("A's name after the rules:"), esc(r.mapped));
     // A row that is one key of a quantized group shows the group too: the key alone is codes or scales.
     for (bool sideA : { true, false }) {
-        const DiffRow& row = sideA ? rA : r;
+        const DiffRow& row = sideA ? rA : rB;
         const Entry* e = sideA ? rowEntryA(row, *snap->a) : rowEntryB(row, *snap->b);
         if (!e)
             continue;

@@ -430,16 +430,19 @@ private slots:
             QCOMPARE(o["name"].toString(), q(expectedFolded[size_t(i)].name));
             QCOMPARE(o["status"].toString(), q(rowStatusName(expectedFolded[size_t(i)].status)));
             QVERIFY(o.contains("reason"));
-            // A pair's group counts its missing rows; each stands with an unexpected partner.
+            // A line that shows rows of the other side (a pair) counts its own rows in "count" and those in
+            // "partner_count", of the other status (missing against unexpected).
             const bool pair = !o["partner_name"].isNull();
             QCOMPARE(o["partner_name"].toString(), q(expectedFolded[size_t(i)].partnerName));
-            total += o["count"].toInteger() * (pair ? 2 : 1);
+            QCOMPARE(o["partner_count"].toInteger() > 0, pair);
+            total += o["count"].toInteger() + o["partner_count"].toInteger();
             for (size_t k = 0; k < kRowStatusCount; ++k)
                 if (o["status"].toString() == q(rowStatusName(RowStatus(k))))
                     perStatus[k] += size_t(o["count"].toInteger());
             if (pair) {
-                QCOMPARE(o["status"].toString(), QStringLiteral("missing"));
-                perStatus[size_t(RowStatus::Unexpected)] += size_t(o["count"].toInteger());
+                const bool missing = o["status"].toString() == QStringLiteral("missing");
+                QVERIFY(missing || o["status"].toString() == QStringLiteral("unexpected"));
+                perStatus[size_t(missing ? RowStatus::Unexpected : RowStatus::Missing)] += size_t(o["partner_count"].toInteger());
             }
         }
         QCOMPARE(total, qint64(m_f.diff.rows.size()));
