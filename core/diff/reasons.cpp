@@ -168,6 +168,7 @@ public:
         shapes();
         fusedProjections();
         stackedExperts();
+        quantizedKeys(false);
         tiedWeights();
         nonPersistentBuffers();
         dtypeCasts();
@@ -331,7 +332,14 @@ private:
                 "the checkpoint holds " + describe(ea) + ", the model " + describe(eb)
                     + (ea.quantization && eb.quantization ? "; the quantization schemes differ" : ""));
         }
-        // Keys of a quantized group that the other side lacks (absmax, qweight, weight_scale_inv).
+        quantizedKeys(true);
+    }
+
+    // Keys of a quantized group that the other side lacks (absmax, qweight, weight_scale_inv). First only
+    // where the other side holds the weight itself; the keys of a weight it has under no name at all wait
+    // until the layouts (stacked experts, fused projections) have had their say, which pair them better.
+    void quantizedKeys(bool withCounterpartOnly)
+    {
         for (int side = 0; side < 2; ++side) {
             std::unordered_map<std::string_view, size_t> otherNames;
             for (size_t row : m_unmatched[1 - side])
@@ -348,6 +356,8 @@ private:
                     continue;
                 auto it = otherNames.find(weight);
                 const bool otherHasWeight = it != otherNames.end() || hasName(1 - side, weight);
+                if (withCounterpartOnly && !otherHasWeight)
+                    continue;
                 if (group && group->quantization) {
                     // Built in place: one per part row of every quantized group the other side lacks.
                     const Entry& part = side == 0 ? *entryA(r) : *entryB(r);
@@ -608,17 +618,29 @@ private:
                     }
                 if (stacked.empty() || (shapesKnown && !shapesAgree))
                     continue;
+                std::unordered_map<size_t, size_t> firstInto; // stacked row -> the first per-expert row that goes into it
+                const std::string separately = std::string(sideName(side)) + " stores " + std::to_string(count) + " experts separately under "
+                    + quoted(prefix + ".{i}") + "; " + sideName(1 - side) + " stacks them in ";
                 for (size_t row : g.rows) {
-                    set(row, Reason::StackedExperts,
-                        std::string(sideName(side)) + " stores " + std::to_string(count) + " experts separately under " + quoted(prefix + ".{i}") + "; "
-                            + sideName(1 - side) + " stacks them (e.g. " + quoted(nameOf(stacked.front())) + "): torch.stack when converting");
-                    point(row, stackedCounterpart(nameOf(row), prefix, stacked));
+                    const size_t into = stackedCounterpart(nameOf(row), prefix, stacked);
+                    std::string text = separately + quoted(nameOf(into)) + ": torch.stack when converting";
+                    // A key of a quantized expert (FP8's weight and weight_scale_inv) says so: stack after dequantizing.
+                    const DiffRow& r = m_diff.rows[row];
+                    const Entry* group = side == 0 ? groupOfA(r) : groupOfB(r);
+                    if (group && group->quantization)
+                        text += "; this key is the '" + (side == 0 ? entryA(r) : entryB(r))->name + "' of a " + describeShared(*group)
+                            + " weight: dequantize before stacking";
+                    set(row, Reason::StackedExperts, std::move(text));
+                    point(row, into);
+                    firstInto.try_emplace(into, row);
                 }
                 for (size_t row : stacked) {
                     set(row, Reason::StackedExperts,
                         "the " + std::to_string(count) + " experts stacked along dim 0; " + sideName(side) + " keeps one tensor per expert under "
                             + quoted(prefix + ".{i}"));
-                    point(row, g.rows.front());
+                    // Back at one of its own experts (so each per-expert row has one counterpart).
+                    auto it = firstInto.find(row);
+                    point(row, it != firstInto.end() ? it->second : g.rows.front());
                 }
             }
         }

@@ -13,6 +13,7 @@
 #include <QPoint>
 #include <QTest>
 
+#include <map>
 #include <sstream>
 
 using namespace sl;
@@ -158,6 +159,18 @@ private slots:
             QCOMPARE(folded[0].partnerName, std::string("layers.0.mlp.experts.{0..2}.w1.weight"));
             QCOMPARE(pairedRow(snap.diff, folded[0].rows[0]), -1); // many to one, not a pair of two
         }
+        // transformers v5 fuses gate and up when it stacks: each projection's experts go to the tensor that
+        // holds them, two lines.
+        auto experts = snapshot("m.experts.0.gate_proj.weight [8,4]\nm.experts.0.up_proj.weight [8,4]\nm.experts.0.down_proj.weight [4,8]\n"
+                                "m.experts.1.gate_proj.weight [8,4]\nm.experts.1.up_proj.weight [8,4]\nm.experts.1.down_proj.weight [4,8]\n",
+            "m.experts.gate_up_proj [2,16,4]\nm.experts.down_proj [2,4,8]\n");
+        const auto lines = foldRows(experts->diff, *experts->a, *experts->b);
+        QCOMPARE(lines.size(), size_t(2));
+        std::map<std::string, std::string> byStacked;
+        for (const FoldedRow& f : lines)
+            byStacked[f.name] = f.partnerName;
+        QCOMPARE(byStacked["m.experts.gate_up_proj"], std::string("m.experts.{0,1}.gate_proj.weight + m.experts.{0,1}.up_proj.weight"));
+        QCOMPARE(byStacked["m.experts.down_proj"], std::string("m.experts.{0,1}.down_proj.weight"));
     }
 
     void rulesBringBothSidesOntoOneLine()
