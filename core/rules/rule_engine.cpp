@@ -242,7 +242,9 @@ std::optional<PatternError> parseReplacement(std::string_view r, const Checked& 
 
 struct CompiledRule {
     size_t index = 0; // in the RuleSet
-    const Rule* rule = nullptr;
+    // What is needed of the Rule, copied: a compiled set may outlive the RuleSet it was made from.
+    bool drop = false;
+    std::string pattern; // for error messages (rules that run a regex only)
     pcre2_code* code = nullptr;
     std::vector<ReplacementPart> replacement;
     std::string anchoredPrefix; // a '^literal' start: keys without it cannot match
@@ -357,7 +359,7 @@ struct CompiledRules::Impl {
             return rc;
         // Pattern and key can be long or hold control characters: short, escaped excerpts of both.
         throw RuleMatchError(r.index,
-            "rule " + std::to_string(r.index + 1) + " ('" + oneLineMessage(r.rule->pattern, 60) + "')",
+            "rule " + std::to_string(r.index + 1) + " ('" + oneLineMessage(r.pattern, 60) + "')",
             limitProblem(subject, rc));
     }
 
@@ -423,7 +425,7 @@ struct CompiledRules::Impl {
             const size_t e = ov[1];
             any = true;
             out.append(subject.substr(last, b - last));
-            if (!r.rule->drop) {
+            if (!r.drop) {
                 for (const auto& part : r.replacement) {
                     if (part.group < 0) {
                         out += part.literal;
@@ -435,7 +437,7 @@ struct CompiledRules::Impl {
             last = e;
             mustAdvance = b == e;
             pos = e;
-            if (r.rule->drop)
+            if (r.drop)
                 break;
         }
         if (any)
@@ -543,7 +545,7 @@ CompiledRules CompiledRules::compile(const RuleSet& set, std::vector<PatternErro
         if (literal) {
             CompiledRule cr;
             cr.index = i;
-            cr.rule = &rule;
+            cr.drop = rule.drop;
             cr.exact = true;
             cr.literal = std::move(*literal);
             if (auto e = parseReplacement(rule.replacement, checked, cr.replacement)) {
@@ -569,7 +571,8 @@ CompiledRules CompiledRules::compile(const RuleSet& set, std::vector<PatternErro
         // Named groups resolve to numbers now.
         CompiledRule cr;
         cr.index = i;
-        cr.rule = &rule;
+        cr.drop = rule.drop;
+        cr.pattern = rule.pattern;
         cr.code = compiled;
         if (auto e = parseReplacement(rule.replacement, checked, cr.replacement)) {
             pcre2_code_free(compiled);
@@ -637,7 +640,7 @@ CompiledRules::Result CompiledRules::apply(std::string_view name, std::vector<ui
             matchedRules->push_back(static_cast<uint32_t>(r.index));
         if (result.firstRule < 0)
             result.firstRule = static_cast<int>(r.index);
-        if (r.rule->drop) {
+        if (r.drop) {
             result.dropped = true;
             result.lastRule = static_cast<int>(r.index);
             return false;

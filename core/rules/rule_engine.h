@@ -75,7 +75,8 @@ public:
     CompiledRules(CompiledRules&&) noexcept;
     CompiledRules& operator=(CompiledRules&&) noexcept;
 
-    // Compiles every rule; a rule that fails is left out (and reported), the others still apply. Pattern
+    // Compiles every rule; a rule that fails is left out (and reported), the others still apply. The result
+    // keeps what it needs of each rule, so it may outlive `rules`. Pattern
     // rules past kMaxPatternRules are left out too, with one error on the first of them.
     static CompiledRules compile(const RuleSet& rules, std::vector<PatternError>* errors = nullptr);
 

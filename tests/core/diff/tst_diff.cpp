@@ -317,6 +317,32 @@ private slots:
         QCOMPARE(paired, b.entries.size());
     }
 
+    // A compiled set keeps what it needs of its rules: the pending suggestions compile a set that goes out of
+    // scope (a pointer into it read a freed rule's drop flag, and every key after the first was "dropped").
+    void compiledRulesOutliveTheirSet()
+    {
+        CompiledRules compiled;
+        {
+            RuleSet set;
+            Rule rename;
+            rename.pattern = "^encoder\\.blocks\\.";
+            rename.replacement = "encoder.layers.";
+            Rule drop;
+            drop.pattern = "inv_freq$";
+            drop.drop = true;
+            set.rules = { rename, drop };
+            compiled = CompiledRules::compile(set);
+        }
+        std::vector<std::string> reuse(64, std::string(sizeof(Rule), '\x01')); // take the freed memory
+        for (int i = 0; i < 4; ++i) {
+            const auto r = compiled.apply("encoder.blocks." + std::to_string(i) + ".fc.weight");
+            QCOMPARE(r.name, "encoder.layers." + std::to_string(i) + ".fc.weight");
+            QVERIFY(!r.dropped);
+        }
+        QVERIFY(compiled.apply("rotary.inv_freq").dropped);
+        QVERIFY(!reuse.empty());
+    }
+
     // The word diff marks the segments that go and come, with their dots.
     void nameSegmentsThatDiffer()
     {

@@ -10,6 +10,7 @@
 #include "model/source.h"
 #include "report/diff_report.h"
 #include "rules/rule.h"
+#include "suggest/pending_pairs.h"
 #include "suggest/suggestions.h"
 
 #include <QCryptographicHash>
@@ -523,6 +524,51 @@ private slots:
             QCOMPARE(verdict.find("would fail") != std::string::npos, failOnDtype);
             QVERIFY(verdict.rfind("a strict load_state_dict would ", 0) == 0);
         }
+    }
+
+    // The fixture's encoder.blocks.i keys are the model's encoder.layers.i (built so above): with the pending
+    // suggestions marked, every format shows each pair on one line, A's name beside B's.
+    void pairsSideBySide()
+    {
+        Fixture f = makeFixture();
+        markPendingSuggestions(f.diff, f.a, f.b, f.rules.mode, f.suggestions);
+        size_t blocks = f.suggestions.size();
+        for (size_t i = 0; i < f.suggestions.size(); ++i)
+            if (f.suggestions[i].title.find("blocks") != std::string::npos)
+                blocks = i;
+        QVERIFY(blocks < f.suggestions.size());
+        const std::string number = std::to_string(blocks + 1);
+
+        const QString text = q(diffToText(f.input()));
+        const QString line = QStringLiteral("  encoder.blocks.{0..3}.fc.weight  ->  encoder.layers.{0..3}.fc.weight  (4 pairs)");
+        QVERIFY2(text.contains(line), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("pending: suggestion ") + q(number)), qPrintable(text));
+
+        const QString md = q(diffToMarkdown(f.input()));
+        QVERIFY2(md.contains(QStringLiteral("| `encoder.blocks.{0..3}.fc.weight` | `encoder.layers.{0..3}.fc.weight` | 8 |")), qPrintable(md));
+
+        const std::string html = diffToHtml(f.input());
+        QXmlStreamReader xml(bytes(html));
+        while (!xml.atEnd())
+            xml.readNext();
+        QVERIFY2(!xml.hasError(), qPrintable(xml.errorString()));
+        QVERIFY(q(html).contains(QStringLiteral("encoder.blocks.{0..3}.fc.weight</span> \u2192 <span class=\"name\">encoder.layers.{0..3}.fc.weight")));
+
+        // JSON: each row names its partner's index, both ways.
+        const QJsonArray rows = QJsonDocument::fromJson(bytes(diffToJson(f.input()))).object()["rows"].toArray();
+        qsizetype fromA = -1, toB = -1;
+        for (qsizetype i = 0; i < rows.size(); ++i) {
+            const QJsonObject o = rows[i].toObject();
+            if (o["a"].toString() == QStringLiteral("encoder.blocks.2.fc.weight"))
+                fromA = i;
+            if (o["b"].toString() == QStringLiteral("encoder.layers.2.fc.weight"))
+                toB = i;
+        }
+        QVERIFY(fromA >= 0 && toB >= 0 && fromA != toB);
+        QCOMPARE(rows[fromA].toObject()["partner"].toInteger(), qint64(toB));
+        QCOMPARE(rows[toB].toObject()["partner"].toInteger(), qint64(fromA));
+        QCOMPARE(rows[fromA].toObject()["suggestion"].toInteger(), qint64(blocks));
+        QCOMPARE(rows[fromA].toObject()["reason"].toString(), QStringLiteral("suggested_rename"));
     }
 
     void text()
