@@ -171,6 +171,13 @@ void AlignedRowDelegate::paint(QPainter* painter, const QStyleOptionViewItem& op
     painter->restore();
 }
 
+void AlignedRowDelegate::initStyleOption(QStyleOptionViewItem* option, const QModelIndex& index) const
+{
+    QStyledItemDelegate::initStyleOption(option, index);
+    if (index.column() == AlignedTreeModel::StatusColumn)
+        option->textElideMode = Qt::ElideRight;
+}
+
 int AlignedRowDelegate::rowHeight(const QStyleOptionViewItem& viewOption)
 {
     const QWidget* widget = viewOption.widget;

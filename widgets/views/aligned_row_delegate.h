@@ -18,6 +18,11 @@ public:
 
     QSize sizeHint(const QStyleOptionViewItem& option, const QModelIndex& index) const override;
     void paint(QPainter* painter, const QStyleOptionViewItem& option, const QModelIndex& index) const override;
+
+protected:
+    // Statuses read from the left ("pending: suggestion 3 · wrapper prefix"): cut at the right end, where
+    // names (elided in the middle) keep both ends.
+    void initStyleOption(QStyleOptionViewItem* option, const QModelIndex& index) const override;
     // The height of every row of a view whose options (font, icon size, style) are `viewOption`'s.
     static int rowHeight(const QStyleOptionViewItem& viewOption);
 };
