@@ -475,7 +475,7 @@ std::string fillTemplate(const std::string& templ, const std::vector<std::vector
 
 } // namespace
 
-std::string foldedNames(const DiffResult& diff, const Source& a, const Source& b, const std::vector<uint32_t>& rows)
+std::string foldedNames(const DiffResult& diff, const Source& a, const Source& b, std::span<const uint32_t> rows)
 {
     if (rows.size() == 1)
         return rowName(diff.rows[rows.front()], a, b);
@@ -524,7 +524,7 @@ std::vector<FoldedRow> foldRows(const DiffResult& diff, const Source& a, const S
         const DiffRow& row = diff.rows[i];
         if (lines.shownWith[i] >= 0)
             continue; // on another row's line
-        const std::vector<uint32_t> shown = lines.on(i);
+        const std::span<const uint32_t> shown = lines.on(i);
         numbers.clear();
         partnerNumbers.clear();
         std::string key = foldIndices(rowName(row, a, b), &numbers);

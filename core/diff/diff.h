@@ -23,6 +23,7 @@
 #include "rules/rule_engine.h"
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -128,11 +129,11 @@ struct RowLines {
     // rows[begin[h]] .. rows[begin[h + 1]] (begin has one more item than the diff has rows).
     std::vector<uint32_t> begin;
     std::vector<uint32_t> rows;
-    std::vector<uint32_t> on(size_t head) const
+    std::span<const uint32_t> on(size_t head) const
     {
         if (begin.empty())
             return {};
-        return { rows.begin() + begin[head], rows.begin() + begin[head + 1] };
+        return std::span<const uint32_t>(rows).subspan(begin[head], begin[head + 1] - begin[head]);
     }
     size_t count(size_t head) const { return begin.empty() ? 0 : begin[head + 1] - begin[head]; }
     // The row a line shows on A's side, and on B's (the head, or the first row shown with it).
@@ -143,7 +144,7 @@ RowLines rowLines(const DiffResult& diff);
 
 // The names of rows folded into one text by index template ("experts.{0..255}.w1.weight"), templates in
 // order of first appearance joined by " + ".
-std::string foldedNames(const DiffResult& diff, const Source& a, const Source& b, const std::vector<uint32_t>& rows);
+std::string foldedNames(const DiffResult& diff, const Source& a, const Source& b, std::span<const uint32_t> rows);
 
 // The display name of a row: B's key when it has one, else A's mapped key.
 const std::string& rowName(const DiffRow& row, const Source& a, const Source& b);

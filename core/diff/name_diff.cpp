@@ -10,19 +10,7 @@ namespace {
 std::vector<NameSpan> segmentsOf(std::string_view name)
 {
     std::vector<NameSpan> out;
-    size_t start = 0;
-    int depth = 0;
-    for (size_t i = 0; i <= name.size(); ++i) {
-        const char c = i < name.size() ? name[i] : '.';
-        if (c == '{')
-            ++depth;
-        else if (c == '}' && depth > 0)
-            --depth;
-        else if (c == '.' && (depth == 0 || i == name.size())) {
-            out.push_back({ start, i - start });
-            start = i + 1;
-        }
-    }
+    forEachNameSegment(name, [&](std::string_view s) { out.push_back({ static_cast<size_t>(s.data() - name.data()), s.size() }); });
     return out;
 }
 

@@ -11,6 +11,27 @@
 
 namespace sl {
 
+// Calls f with each dotted segment of `name`, in order; a folded range ("{0..31}", "{0,2..5}") is one
+// segment. Shared by the word diff and the window's tree, which split names the same way.
+template <typename F>
+void forEachNameSegment(std::string_view name, F&& f)
+{
+    size_t start = 0;
+    int depth = 0;
+    for (size_t i = 0; i < name.size(); ++i) {
+        const char c = name[i];
+        if (c == '{')
+            ++depth;
+        else if (c == '}' && depth > 0)
+            --depth;
+        else if (c == '.' && depth == 0) {
+            f(name.substr(start, i - start));
+            start = i + 1;
+        }
+    }
+    f(name.substr(start));
+}
+
 struct NameSpan {
     size_t start = 0; // byte offset in the name
     size_t length = 0;

@@ -341,9 +341,7 @@ private:
     void quantizedKeys(bool withCounterpartOnly)
     {
         for (int side = 0; side < 2; ++side) {
-            std::unordered_map<std::string_view, size_t> otherNames;
-            for (size_t row : m_unmatched[1 - side])
-                otherNames.emplace(nameOf(row), row);
+            const auto& otherNames = unmatchedNames(1 - side);
             for (size_t row : m_unmatched[side]) {
                 if (explained(row))
                     continue;
@@ -395,6 +393,17 @@ private:
         return m_names[side]->count(name) != 0;
     }
     std::array<std::unique_ptr<std::unordered_map<std::string_view, size_t>>, 2> m_names;
+    // The unexpected (0) or missing (1) rows by name, made once for both passes of quantizedKeys.
+    const std::unordered_map<std::string_view, size_t>& unmatchedNames(int side)
+    {
+        if (!m_unmatchedNames[side]) {
+            m_unmatchedNames[side] = std::make_unique<std::unordered_map<std::string_view, size_t>>();
+            for (size_t row : m_unmatched[side])
+                m_unmatchedNames[side]->emplace(nameOf(row), row);
+        }
+        return *m_unmatchedNames[side];
+    }
+    std::array<std::unique_ptr<std::unordered_map<std::string_view, size_t>>, 2> m_unmatchedNames;
     std::unordered_map<const Quantization*, std::string> m_described; // describeShared
 
     // Shape mismatches: a shard against the global tensor, a padded vocabulary, a transposed weight.

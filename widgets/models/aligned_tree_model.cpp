@@ -17,30 +17,10 @@ namespace sl::gui {
 
 namespace {
 
-// Dotted names split into segments; a folded range ("{0..31}", "{0,2..5}") is one segment.
-template <typename F>
-void forEachSegment(std::string_view name, F&& f)
-{
-    size_t start = 0;
-    int depth = 0;
-    for (size_t i = 0; i < name.size(); ++i) {
-        const char c = name[i];
-        if (c == '{')
-            ++depth;
-        else if (c == '}' && depth > 0)
-            --depth;
-        else if (c == '.' && depth == 0) {
-            f(name.substr(start, i - start));
-            start = i + 1;
-        }
-    }
-    f(name.substr(start));
-}
-
 std::vector<std::string_view> splitSegments(std::string_view name)
 {
     std::vector<std::string_view> out;
-    forEachSegment(name, [&](std::string_view s) { out.push_back(s); });
+    forEachNameSegment(name, [&](std::string_view s) { out.push_back(s); });
     return out;
 }
 
@@ -407,7 +387,7 @@ void AlignedTreeModel::buildTree()
         if (!m_pass[li])
             continue;
         segments.clear();
-        forEachSegment(leaf.name, [&](std::string_view s) { segments.push_back(s); });
+        forEachNameSegment(leaf.name, [&](std::string_view s) { segments.push_back(s); });
         int32_t node = 0;
         for (size_t s = 0; s + 1 < segments.size(); ++s) {
             // Consecutive keys share their parents, so the last child is the usual answer.

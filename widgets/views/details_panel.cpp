@@ -152,7 +152,6 @@ void DetailsPanel::showIndex(const AlignedTreeModel* model, const QModelIndex& i
     const DiffRow& r = snap->diff.rows[rows.front()];
     // A pair's line shows its partner on the other side (the first of a many-to-one line's many).
     const bool line = snap->lines.count(rows.front()) > 0;
-    const int32_t partner = line ? 0 : -1;
     const DiffRow& rA = snap->diff.rows[snap->lines.rowA(snap->diff, rows.front())];
     const DiffRow& rB = snap->diff.rows[snap->lines.rowB(snap->diff, rows.front())];
     if (r.suggestion >= 0 && static_cast<size_t>(r.suggestion) < snap->suggestions.size())
@@ -166,7 +165,7 @@ void DetailsPanel::showIndex(const AlignedTreeModel* model, const QModelIndex& i
     if (rows.size() > 1)
         html += QStringLiteral("<p><b>%1</b></p>").arg(tr("%1 rows folded; the first is shown.").arg(rows.size()));
     const QColor c = StatusStyle::color(r.status, palette());
-    if (partner >= 0) { // both of its rows fail the load until a rule renames one onto the other
+    if (line) { // both of its rows fail the load until a rule renames one onto the other
         html += QStringLiteral("<h3 style='color:%1'>%2</h3>").arg(c.name(), tr("unexpected ↔ missing: a pair").toHtmlEscaped());
         html += QStringLiteral("<p>%1</p>").arg(tr("The checkpoint's key and the model's key correspond, but their names differ: a strict load "
                                                    "reports one as unexpected and the other as missing until a rule renames it.")
