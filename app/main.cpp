@@ -5,6 +5,7 @@
 // `__torchscript-worker` subcommand in a child process (core/formats/torchscript_reader.h).
 
 #include "cli/cli.h"
+#include "heap_tuning.h"
 #include "formats/torchscript_reader.h"
 #include "util/terminal_text.h"
 
@@ -12,7 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
-#include <malloc.h>
 #include <string>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -65,17 +65,6 @@ bool looksLikeMistypedCommand(const char* arg)
 
 } // namespace
 
-// A headless command builds its state dicts once, in stages (each shard's entries, the merged list, the
-// grouped list, the report), and exits. glibc hands large freed blocks back to the kernel, so every stage
-// faulted in fresh zeroed pages: a third of listing a 90,000-tensor index was page faults. Keeping freed
-// memory for reuse costs no peak (the peak is reached anyway) and removes most of them.
-static void keepFreedMemory()
-{
-    constexpr int kLarge = 256 << 20; // blocks above this are still mapped and unmapped on their own
-    mallopt(M_MMAP_THRESHOLD, kLarge);
-    mallopt(M_TRIM_THRESHOLD, kLarge);
-}
-
 static void raiseOpenFileLimit()
 {
     rlimit l {};
@@ -87,15 +76,16 @@ static void raiseOpenFileLimit()
 
 int main(int argc, char** argv)
 {
+    const bool headless = argc > 1 && sl::cli::wantsCommandLine(argv[1]);
+    if (headless)
+        sl::app::tuneHeapForHeadlessRun(argv); // may run a fresh copy of the process instead
     // Values of a set of hundreds of rank files read from all of them at once; the soft limit on open
     // files (often 1024) is raised to the hard one, as the descriptors are the process's own.
     raiseOpenFileLimit();
     // Every subcommand that opens files may meet a TorchScript archive (one readlink, no LibTorch).
     sl::setTorchScriptWorker(sl::torchScriptWorkerFor(selfExecutable()));
-    if (argc > 1 && sl::cli::wantsCommandLine(argv[1])) {
-        keepFreedMemory();
+    if (headless)
         return sl::cli::run(argc, argv);
-    }
     if (argc > 1 && looksLikeMistypedCommand(argv[1])) {
         std::fprintf(stderr,
             "statelens: '%s' is neither a command nor a file (commands: ls, diff, suggest, rules, stats, demo; "
