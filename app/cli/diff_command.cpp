@@ -122,13 +122,12 @@ int runDiff(const DiffOptionsCli& o)
     in.values = o.values ? &comparisons : nullptr;
     in.contentMatches = o.matchContent ? &matches : nullptr;
     in.failOnDtype = o.failOnDtype;
-    PhaseTimer formatTimer(t, "format");
+    PhaseTimer formatTimer(t, "format + write");
     const auto format = parseDiffReportFormat(o.format);
-    const std::string& text = keepUntilExit(renderDiffReport(in, format.value_or(DiffReportFormat::Text)));
+    const auto out = openOutput(o.output);
+    renderDiffReport(in, format.value_or(DiffReportFormat::Text), [&out](std::string_view part) { out->write(part); });
+    out->commit();
     formatTimer.stop();
-    PhaseTimer writeTimer(t, "write output");
-    emit(text, o.output);
-    writeTimer.stop();
     if (t)
         printTimings(timings);
     // --fail-on gates on either source's findings, as `ls --fail-on` does on one.

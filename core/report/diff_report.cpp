@@ -549,6 +549,15 @@ public:
         m_out.resize(std::max(m_out.size() * 2, m_used + n));
         m_p = m_out.data();
     }
+    // Hands what is written so far to `sink` once it reaches `limit` bytes, and starts over in the same room:
+    // a large report streams out in pieces instead of being held whole (its pages cost time to fault in).
+    void drainAt(size_t limit, const TextSink& sink)
+    {
+        if (m_used < limit)
+            return;
+        sink(std::string_view(m_p, m_used));
+        m_used = 0;
+    }
     void put(char c) { m_p[m_used++] = c; }
     void put(std::string_view s)
     {
@@ -751,6 +760,14 @@ std::optional<DiffReportFormat> parseDiffReportFormat(std::string_view name)
     return std::nullopt;
 }
 
+void renderDiffReport(const DiffReportInput& in, DiffReportFormat format, const TextSink& sink)
+{
+    if (format == DiffReportFormat::Json)
+        diffToJson(in, sink);
+    else
+        sink(renderDiffReport(in, format));
+}
+
 std::string renderDiffReport(const DiffReportInput& in, DiffReportFormat format)
 {
     switch (format) {
@@ -766,9 +783,18 @@ std::string renderDiffReport(const DiffReportInput& in, DiffReportFormat format)
 
 std::string diffToJson(const DiffReportInput& in)
 {
+    std::string out;
+    diffToJson(in, [&out](std::string_view part) { out.append(part); });
+    return out;
+}
+
+void diffToJson(const DiffReportInput& in, const TextSink& sink)
+{
+    // Written in pieces of about a megabyte: the rows of a large diff are tens of megabytes of JSON.
+    constexpr size_t kPiece = size_t(1) << 20;
     const ReportContext ctx(in, true);
     std::string out;
-    out.reserve(ctx.estimate(330) + ctx.folded.size() * 100);
+    out.reserve(kPiece + 4096);
     // The small parts go through JsonWriter (one root value each); rows and folded rows, which can be
     // hundreds of thousands, are written straight into the reserved output.
     auto append = [&out](const JsonWriter& w) { out.append(w.text()); };
@@ -866,6 +892,7 @@ std::string diffToJson(const DiffReportInput& in)
                 }
             }
             raw.put('}');
+            raw.drainAt(kPiece, sink);
         }
         raw.makeRoom(16);
         raw.put("],\"folded\":[");
@@ -887,6 +914,7 @@ std::string diffToJson(const DiffReportInput& in)
             raw.put(",\"partner_count\":");
             raw.number(static_cast<int64_t>(f.partnerRows.size()));
             raw.put('}');
+            raw.drainAt(kPiece, sink);
         }
     }
     out += "],\"rule_issues\":";
@@ -947,7 +975,7 @@ std::string diffToJson(const DiffReportInput& in)
         append(w);
     }
     out += "}\n";
-    return out;
+    sink(out);
 }
 
 // ---- text ------------------------------------------------------------------------------------------------

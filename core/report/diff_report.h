@@ -63,6 +63,7 @@
 #include "diff/diff.h"
 #include "diff/rule_checks.h"
 #include "model/source.h"
+#include "report/source_report.h"
 #include "rules/rule.h"
 #include "suggest/suggestions.h"
 #include "values/tensor_compare.h"
@@ -98,8 +99,11 @@ std::string_view diffReportFormatName(DiffReportFormat f); // "text", "json", "m
 std::optional<DiffReportFormat> parseDiffReportFormat(std::string_view name);
 
 std::string renderDiffReport(const DiffReportInput& in, DiffReportFormat format);
+// The same handed to `sink` in parts (JSON streams its rows out in pieces of about a megabyte).
+void renderDiffReport(const DiffReportInput& in, DiffReportFormat format, const TextSink& sink);
 
 std::string diffToJson(const DiffReportInput& in);
+void diffToJson(const DiffReportInput& in, const TextSink& sink);
 std::string diffToText(const DiffReportInput& in);
 std::string diffToMarkdown(const DiffReportInput& in);
 std::string diffToCsv(const DiffReportInput& in);

@@ -936,6 +936,17 @@ private slots:
             jsonMs = std::min(jsonMs, cpuMs() - start);
         }
         QCOMPARE(QJsonDocument::fromJson(bytes(json)).object()["rows"].toArray().size(), qsizetype(diff.rows.size()));
+        // The CLI streams it: pieces of about a megabyte, never the whole report at once, that add up to it.
+        std::string streamed;
+        size_t pieces = 0, largest = 0;
+        renderDiffReport(in, DiffReportFormat::Json, [&](std::string_view part) {
+            ++pieces;
+            largest = std::max(largest, part.size());
+            streamed.append(part);
+        });
+        QVERIFY2(pieces >= json.size() / (size_t(1) << 20) && largest < (size_t(1) << 20) + 4096,
+            qPrintable(QStringLiteral("%1 pieces, largest %2 bytes, of %3").arg(pieces).arg(largest).arg(json.size())));
+        QVERIFY(streamed == json);
         QString timings = QStringLiteral("json %1 ms (%2 MB)").arg(jsonMs, 0, 'f', 0).arg(double(json.size()) / 1e6, 0, 'f', 1);
         for (auto f : { DiffReportFormat::Text, DiffReportFormat::Markdown, DiffReportFormat::Csv, DiffReportFormat::Html, DiffReportFormat::Junit }) {
             const double start = cpuMs();
