@@ -881,9 +881,12 @@ def make_s2_stacked(folder, layers):
 # --- timing --------------------------------------------------------------------------------------------------
 
 def evict(path):
-    """Drops the file's pages from the page cache (works without root, unlike /proc/sys/vm/drop_caches)."""
+    """Drops the file's pages from the page cache (works without root, unlike /proc/sys/vm/drop_caches).
+    Dirty pages cannot be dropped, so a file just written (a freshly generated input) is synced first:
+    otherwise its unwritten pages stay cached and read as pages the measured run brought in."""
     fd = os.open(path, os.O_RDONLY)
     try:
+        os.fsync(fd)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
