@@ -307,6 +307,7 @@ private slots:
     void cliFindingsExitCodes();
     void manyTensorsHeader();
     void gapFindingsAreCapped();
+    void shapesBeyondTheInlineDims();
 
     void indexFixture_data();
     void indexFixture();
@@ -615,6 +616,46 @@ void TstSafetensorsFormats::gapFindingsAreCapped()
     QVERIFY2(src.findings.size() <= 25, qPrintable(QString::number(src.findings.size())));
     for (const auto& f : src.findings)
         QVERIFY2(q(f.message).contains("InvalidOffset"), f.message.c_str());
+}
+
+
+// Shapes keep four dimensions inline (model/dims.h); five and more live on the heap and must survive the
+// entry being copied and moved like any other (a Conv3d weight is five-dimensional).
+void TstSafetensorsFormats::shapesBeyondTheInlineDims()
+{
+    const QList<QList<qint64>> shapes { { 2, 3, 1, 2 }, { 2, 1, 3, 1, 2 }, { 1, 2, 1, 1, 3, 1, 1, 2 } };
+    QByteArray header = "{";
+    qint64 offset = 0;
+    for (int i = 0; i < shapes.size(); ++i) {
+        QStringList dims;
+        qint64 numel = 1;
+        for (qint64 d : shapes[i]) {
+            dims << QString::number(d);
+            numel *= d;
+        }
+        header += QStringLiteral(R"(%1"t%2":{"dtype":"U8","shape":[%3],"data_offsets":[%4,%5]})")
+                      .arg(i ? "," : "")
+                      .arg(i)
+                      .arg(dims.join(','))
+                      .arg(offset)
+                      .arg(offset + numel)
+                      .toLatin1();
+        offset += numel;
+    }
+    header += '}';
+    const Source read = openSourceFromMemory("dims.safetensors", toVector(stFile(header, QByteArray(offset, 'x'))));
+    std::vector<Entry> copies = read.entries; // copied
+    std::vector<Entry> moved;
+    for (Entry& e : copies)
+        moved.push_back(std::move(e)); // and moved, with the vector's growth moving them again
+    QCOMPARE(moved.size(), size_t(shapes.size()));
+    for (int i = 0; i < shapes.size(); ++i) {
+        QList<qint64> got;
+        for (int64_t d : moved[i].shape)
+            got << d;
+        QCOMPARE(got, shapes[i]);
+        QCOMPARE(moved[i].shape, read.entries[i].shape);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
