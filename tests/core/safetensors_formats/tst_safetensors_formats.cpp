@@ -308,6 +308,7 @@ private slots:
     void manyTensorsHeader();
     void gapFindingsAreCapped();
     void shapesBeyondTheInlineDims();
+    void duplicateNamesInALargeHeader();
 
     void indexFixture_data();
     void indexFixture();
@@ -656,6 +657,41 @@ void TstSafetensorsFormats::shapesBeyondTheInlineDims()
         QCOMPARE(got, shapes[i]);
         QCOMPARE(moved[i].shape, read.entries[i].shape);
     }
+}
+
+
+// Duplicate names among thousands (the reader sorts name hashes with a radix sort above 256 names): every
+// occurrence after a name's first is reported, in header order, the first 20 by name and then a count.
+void TstSafetensorsFormats::duplicateNamesInALargeHeader()
+{
+    QStringList names;
+    for (int i = 0; i < 2000; ++i)
+        names << QStringLiteral("model.layers.%1.weight").arg(i);
+    names << names[5] << names[5]; // a name three times
+    for (int i = 0; i < 29; ++i)
+        names << names[(i * 37 + 11) % 2000];
+    QByteArray header = "{";
+    for (int i = 0; i < names.size(); ++i)
+        header += QStringLiteral(R"(%1"%2":{"dtype":"U8","shape":[1],"data_offsets":[%3,%4]})")
+                      .arg(i ? "," : "")
+                      .arg(names[i])
+                      .arg(i)
+                      .arg(i + 1)
+                      .toLatin1();
+    header += '}';
+    const Source src = openSourceFromMemory("dups.safetensors", toVector(stFile(header, QByteArray(names.size(), 'x'))));
+    QCOMPARE(src.entries.size(), size_t(names.size()));
+    QStringList reported;
+    QString count;
+    for (const Finding& f : src.findings) {
+        if (q(f.message).contains("duplicate tensor name in the header"))
+            reported << q(f.entry);
+        else if (q(f.message).contains("duplicate tensor names in all"))
+            count = q(f.message);
+    }
+    // The truth: the names after index 2000, each an earlier name again.
+    QCOMPARE(reported, names.mid(2000, 20));
+    QCOMPARE(count, QStringLiteral("31 duplicate tensor names in all"));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
