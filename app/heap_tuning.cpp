@@ -1,5 +1,7 @@
 #include "heap_tuning.h"
 
+#include "util/sanitizers.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -34,21 +36,6 @@ bool kernelOffersHugePages()
     return std::getline(in, line) && line.find("[never]") == std::string::npos;
 }
 
-bool sanitized()
-{
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    return true; // the sanitizer's allocator, not glibc's, serves malloc
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
-    return true;
-#else
-    return false;
-#endif
-#else
-    return false;
-#endif
-}
-
 } // namespace
 
 void tuneHeapForHeadlessRun(char** argv)
@@ -70,7 +57,7 @@ void tuneHeapForHeadlessRun(char** argv)
     // runs itself again with it. Skipped where it would not help: no huge pages, a sanitizer's allocator, or
     // a user who already chose the tunable.
     const char* user = std::getenv("GLIBC_TUNABLES");
-    if (sanitized() || (user && std::strstr(user, "glibc.malloc.hugetlb")) || !kernelOffersHugePages())
+    if (kSanitizerAllocator || (user && std::strstr(user, "glibc.malloc.hugetlb")) || !kernelOffersHugePages())
         return;
     std::string tunables = user && *user ? std::string(user) + ":" + kHugePageTunable : kHugePageTunable;
     std::string marker = user ? std::string("=") + user : std::string("-");

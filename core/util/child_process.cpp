@@ -1,5 +1,7 @@
 #include "child_process.h"
 
+#include "util/sanitizers.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -14,15 +16,6 @@
 #include <thread>
 #include <unistd.h>
 
-// AddressSanitizer reserves terabytes of address space for its shadow memory, so an RLIMIT_AS that is
-// sane for LibTorch would stop a sanitized child before main(). Sanitized builds run the child unlimited.
-#if defined(__SANITIZE_ADDRESS__)
-#define SL_CHILD_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SL_CHILD_ASAN 1
-#endif
-#endif
 
 namespace sl {
 
@@ -143,10 +136,9 @@ ChildResult runChild(const std::vector<std::string>& argv, const ChildLimits& li
         args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     struct rlimit as = { limits.addressSpaceBytes, limits.addressSpaceBytes };
-    const struct rlimit* asLimit = limits.addressSpaceBytes ? &as : nullptr;
-#ifdef SL_CHILD_ASAN
-    asLimit = nullptr;
-#endif
+    // AddressSanitizer's shadow memory would not fit an RLIMIT_AS that is sane for LibTorch: the child of a
+    // sanitized build runs unlimited, or it would stop before main().
+    const struct rlimit* asLimit = limits.addressSpaceBytes && !kAddressSanitizer ? &as : nullptr;
     struct rlimit files = { 1024, 1024 };
     ::getrlimit(RLIMIT_NOFILE, &files);
     const int maxFd = static_cast<int>(std::min<rlim_t>(files.rlim_cur, 65536));

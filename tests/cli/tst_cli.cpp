@@ -117,24 +117,25 @@ bool isCharDevice(const QString& path, dev_t rdev)
 // minor page faults (getrusage through wait4), or -1 when it did not exit 0.
 long minorFaultsOfRun(const QStringList& args, const QStringList& env, const QString& out)
 {
-    std::vector<std::string> storage;
-    storage.push_back(sl::test::statelensBinary().toStdString());
+    // A null-terminated array of C strings, pointing into `strings`.
+    const auto pointersTo = [](std::vector<std::string>& strings) {
+        std::vector<char*> out;
+        for (auto& s : strings)
+            out.push_back(s.data());
+        out.push_back(nullptr);
+        return out;
+    };
+    std::vector<std::string> argStrings { sl::test::statelensBinary().toStdString() };
     for (const QString& a : args)
-        storage.push_back(a.toStdString());
-    std::vector<char*> argv;
-    for (auto& s : storage)
-        argv.push_back(s.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> envStorage;
+        argStrings.push_back(a.toStdString());
+    std::vector<std::string> envStrings;
     for (char** e = environ; *e; ++e)
         if (std::strncmp(*e, "GLIBC_TUNABLES=", 15) != 0)
-            envStorage.emplace_back(*e);
+            envStrings.emplace_back(*e);
     for (const QString& e : env)
-        envStorage.push_back(e.toStdString());
-    std::vector<char*> envp;
-    for (auto& s : envStorage)
-        envp.push_back(s.data());
-    envp.push_back(nullptr);
+        envStrings.push_back(e.toStdString());
+    std::vector<char*> argv = pointersTo(argStrings);
+    std::vector<char*> envp = pointersTo(envStrings);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 1, out.toLocal8Bit().constData(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -1026,9 +1027,8 @@ private slots:
         QVERIFY(tunedFaults > 0 && plainFaults > 0);
         QCOMPARE(readFile(tuned), readFile(plain));
         QCOMPARE(readJson(tuned)["entries"].toArray().size(), n);
-#if defined(__SANITIZE_ADDRESS__)
-        QSKIP("a sanitizer's allocator serves malloc in this build");
-#endif
+        if (sl::test::sanitized())
+            QSKIP("a sanitizer's allocator serves malloc in this build");
         QFile thp(QStringLiteral("/sys/kernel/mm/transparent_hugepage/enabled"));
         if (!thp.open(QIODevice::ReadOnly) || thp.readAll().contains("[never]"))
             QSKIP("the kernel offers no transparent huge pages");
