@@ -38,6 +38,12 @@ bool kernelOffersHugePages()
 
 } // namespace
 
+void shareOneHeapArena()
+{
+    if (!kSanitizerAllocator)
+        mallopt(M_ARENA_MAX, 1);
+}
+
 void tuneHeapForHeadlessRun(char** argv)
 {
     keepFreedMemory();
