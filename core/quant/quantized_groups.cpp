@@ -436,6 +436,16 @@ private:
         return isFree(i) ? i : npos;
     }
 
+    // findFree(name), trying `beside` first: writers list a weight's scale right after it (sorted keys), and
+    // that comparison saves a hashed lookup, a cache miss, for each of 45,000 FP8 weights. Where a name
+    // repeats, the copy beside the weight is the one paired.
+    size_t findFreeBeside(size_t beside, std::string_view name)
+    {
+        if (beside < m_e.size() && isFree(beside) && m_e[beside].name == name)
+            return beside;
+        return findFree(name);
+    }
+
     bool addPlan(Plan p)
     {
         m_plans.push_back(std::move(p));
@@ -1342,8 +1352,8 @@ private:
             const bool f8 = isFloat8(e.dtype);
             const bool i8 = e.dtype == DType::Int8;
             const bool unknown = e.dtype == DType::Unknown;
-            const size_t inv = findFree(withSuffix(e.name, "_scale_inv"));
-            const size_t sc = inv == npos ? findFree(withSuffix(e.name, "_scale")) : npos;
+            const size_t inv = findFreeBeside(i + 1, withSuffix(e.name, "_scale_inv"));
+            const size_t sc = inv == npos ? findFreeBeside(i + 1, withSuffix(e.name, "_scale")) : npos;
             if (!f8 && !(i8 && sc != npos) && !(unknown && inv != npos)) {
                 if (inv != npos && dtypeIsFloatingPoint(e.dtype))
                     report(Concern::Inconsistent, Severity::Warning,

@@ -221,6 +221,7 @@ private slots:
     void floatSourceUnchanged();
     void floatLookalikesUnchanged();
     void largeQuantizedSource();
+    void fp8ScalesBesideOrApart();
     void quantStateReadIsBounded();
     void realTorchaoAwq();
     void realTorchaoPrototypeInt4();
@@ -431,6 +432,36 @@ void TstQuantization::largeQuantizedSource()
     const std::string once = json(s);
     quant::groupQuantizedEntries(s);
     QVERIFY(json(s) == once);
+}
+
+void TstQuantization::fp8ScalesBesideOrApart()
+{
+    // Scales are looked for beside their weight first, then anywhere by name: both find them. A scale name
+    // that repeats pairs the copy beside the weight, and the other copy stays a top-level tensor.
+    Source s;
+    s.format = "safetensors";
+    s.entries.push_back(tensor("a.weight", DType::Float8_e4m3fn, { 256, 256 }));
+    s.entries.push_back(tensor("b.weight", DType::Float8_e4m3fn, { 256, 128 }));
+    s.entries.push_back(tensor("a.weight_scale_inv", DType::Float32, { 2, 2 })); // apart from its weight
+    s.entries.push_back(tensor("c.weight_scale_inv", DType::Float32, { 2, 1 })); // a repeat, before its weight
+    s.entries.push_back(tensor("c.weight", DType::Float8_e4m3fn, { 256, 128 }));
+    s.entries.push_back(tensor("c.weight_scale_inv", DType::Float32, { 2, 1 }));
+    s.entries.push_back(tensor("b.weight_scale_inv", DType::Float32, { 2, 1 }));
+    s.entries[5].location.offset = 555; // tells the two copies of c's scale apart
+    quant::groupQuantizedEntries(s);
+    QStringList names;
+    for (const Entry& e : s.entries)
+        names << q(e.name) + (e.kind == EntryKind::Group ? "(group)" : "");
+    QCOMPARE(names, QStringList({ "a.weight(group)", "b.weight(group)", "c.weight_scale_inv", "c.weight(group)" }));
+    for (int i : { 0, 1, 3 }) {
+        const Entry& g = s.entries[size_t(i)];
+        QCOMPARE(q(g.quantization->scheme), QStringLiteral("fp8.block"));
+        QCOMPARE(g.parts.size(), size_t(2));
+        QCOMPARE(attribute(g.parts[1], quant::kPartKeyAttribute), q(g.name) + "_scale_inv");
+        QCOMPARE(g.parts[1].shape, (i == 0 ? Shape { 2, 2 } : Shape { 2, 1 }));
+    }
+    QCOMPARE(s.entries[3].parts[1].location.offset, uint64_t(555));
+    QCOMPARE(s.entries[2].location.offset, uint64_t(0));
 }
 
 void TstQuantization::quantStateReadIsBounded()
