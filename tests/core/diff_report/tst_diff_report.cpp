@@ -68,6 +68,9 @@ const std::vector<std::string>& awkwardNames()
         "c1\xC2\x85next",
         "del\x7Fname",
         "back\\slash\\",
+        // Escapes past the first eight bytes and at block edges (the JSON writer skips clean 8-byte blocks).
+        std::string("model.layers.10.self_attn\"q\\k\tv\x01.weight_after_escapes_\x1f"),
+        "0123456\"89abcdef\\",
     };
     return names;
 }
