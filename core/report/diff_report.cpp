@@ -571,17 +571,6 @@ public:
     void null() { put("null"); }
     // Worst case: 6 bytes per input byte (\u00XX; an invalid byte becomes 3), plus the quotes.
     static size_t stringRoom(std::string_view s) { return 6 * s.size() + 2; }
-    // Whether any of the 8 bytes at `p` is a control character, '"' or '\\' (SWAR: a byte below 0x20, or equal
-    // to 0x22 or 0x5C, sets its high bit in the result; bytes of 0x80 and above never do).
-    static bool needsEscapeIn8(const char* p)
-    {
-        uint64_t v;
-        std::memcpy(&v, p, 8);
-        constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
-        const auto zeroByte = [](uint64_t x) { return (x - kOnes) & ~x & kHigh; };
-        const uint64_t below20 = (v - kOnes * 0x20) & ~v & kHigh;
-        return (below20 | zeroByte(v ^ (kOnes * '"')) | zeroByte(v ^ (kOnes * '\\'))) != 0;
-    }
     // A JSON string as rapidjson writes it (the rest of the document comes from JsonWriter): invalid UTF-8
     // replaced, '"' and '\\' escaped, control characters as \n-style or \u00XX escapes.
     void string(std::string_view raw)
@@ -590,15 +579,9 @@ public:
             static constexpr char kHex[] = "0123456789ABCDEF";
             put('"');
             size_t run = 0;
-            for (size_t i = 0; i < s.size(); ++i) {
-                // Eight bytes at a time while none needs an escape (most names and reasons need none).
-                while (i + 8 <= s.size() && !needsEscapeIn8(s.data() + i))
-                    i += 8;
-                if (i >= s.size())
-                    break;
+            // From one byte that needs an escape to the next.
+            for (size_t i = jsonPlainPrefix(s); i < s.size(); i += 1 + jsonPlainPrefix(s.substr(i + 1))) {
                 const auto c = static_cast<unsigned char>(s[i]);
-                if (c >= 0x20 && c != '"' && c != '\\')
-                    continue;
                 put(s.substr(run, i - run));
                 run = i + 1;
                 put('\\');

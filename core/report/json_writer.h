@@ -18,6 +18,28 @@ namespace sl {
 std::string sanitizeUtf8(std::string_view s);
 bool isValidUtf8(std::string_view s);
 
+// Length of the longest prefix of `s` that JSON writes as it is: no '"', '\\' or byte below 0x20. Eight
+// bytes at a time (a byte below 0x20, or equal to 0x22 or 0x5C, sets its high bit in the test; bytes from
+// 0x80 up never do), then byte by byte: names, paths and reasons are almost always all prefix.
+inline size_t jsonPlainPrefix(std::string_view s)
+{
+    constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+    const auto hasZero = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; };
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+        uint64_t w;
+        std::memcpy(&w, s.data() + i, 8);
+        if (((w - 0x20 * kOnes) & ~w & kHigh) || hasZero(w ^ (0x22 * kOnes)) || hasZero(w ^ (0x5C * kOnes)))
+            break;
+    }
+    for (; i < s.size(); ++i) {
+        const auto c = static_cast<uint8_t>(s[i]);
+        if (c < 0x20 || c == '"' || c == '\\')
+            break;
+    }
+    return i;
+}
+
 namespace detail {
 // rapidjson's Writer, plus strings that need no escaping written in one copy: its own loop escapes byte by
 // byte, and names and paths are almost always plain. (Its SSE2 path, RAPIDJSON_SSE2, lets the control bytes
