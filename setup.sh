@@ -36,7 +36,7 @@ build() {
   cmake --build --preset "$preset"
 }
 
-jobs() { nproc 2>/dev/null || echo 2; }
+cpu_count() { nproc 2>/dev/null || echo 2; }
 
 fuzz_smoke() {
   local seconds=${1:-10}
@@ -47,7 +47,7 @@ fuzz_smoke() {
 case "${1:-}" in
   gui)
     install_missing
-    build dev
+    build app
     if [ -z "${DISPLAY:-}" ] && [ -z "${WAYLAND_DISPLAY:-}" ]; then
       echo
       echo "No display found, so the GUI cannot open here. Headless, the same demo looks like this:"
@@ -66,17 +66,17 @@ case "${1:-}" in
   test)
     install_missing
     build dev
-    ctest --preset dev -j "$(jobs)"
+    ctest --preset dev -j "$(cpu_count)"
     build asan
-    ctest --preset asan -j "$(jobs)"
+    ctest --preset asan -j "$(cpu_count)"
     build core-only
-    ctest --preset core-only -j "$(jobs)"
+    ctest --preset core-only -j "$(cpu_count)"
     fuzz_smoke "${FUZZ_SECONDS:-10}"
     echo "setup: all tests passed"
     ;;
   build)
     install_missing
-    build dev
+    build app
     ;;
   fuzz)
     install_missing
