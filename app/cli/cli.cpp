@@ -7,6 +7,7 @@
 #include "util/error.h"
 #include "util/timings.h"
 
+#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -23,7 +24,8 @@ bool wantsCommandLine(std::string_view arg)
     for (auto s : kSubcommands)
         if (arg == s)
             return true;
-    return arg == "--help" || arg == "-h" || arg == "--version" || arg == "help";
+    // --verbose is the command line's own flag (before the subcommand, or after it: fallthrough below).
+    return arg == "--help" || arg == "-h" || arg == "--version" || arg == "help" || arg == "-v" || arg == "--verbose";
 }
 
 std::unique_ptr<OutputFile> openOutput(const std::string& outputPath)
@@ -73,6 +75,7 @@ int run(int argc, char** argv)
     app.require_subcommand(1);
     bool verbose = false;
     app.add_flag("-v,--verbose", verbose, "Log what the readers do (to stderr)");
+    app.fallthrough(); // `statelens ls FILE -v` as well as `statelens -v ls FILE`
 
     std::vector<std::pair<CLI::App*, Runner>> commands;
     Runner ls = addLsCommand(app);
@@ -96,7 +99,11 @@ int run(int argc, char** argv)
         int code = app.exit(e);
         return code == 0 ? 0 : 2;
     }
-    spdlog::set_default_logger(spdlog::default_logger());
+    // Readers log what they do at debug level (core never logs above it). On stderr, plainly: stdout carries
+    // the listing or report, and the lines are read by people and CI logs, not terminals only.
+    auto logger = spdlog::stderr_logger_st("statelens");
+    logger->set_pattern("statelens: %v");
+    spdlog::set_default_logger(std::move(logger));
     spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
     try {
         for (auto& [sub, runner] : commands)

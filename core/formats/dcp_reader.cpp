@@ -27,9 +27,11 @@
 #include "formats/dcp_source.h"
 #include "io/file_trust.h"
 #include "io/input_file.h"
+#include "util/terminal_text.h"
 #include "util/error.h"
 #include "util/timings.h"
 
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -238,6 +240,7 @@ Source readDcp(const std::string& dirGiven, const OpenOptions& options)
         std::vector<std::string> shards = safetensorsFiles(folder);
         if (shards.empty())
             throw LoadError(dir, "the folder has neither a DCP .metadata file nor safetensors shards");
+        spdlog::debug("{}: no .metadata; {} safetensors files read as a DCP save's shards", terminalText(dir), shards.size());
         PhaseTimer t(options.timings, "read safetensors headers");
         dcp::MetadataFile md = metadataFromShards(dir, shards, extra);
         t.stop();
@@ -260,6 +263,14 @@ Source readDcp(const std::string& dirGiven, const OpenOptions& options)
     PhaseTimer parseTimer(options.timings, "unpickle .metadata");
     dcp::MetadataFile md = dcp::parseMetadata(dir, metadata->bytes(), options.control);
     parseTimer.stop();
+    if (spdlog::should_log(spdlog::level::debug)) {
+        size_t chunks = 0;
+        for (const auto& item : md.items)
+            chunks += item.chunks.size();
+        spdlog::debug("{}: .metadata of {} bytes holds {} keys, {} chunks, {} storage_data entries over {} data files "
+                      "(their bytes are not read)",
+            terminalText(dir), md.pickleBytes, md.items.size(), chunks, md.storage.size(), md.paths.size());
+    }
     PhaseTimer buildTimer(options.timings, "locate chunks");
     return dcp::buildSource(dir, std::move(md), files, options, std::move(extra));
 }

@@ -4,12 +4,14 @@
 #include "formats/loader.h"
 #include "io/file_trust.h"
 #include "io/input_file.h"
+#include "util/terminal_text.h"
 #include "util/error.h"
 #include "util/load_control.h"
 #include "util/name_index.h"
 #include "util/parallel.h"
 #include "util/timings.h"
 
+#include <spdlog/spdlog.h>
 #include <simdjson.h>
 
 #include <algorithm>
@@ -262,6 +264,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     for (auto& [tensor, shard] : mapping)
         shard = static_cast<uint32_t>(shardOfName[shard]);
 
+    spdlog::debug("{}: index names {} tensors in {} shard files", terminalText(indexPath), mapping.size(), shards.size());
     // Open the shards in parallel; each reader is independent.
     PhaseTimer shardTimer(options.timings, "open shards");
     LoadControl* control = options.control;

@@ -18,8 +18,10 @@
 #include "torch/load_safety.h"
 #include "util/error.h"
 #include "util/load_control.h"
+#include "util/terminal_text.h"
 #include "util/timings.h"
 
+#include <spdlog/spdlog.h>
 #include <filesystem>
 #include <new>
 
@@ -229,7 +231,9 @@ Source readAs(const std::string& format, const std::string& path, const std::sha
 
 Source dispatch(const std::string& path, const std::shared_ptr<const InputFile>& file, const OpenOptions& options)
 {
-    return readAs(sniffTimed(path, *file, options), path, file, options);
+    const std::string format = sniffTimed(path, *file, options);
+    spdlog::debug("{}: {} bytes, read as {}", terminalText(path), file->size(), format);
+    return readAs(format, path, file, options);
 }
 
 // Every source goes through here once: format-independent steps that need the whole state dict.
@@ -239,6 +243,8 @@ Source finish(Source s, const OpenOptions& options)
         PhaseTimer timer(options.timings, "group quantized");
         quant::groupQuantizedEntries(s);
     }
+    spdlog::debug("{}: {} entries ({}), files: {}, findings: {}", terminalText(s.path), s.entries.size(), s.format,
+        s.files.size(), s.findings.size());
     return s;
 }
 
@@ -306,11 +312,16 @@ Source openSource(const std::string& path, const OpenOptions& options)
             options.control->checkpoint(path);
         std::error_code ec;
         if (fs::is_directory(path, ec)) {
-            if (isDcpDirectory(path))
+            if (isDcpDirectory(path)) {
+                spdlog::debug("{}: a torch.distributed.checkpoint folder", terminalText(path));
                 return finish(readDcp(path, options), options);
+            }
             std::string inner = indexInDirectory(path);
-            if (inner.empty())
+            if (inner.empty()) {
+                spdlog::debug("{}: a folder of per-rank files", terminalText(path));
                 return readRankFolder(path, rankFolderPlan(path), options);
+            }
+            spdlog::debug("{}: a folder, opened through its index {}", terminalText(path), terminalText(inner));
             return openSource(inner, options);
         }
         // A DCP checkpoint is its folder; its .metadata file stands for it.

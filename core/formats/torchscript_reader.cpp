@@ -17,10 +17,12 @@
 #include "pickle/unpickler.h"
 #include "torch/state_dict_tree.h"
 #include "torch/torch_semantics.h"
+#include "util/terminal_text.h"
 #include "util/child_process.h"
 #include "util/error.h"
 #include "util/timings.h"
 
+#include <spdlog/spdlog.h>
 #include <simdjson.h>
 
 #include <algorithm>
@@ -244,6 +246,7 @@ WorkerRun runWorker(const InputFile& file, const TorchScriptWorker& worker)
         }
         argv.push_back("/dev/fd/3");
     }
+    spdlog::debug("{}: TorchScript archive, loaded by the worker process {}", terminalText(file.path()), terminalText(argv[0]));
     run.result = runChild(argv, limits, fd);
     if (fd >= 0)
         ::close(fd);

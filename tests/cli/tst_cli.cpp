@@ -365,6 +365,33 @@ private slots:
         QVERIFY(r.out.contains("19 entries"));
     }
 
+    void verboseLogsToStderr()
+    {
+        // --verbose says on stderr what the readers did; stdout (the listing) is the same with or without it.
+        const auto plain = runStatelens({ QStringLiteral("ls"), m_checkpoint, QStringLiteral("--format"), QStringLiteral("json") });
+        QCOMPARE(plain.exitCode, 0);
+        QVERIFY(plain.err.isEmpty());
+        for (const QStringList& args :
+            { QStringList { QStringLiteral("-v"), QStringLiteral("ls"), m_checkpoint, QStringLiteral("--format"), QStringLiteral("json") },
+                QStringList { QStringLiteral("ls"), m_checkpoint, QStringLiteral("--format"), QStringLiteral("json"),
+                    QStringLiteral("--verbose") } }) {
+            const auto r = runStatelens(args);
+            QCOMPARE(r.exitCode, 0);
+            QCOMPARE(r.out, plain.out);
+            const QByteArray path = m_checkpoint.toUtf8();
+            QVERIFY2(r.err.contains("statelens: " + path + ": " + QByteArray::number(QFileInfo(m_checkpoint).size())
+                         + " bytes, read as torch-zip\n"),
+                r.err.constData());
+            QVERIFY2(r.err.contains("statelens: " + path + ": 19 entries (torch-zip)"), r.err.constData());
+        }
+        // A folder says how it was opened (a DCP save here: its data files are named, not read).
+        const QString dcp = sl::test::fixturesDir() + QStringLiteral("/dcp/t113_two_ranks");
+        const auto r = runStatelens({ QStringLiteral("-v"), QStringLiteral("ls"), dcp });
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY2(r.err.contains("statelens: " + dcp.toUtf8() + ": a torch.distributed.checkpoint folder\n"), r.err.constData());
+        QVERIFY2(r.err.contains("over 2 data files (their bytes are not read)"), r.err.constData());
+    }
+
     void lsJsonFollowsTheSchema()
     {
         auto r = runStatelens({ QStringLiteral("ls"), m_checkpoint, QStringLiteral("--format"), QStringLiteral("json") });
