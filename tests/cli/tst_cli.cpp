@@ -1,6 +1,7 @@
 // The statelens executable as a CI job or a user at a terminal meets it: output formats, the JSON
 // schema the README documents, container selection, exit codes and error lines.
 
+#include "common/test_files.h"
 #include "common/test_paths.h"
 
 #include <QHash>
@@ -31,16 +32,14 @@ using sl::test::runStatelens;
 
 namespace {
 
+using sl::test::readJson;
+using sl::test::readAll;
+
 QString torch2()
 {
     return sl::test::fixturesDir() + QStringLiteral("/torch2");
 }
 
-QJsonObject readJson(const QString& path)
-{
-    QFile f(path);
-    return f.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(f.readAll()).object() : QJsonObject();
-}
 
 QStringList strings(const QJsonArray& a)
 {
@@ -69,11 +68,6 @@ QStringList sorted(QStringList l)
     return l;
 }
 
-QByteArray readFile(const QString& path)
-{
-    QFile f(path);
-    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
 
 bool writeFile(const QString& path, const QByteArray& bytes)
 {
@@ -102,7 +96,7 @@ QMap<QString, QByteArray> snapshot(const QString& root)
         const QString path = it.next();
         const QFileInfo info(path);
         out[path] = info.isSymLink() ? "-> " + info.symLinkTarget().toUtf8()
-                                     : QCryptographicHash::hash(readFile(path), QCryptographicHash::Sha256).toHex();
+                                     : QCryptographicHash::hash(readAll(path), QCryptographicHash::Sha256).toHex();
     }
     return out;
 }
@@ -639,7 +633,7 @@ private slots:
             auto r = runStatelens({ "ls", m_checkpoint, "--format", "json", "-o", link });
             QVERIFY2(r.exitCode == 0, r.err.constData());
             QVERIFY2(QFileInfo(link).isSymLink(), name);
-            QCOMPARE(readFile(d + "/real/" + name), expected);
+            QCOMPARE(readAll(d + "/real/" + name), expected);
         }
         struct stat st { };
         QVERIFY(::stat(QFile::encodeName(d + "/real/report.json").constData(), &st) == 0);
@@ -1052,7 +1046,7 @@ private slots:
         const long tunedFaults = minorFaultsOfRun(args, {}, tuned);
         const long plainFaults = minorFaultsOfRun(args, { QStringLiteral("GLIBC_TUNABLES=glibc.malloc.hugetlb=0") }, plain);
         QVERIFY(tunedFaults > 0 && plainFaults > 0);
-        QCOMPARE(readFile(tuned), readFile(plain));
+        QCOMPARE(readAll(tuned), readAll(plain));
         QCOMPARE(readJson(tuned)["entries"].toArray().size(), n);
         if (sl::test::sanitized())
             QSKIP("a sanitizer's allocator serves malloc in this build");

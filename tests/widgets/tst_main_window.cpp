@@ -3,6 +3,7 @@
 // window shows is compared with what the core computes for the same inputs (the core's own suites compare
 // it with torch), so these tests check the wiring, not the diff again.
 
+#include "common/test_files.h"
 #include "main_window.h"
 
 #include "diff/diff.h"
@@ -52,6 +53,8 @@ using namespace sl::gui;
 
 namespace {
 
+using sl::test::readAll;
+
 const QString kCheckpoint = QStringLiteral(STATELENS_SOURCE_DIR "/resources/demo/checkpoint.pt");
 const QString kModel = QStringLiteral(STATELENS_SOURCE_DIR "/resources/demo/model.pt");
 // A torch.compile'd FSDP2 run saved one file per rank (real torch 2.6 files), and the plain model it feeds.
@@ -60,11 +63,6 @@ const QStringList kCompiledRanks { kTorch2 + "/fsdp2/compiled_model_rank0.pt",
     kTorch2 + "/fsdp2/compiled_model_rank1.pt" };
 const QString kTitan = kTorch2 + "/models/titan.sldump.json";
 
-QByteArray readAll(const QString& path)
-{
-    QFile f(path);
-    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
 
 // The count a status button shows ("20 missing" -> 20).
 size_t shown(const MainWindow& w, RowStatus s) { return w.summaryBar()->statusButton(s)->text().section(QLatin1Char(' '), 0, 0).toULongLong(); }

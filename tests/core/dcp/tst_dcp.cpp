@@ -13,6 +13,7 @@
 // leave the folder, absurd chunk counts, hand-made pickles) are made here: each must give a Source or a
 // one-line LoadError naming the folder, quickly.
 
+#include "common/test_files.h"
 #include "common/test_paths.h"
 #include "formats/dcp_metadata.h"
 #include "formats/dcp_reader.h"
@@ -47,27 +48,14 @@ using namespace sl;
 
 namespace {
 
+using sl::test::requireJson;
+using sl::test::readAll;
+
 QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
 std::string s(const QString& v) { return v.toStdString(); }
 QString dcpDir() { return test::fixturesDir() + QStringLiteral("/dcp"); }
 
-QJsonObject readJson(const QString& path)
-{
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly))
-        qFatal("cannot read %s", qPrintable(path));
-    QJsonParseError err;
-    QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &err);
-    if (err.error != QJsonParseError::NoError || !doc.isObject())
-        qFatal("%s: %s", qPrintable(path), qPrintable(err.errorString()));
-    return doc.object();
-}
 
-QByteArray readAll(const QString& path)
-{
-    QFile f(path);
-    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
 
 bool writeFile(const QString& path, const QByteArray& bytes)
 {
@@ -367,7 +355,7 @@ void TestDcp::fixture()
 {
     QFETCH(QString, name);
     const QString folder = dcpDir() + "/" + name;
-    const QJsonObject want = readJson(dcpDir() + "/" + name + ".expected.json");
+    const QJsonObject want = requireJson(dcpDir() + "/" + name + ".expected.json");
     QVERIFY(want.contains("reconstruction"));
 
     Source src;

@@ -2,6 +2,7 @@
 // a strict load_state_dict would do (missing, unexpected, size mismatches, dtype casts, success) is what torch
 // itself reports for that pair (make_diff_cases.py). Rule semantics are checked against Python's `re`.
 
+#include "common/test_files.h"
 #include "common/test_paths.h"
 #include "diff/diff.h"
 #include "diff/name_diff.h"
@@ -25,6 +26,8 @@ using namespace sl;
 
 namespace {
 
+using sl::test::readJson;
+
 std::set<std::string> stringSet(const QJsonArray& a)
 {
     std::set<std::string> out;
@@ -33,13 +36,6 @@ std::set<std::string> stringSet(const QJsonArray& a)
     return out;
 }
 
-QJsonObject readJson(const QString& path)
-{
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly))
-        return {};
-    return QJsonDocument::fromJson(f.readAll()).object();
-}
 
 bool writeText(const QString& path, const std::string& text)
 {

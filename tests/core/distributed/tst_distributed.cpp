@@ -11,6 +11,7 @@
 // without a rank tensor, shard metadata with absurd sizes, shared metadata bombs, rank files of different
 // saves. Each must give a Source or a one-line LoadError naming the file, quickly.
 
+#include "common/test_files.h"
 #include "common/test_paths.h"
 #include "distributed/chunk_tiling.h"
 #include "distributed/distributed_tensors.h"
@@ -44,17 +45,12 @@ using namespace sl;
 
 namespace {
 
+using sl::test::readJson;
+
 QString fixtures() { return test::fixturesDir() + QStringLiteral("/distributed"); }
 std::string fixture(const QString& name) { return (fixtures() + "/" + name).toStdString(); }
 QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
 
-QJsonObject readJson(const QString& path)
-{
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly))
-        return {};
-    return QJsonDocument::fromJson(f.readAll()).object();
-}
 
 QStringList expectedFiles(const QString& suffix)
 {

@@ -1,6 +1,7 @@
 // statelens_dump.py on real modules (run here with Debian's torch) and the live-dump reader, against what
 // the live model itself says (make_dumps.py writes both).
 
+#include "common/test_files.h"
 #include "common/test_paths.h"
 #include "formats/loader.h"
 #include "util/error.h"
@@ -15,13 +16,7 @@ using namespace sl;
 
 namespace {
 
-QJsonObject readJson(const QString& path)
-{
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly))
-        return {};
-    return QJsonDocument::fromJson(f.readAll()).object();
-}
+using sl::test::readJson;
 
 QString attr(const Entry& e, const char* key)
 {

@@ -5,6 +5,7 @@
 // generator declares it wrote, including the bytes at each entry's absolute offset. Inputs that must fail to load
 // are generated here, in memory or in a temporary folder.
 
+#include "common/test_files.h"
 #include "common/test_paths.h"
 #include "formats/loader.h"
 #include "formats/safetensors_reader.h"
@@ -37,6 +38,9 @@ using namespace sl;
 
 namespace {
 
+using sl::test::requireJson;
+using sl::test::readAll;
+
 QString q(const std::string& s) { return QString::fromStdString(s); }
 QString q(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
 std::string s(const QString& v) { return v.toStdString(); }
@@ -44,23 +48,7 @@ std::string s(const QString& v) { return v.toStdString(); }
 QString stDir() { return test::fixturesDir() + QStringLiteral("/safetensors"); }
 QString indexDir() { return test::fixturesDir() + QStringLiteral("/index"); }
 
-QJsonObject readJson(const QString& path)
-{
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly))
-        qFatal("cannot read %s", qPrintable(path));
-    QJsonParseError err;
-    QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &err);
-    if (err.error != QJsonParseError::NoError || !doc.isObject())
-        qFatal("%s: %s", qPrintable(path), qPrintable(err.errorString()));
-    return doc.object();
-}
 
-QByteArray readAll(const QString& path)
-{
-    QFile f(path);
-    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
 
 bool writeFile(const QString& path, const QByteArray& bytes)
 {
@@ -384,7 +372,7 @@ void TstSafetensorsFormats::fixturesPresent()
         QVERIFY2(QFileInfo::exists(indexDir() + "/" + name + "/expected.json"), name);
 
     // all_dtypes covers every dtype string of the spec.
-    QJsonObject x = readJson(stDir() + "/all_dtypes.expected.json");
+    QJsonObject x = requireJson(stDir() + "/all_dtypes.expected.json");
     QSet<QString> strings;
     for (const auto& e : x["entries"].toArray())
         strings.insert(e.toObject()["header_dtype"].toString());
@@ -409,7 +397,7 @@ void TstSafetensorsFormats::safetensorsFixture()
     QFETCH(QString, name);
     QFETCH(bool, fromMemory);
     const QString path = stDir() + "/" + name + ".safetensors";
-    const QJsonObject x = readJson(stDir() + "/" + name + ".expected.json");
+    const QJsonObject x = requireJson(stDir() + "/" + name + ".expected.json");
     const QByteArray bytes = readAll(path);
     QCOMPARE(static_cast<uint64_t>(bytes.size()), u64(x["file_size"]));
 
@@ -556,7 +544,7 @@ void TstSafetensorsFormats::cliFindingsExitCodes()
     QJsonDocument::fromJson(r.out, &err);
     QVERIFY2(err.error == QJsonParseError::NoError, qPrintable(err.errorString()));
     // Every tensor name of the truth is in the listing.
-    for (const auto& e : readJson(stDir() + "/" + fixture + ".expected.json")["entries"].toArray())
+    for (const auto& e : requireJson(stDir() + "/" + fixture + ".expected.json")["entries"].toArray())
         QVERIFY(r.out.contains(e.toObject()["name"].toString().toUtf8()));
 }
 
@@ -704,7 +692,7 @@ QStringList indexCases(bool loadErrors)
     QStringList out;
     for (const QString& d : QDir(indexDir()).entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name))
         if (QFileInfo::exists(indexDir() + "/" + d + "/expected.json")
-            && readJson(indexDir() + "/" + d + "/expected.json").contains("load_error") == loadErrors)
+            && requireJson(indexDir() + "/" + d + "/expected.json").contains("load_error") == loadErrors)
             out << d;
     return out;
 }
@@ -728,7 +716,7 @@ void TstSafetensorsFormats::indexFixture()
     QFETCH(QString, folder);
     QFETCH(bool, openFolder);
     const QString dir = indexDir() + "/" + folder;
-    const QJsonObject x = readJson(dir + "/expected.json");
+    const QJsonObject x = requireJson(dir + "/expected.json");
     const QString indexPath = dir + "/" + x["index"].toString();
 
     Source src;
@@ -795,7 +783,7 @@ void TstSafetensorsFormats::indexLoadError()
     QFETCH(QString, folder);
     QFETCH(bool, openFolder);
     const QString dir = indexDir() + "/" + folder;
-    const QJsonObject x = readJson(dir + "/expected.json");
+    const QJsonObject x = requireJson(dir + "/expected.json");
     const QString indexPath = dir + "/" + x["index"].toString();
     const QString token = x["load_error"].toArray()[0].toString();
     try {

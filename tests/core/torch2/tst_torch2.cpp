@@ -10,6 +10,7 @@
 //
 // Values (dequantized as the libraries dequantize) are checked by tst_values against the same truth files.
 
+#include "common/test_files.h"
 #include "common/test_paths.h"
 #include "diff/diff.h"
 #include "formats/loader.h"
@@ -43,16 +44,11 @@ using namespace sl;
 
 namespace {
 
+using sl::test::readJson;
+
 QString torch2Dir() { return test::fixturesDir() + QStringLiteral("/torch2"); }
 QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
 
-QJsonObject readJson(const QString& path)
-{
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly))
-        return {};
-    return QJsonDocument::fromJson(f.readAll()).object();
-}
 
 QString dimsText(const Shape& s)
 {

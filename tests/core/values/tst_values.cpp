@@ -4,6 +4,7 @@
 // counts and torch.histc. StateLens reads the same files without torch and must agree: the bytes exactly,
 // the statistics to rounding. Float8 tables are checked value by value against an independent decoder.
 
+#include "common/test_files.h"
 #include "common/handwritten_safetensors.h"
 #include "common/test_paths.h"
 #include "formats/loader.h"
@@ -39,18 +40,13 @@ using namespace sl;
 
 namespace {
 
+using sl::test::readJson;
+
 QString valuesDir()
 {
     return test::fixturesDir() + QStringLiteral("/values");
 }
 
-QJsonObject readJson(const QString& path)
-{
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly))
-        return {};
-    return QJsonDocument::fromJson(f.readAll()).object();
-}
 
 // "nan", "inf", "-inf" or a number.
 double number(const QJsonValue& v)
