@@ -4,6 +4,7 @@
 // it with torch), so these tests check the wiring, not the diff again.
 
 #include "common/test_files.h"
+#include "common/test_paths.h"
 #include "main_window.h"
 
 #include "diff/diff.h"
@@ -28,6 +29,7 @@
 #include <QClipboard>
 #include <QDragEnterEvent>
 #include <QMimeData>
+#include <QProcess>
 #include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
@@ -292,13 +294,38 @@ private slots:
         MainWindow w;
         openPair(w);
         QTRY_VERIFY_WITH_TIMEOUT(w.comparison()->suggestionsCurrent() && w.suggestionsPanel()->count() > 0, 60000);
+        QTemporaryDir dir;
+        QString error;
+        // Before any rule: the report carries the suggestions, as the command line's `diff --suggest` does.
+        QVERIFY2(w.exportReport(DiffReportFormat::Json, dir.filePath(QStringLiteral("before.json")), &error), qPrintable(error));
+        const auto before = sl::test::runStatelens({ QStringLiteral("diff"), kCheckpoint, kModel, QStringLiteral("--suggest"),
+            QStringLiteral("--format"), QStringLiteral("json"), QStringLiteral("-o"), dir.filePath(QStringLiteral("cli-before.json")) });
+        QCOMPARE(before.exitCode, 1); // the compiled checkpoint does not load as it is
+        QVERIFY(!sl::test::readJson(dir.filePath(QStringLiteral("before.json"))).value(QStringLiteral("suggestions")).toArray().isEmpty());
+        QVERIFY(readAll(dir.filePath(QStringLiteral("before.json"))) == readAll(dir.filePath(QStringLiteral("cli-before.json"))));
         w.applySuggestion(0);
         QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
-        QTemporaryDir dir;
         const RuleSet& rules = w.ruleDocument()->rules();
-        QString error;
+        // The suggestion the window applied strips torch.compile's prefix: Python runs the exported script over
+        // the checkpoint's keys, and each comes out without '_orig_mod.'.
         QVERIFY2(w.exportRules(RuleExportFormat::Python, dir.filePath(QStringLiteral("remap.py")), &error), qPrintable(error));
-        QCOMPARE(readAll(dir.filePath(QStringLiteral("remap.py"))), QByteArray::fromStdString(rulesToPython(rules)));
+        const Source checkpoint = openSource(kCheckpoint.toStdString());
+        QByteArray keys, expected;
+        for (const Entry& e : checkpoint.entries) {
+            const QByteArray key = QByteArray::fromStdString(e.name);
+            QVERIFY(key.startsWith("_orig_mod."));
+            keys += key + '\n';
+            expected += key + '\t' + key.mid(10) + '\n';
+        }
+        QProcess python;
+        python.start(sl::test::torchPython(), { dir.filePath(QStringLiteral("remap.py")) });
+        if (python.waitForStarted()) {
+            python.write(keys);
+            python.closeWriteChannel();
+            QVERIFY(python.waitForFinished(60000));
+            QCOMPARE(python.exitCode(), 0);
+            QCOMPARE(python.readAllStandardOutput(), expected);
+        }
         QVERIFY(w.exportRules(RuleExportFormat::Yaml, dir.filePath(QStringLiteral("rules.yaml")), &error));
         QCOMPARE(loadRules(dir.filePath(QStringLiteral("rules.yaml")).toStdString()).rules.size(), rules.rules.size());
         QStringList problems;
@@ -307,7 +334,10 @@ private slots:
         QCOMPARE(km.size(), static_cast<qsizetype>(rules.rules.size()));
         QVERIFY(problems.isEmpty());
         QVERIFY(w.exportRules(RuleExportFormat::Json, dir.filePath(QStringLiteral("rules.json")), &error));
-        QCOMPARE(readAll(dir.filePath(QStringLiteral("rules.json"))), QByteArray::fromStdString(rulesToJson(rules)));
+        const QJsonArray jsonRules = sl::test::readJson(dir.filePath(QStringLiteral("rules.json"))).value(QStringLiteral("rules")).toArray();
+        QCOMPARE(jsonRules.size(), 1);
+        QCOMPARE(jsonRules[0].toObject().value(QStringLiteral("pattern")).toString(), QStringLiteral("^_orig_mod\\."));
+        QCOMPARE(jsonRules[0].toObject().value(QStringLiteral("replace")).toString(), QString());
         QVERIFY(w.exportRules(RuleExportFormat::Torchtitan, dir.filePath(QStringLiteral("tt.py")), &error, &problems));
         QVERIFY(readAll(dir.filePath(QStringLiteral("tt.py"))).contains("layers.{}.mlp.up.weight"));
         QVERIFY(w.exportRules(RuleExportFormat::Csv, dir.filePath(QStringLiteral("map.csv")), &error));
@@ -318,12 +348,19 @@ private slots:
         const DiffSummary truth = coreSummary(rules);
         QCOMPARE(static_cast<size_t>(report.value(QStringLiteral("summary")).toObject().value(QStringLiteral("missing")).toInt()), truth.count(RowStatus::Missing));
         QCOMPARE(static_cast<size_t>(report.value(QStringLiteral("rows")).toArray().size()), w.comparison()->snapshot()->diff.rows.size());
-        for (DiffReportFormat f : { DiffReportFormat::Html, DiffReportFormat::Markdown, DiffReportFormat::Csv, DiffReportFormat::Junit, DiffReportFormat::Text }) {
-            const QString path = dir.filePath(QStringLiteral("report.") + QString::fromLatin1(diffReportFormatName(f).data()));
+        // Every report is what the command line writes for the same files and rules (run on its own: it
+        // loads, diffs, checks and suggests by itself), so the window hands its renderer the whole comparison.
+        for (DiffReportFormat f : { DiffReportFormat::Json, DiffReportFormat::Html, DiffReportFormat::Markdown,
+                 DiffReportFormat::Csv, DiffReportFormat::Junit, DiffReportFormat::Text }) {
+            const QString format = QString::fromLatin1(diffReportFormatName(f).data());
+            const QString path = dir.filePath(QStringLiteral("report.") + format);
             QVERIFY(w.exportReport(f, path, &error));
-            auto snap = w.comparison()->snapshot();
-            DiffReportInput in { *snap->a, *snap->b, snap->rules, snap->diff, &snap->issues, &w.comparison()->suggestions() };
-            QCOMPARE(readAll(path), QByteArray::fromStdString(renderDiffReport(in, f)));
+            const QString cliPath = dir.filePath(QStringLiteral("cli-report.") + format);
+            const auto cli = sl::test::runStatelens({ QStringLiteral("diff"), kCheckpoint, kModel, QStringLiteral("--rules"),
+                dir.filePath(QStringLiteral("rules.yaml")), QStringLiteral("--suggest"), QStringLiteral("--format"), format,
+                QStringLiteral("-o"), cliPath });
+            QVERIFY2(cli.exitCode == 0 || cli.exitCode == 1, cli.err.constData());
+            QVERIFY2(readAll(path) == readAll(cliPath), qPrintable(format));
         }
         // Nothing half-written is left beside the outputs.
         for (const QString& name : QDir(dir.path()).entryList(QDir::Files))
