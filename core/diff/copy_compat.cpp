@@ -8,8 +8,6 @@ namespace sl {
 
 namespace {
 
-bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-
 std::string_view lastSegment(std::string_view s)
 {
     const size_t dot = s.rfind('.');
@@ -20,16 +18,16 @@ std::string_view lastSegment(std::string_view s)
 // AffineQuantizedTensor), from the pickled type or the group's scheme.
 std::string_view torchaoClass(const Entry& e)
 {
-    if (startsWith(e.typeName, "torchao."))
+    if (std::string_view(e.typeName).starts_with("torchao."))
         return lastSegment(e.typeName);
-    if (e.quantization && startsWith(e.quantization->scheme, "torchao."))
+    if (e.quantization && e.quantization->scheme.starts_with("torchao."))
         return std::string_view(e.quantization->scheme).substr(8);
     return {};
 }
 
 bool isTorchAoQuantized(const Entry& e)
 {
-    return dtypeIsQuantized(e.dtype) || (e.quantization && startsWith(e.quantization->scheme, "torch.ao."));
+    return dtypeIsQuantized(e.dtype) || (e.quantization && e.quantization->scheme.starts_with("torch.ao."));
 }
 
 // A DTensor the load would copy into or from; the pieces of a per-rank set stand for their global tensor.

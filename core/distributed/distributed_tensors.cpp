@@ -30,8 +30,6 @@ constexpr int64_t kMaxEnumerate = 4096;
 constexpr int64_t kMaxSimulate = int64_t(1) << 16;
 constexpr size_t kMaxNames = 64;
 
-bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-
 // The attributes of a pickled object: its BUILD dict, or the dict and slots of a (dict-or-None, slots) pair
 // (classes with __slots__), looked up slots first.
 struct Fields {
@@ -105,7 +103,6 @@ bool intList(const Value* v, Shape& out)
 }
 
 std::string listText(const Shape& s) { return shapeToString(s); }
-
 
 std::string_view lastComponent(std::string_view name)
 {
@@ -659,7 +656,7 @@ ShardMeta parseShardMetadata(const Value* v, size_t index)
     const Value* placement = f.get("placement");
     if (std::string_view text = strOf(placement); !text.empty()) {
         // "rank:1/cuda:1" as a string (before __post_init__ turned it into a _remote_device).
-        if (startsWith(text, "rank:")) {
+        if (text.starts_with("rank:")) {
             int64_t r = 0;
             size_t i = 5;
             for (; i < text.size() && i < 20 && std::isdigit(static_cast<unsigned char>(text[i])); ++i)
@@ -951,12 +948,12 @@ bool isFlatParamName(std::string_view name)
 
 bool isDTensorClass(const GlobalValue* cls)
 {
-    return cls && cls->name == "DTensor" && startsWith(cls->module, "torch.distributed.");
+    return cls && cls->name == "DTensor" && std::string_view(cls->module).starts_with("torch.distributed.");
 }
 
 bool isShardedTensorClass(const GlobalValue* cls)
 {
-    return cls && cls->name == "ShardedTensor" && startsWith(cls->module, "torch.distributed.");
+    return cls && cls->name == "ShardedTensor" && std::string_view(cls->module).starts_with("torch.distributed.");
 }
 
 bool describeDistributedTensor(const TensorValue& t, Entry& e, const DescribeContext& ctx)

@@ -70,11 +70,6 @@ bool looksLikeIndexJson(Bytes b)
     return text.find("\"weight_map\"") != std::string_view::npos;
 }
 
-bool endsWith(std::string_view s, std::string_view suffix)
-{
-    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 // A file that is no format StateLens reads may still be a pickle: torch.load runs its first pickle before
 // it checks the magic number, so what that pickle calls is named in the error.
 std::string withPickleDangers(std::string message, const InputFile& f, Bytes head)
@@ -100,7 +95,7 @@ std::string sniff(const std::string& path, const InputFile& f, bool byName = fal
         throw LoadError(path, "the file is empty");
     // A DCP shard is payloads laid end to end (often small torch.save zips) that only .metadata can
     // locate; nothing in its bytes says so, and read as one zip it fails with a misleading zip64 error.
-    if (byName && endsWith(path, ".distcp"))
+    if (byName && path.ends_with(".distcp"))
         throw LoadError(path, "is a data file (.distcp)" + kDcp + dcpFolderHint(path));
     // Safetensors, the common case (163 shards of one index), tells itself by its first bytes; no other format
     // here starts with a length that fits the file and then '{'. The checks below read 64 KiB.
@@ -144,7 +139,7 @@ std::string sniff(const std::string& path, const InputFile& f, bool byName = fal
     const Bytes text = b.size() == f.size() ? b : f.prefix(kSniffedBytes, textBuffer);
     if (looksLikeIndexJson(text))
         return "index";
-    if (byName && endsWith(path, ".safetensors"))
+    if (byName && path.ends_with(".safetensors"))
         return "safetensors";
     // Never "index" by name alone: a shard check that sniffs bytes would miss it, and it could name itself.
     // Files that sit next to checkpoints: say what they are rather than dumping their first bytes.

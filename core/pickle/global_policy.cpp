@@ -201,9 +201,7 @@ constexpr std::string_view kNumpyScalarTypes[] = { "bool_", "int8", "int16", "in
 constexpr std::string_view kPlainBuiltins[] = { "range", "bytes", "memoryview", "NotImplemented", "Ellipsis",
     "type(None)", "print" };
 
-bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-
-bool isDunder(std::string_view seg) { return seg.size() > 4 && startsWith(seg, "__") && seg.ends_with("__"); }
+bool isDunder(std::string_view seg) { return seg.size() > 4 && seg.starts_with("__") && seg.ends_with("__"); }
 
 // Python's convention: functions are lower case, classes capitalised (a leading underscore aside).
 bool looksLikeFunction(std::string_view lastSegment)
@@ -336,7 +334,7 @@ GlobalVerdict classifyGlobal(std::string_view module, std::string_view name, uin
                 return { GlobalRisk::Unknown, {} };
     }
     for (const auto& d : kDangerousPaths)
-        if (d.key.ends_with('.') ? startsWith(full, d.key) : full == d.key)
+        if (d.key.ends_with('.') ? full.starts_with(d.key) : full == d.key)
             return { GlobalRisk::Dangerous, std::string(d.reason) };
     std::string_view last = full.substr(full.rfind('.') + 1);
     for (const auto& g : kGadgets)
@@ -367,7 +365,7 @@ GlobalVerdict classifyGlobal(std::string_view module, std::string_view name, uin
             if (name == t)
                 return { GlobalRisk::Unknown, {} };
     // A function the pickle calls that nobody vouches for runs whatever it does.
-    if (called && looksLikeFunction(last) && !(startsWith(full, "torch._utils._rebuild") || startsWith(full, "torch._tensor._rebuild")))
+    if (called && looksLikeFunction(last) && !(full.starts_with("torch._utils._rebuild") || full.starts_with("torch._tensor._rebuild")))
         return { GlobalRisk::Dangerous, "is a function outside the known-safe list, and torch.load would call it" };
     return { GlobalRisk::Unknown, {} };
 }

@@ -49,12 +49,6 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000; // all shard headers read, tog
 constexpr size_t kMaxParams = 16;
 constexpr size_t kMaxParamChars = 160;
 
-bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool endsWith(std::string_view s, std::string_view p)
-{
-    return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
-
 std::string_view lastComponent(std::string_view name)
 {
     const size_t dot = name.rfind('.');
@@ -184,7 +178,7 @@ struct QuantState {
 
 DType dtypeFromText(std::string_view t)
 {
-    if (startsWith(t, "torch."))
+    if (t.starts_with("torch."))
         t.remove_prefix(6);
     auto d = dtypeFromName(t);
     return d ? *d : DType::Unknown;
@@ -321,7 +315,7 @@ constexpr std::string_view kTorchaoPrimary[] = { "qdata", "quantized_data", "_da
     "original_weight_tensor", "data" };
 
 // "_weight_qdata": the data tensor of torchao's flattened layout (every class it saves has a qdata).
-bool isUnderscoreQdata(std::string_view last) { return last.size() >= 8 && last[0] == '_' && endsWith(last, "_qdata"); }
+bool isUnderscoreQdata(std::string_view last) { return last.size() >= 8 && last[0] == '_' && last.ends_with("_qdata"); }
 
 bool isTorchaoInner(std::string_view inner)
 {
@@ -331,7 +325,7 @@ bool isTorchaoInner(std::string_view inner)
 // "<class 'torchao.quantization.Float8Tensor'>" -> "torchao.quantization.Float8Tensor".
 std::string_view classFromTypeText(std::string_view t)
 {
-    if (startsWith(t, "<class '") && endsWith(t, "'>"))
+    if (t.starts_with("<class '") && t.ends_with("'>"))
         return t.substr(8, t.size() - 10);
     return t;
 }
@@ -397,13 +391,13 @@ private:
             if (isUnderscoreQdata(last))
                 m_hasUnderscore = true;
             if (last == "absmax" || last == "quant_map" || last == "nested_absmax" || last == "nested_quant_map"
-                || startsWith(last, "bitsandbytes__"))
+                || last.starts_with("bitsandbytes__"))
                 m_hasBnb4 = true;
             else if (last == "SCB" || last == "weight_format")
                 m_hasBnb8 = true;
             else if (last == "qweight" || last == "qzeros" || last == "g_idx")
                 m_hasGptq = true;
-            else if (endsWith(last, "_scale_inv") || endsWith(last, "weight_scale"))
+            else if (last.ends_with("_scale_inv") || last.ends_with("weight_scale"))
                 m_hasFp8 = true;
             else if (last == "input_scale")
                 m_hasFp8 = m_hasInputScale = true;
@@ -499,7 +493,7 @@ private:
         bool quantizedModules = false;
         for (Entry& e : m_e) {
             if (e.quantization) {
-                quantizedModules |= startsWith(e.quantization->scheme, "torch.ao.");
+                quantizedModules |= e.quantization->scheme.starts_with("torch.ao.");
                 continue;
             }
             if (e.kind == EntryKind::Tensor && dtypeIsQuantized(e.dtype)) {
@@ -511,7 +505,7 @@ private:
                 Quantization q;
                 if (dtypeIsQuantized(w.dtype)) {
                     q = torchAoQuantization(w);
-                } else if (w.dtype == DType::Float16 && endsWith(e.name, "_packed_params._packed_params")) {
+                } else if (w.dtype == DType::Float16 && e.name.ends_with("_packed_params._packed_params")) {
                     q.scheme = "torch.ao.dynamic_float16";
                     q.storageDType = DType::Float16;
                 } else {
@@ -880,7 +874,7 @@ private:
                 field = &Bnb4::nestedAbsmax;
             else if (last == "nested_quant_map")
                 field = &Bnb4::nestedQuantMap;
-            else if (startsWith(last, "bitsandbytes__") && endsWith(prefixOf(name, last), ".quant_state")) {
+            else if (last.starts_with("bitsandbytes__") && std::string_view(prefixOf(name, last)).ends_with(".quant_state")) {
                 field = &Bnb4::state;
                 quantType = last.substr(14);
             } else
@@ -906,7 +900,7 @@ private:
         for (const Bnb4& b : found)
             bnb4Group(b);
         m_bnb4Groups += static_cast<size_t>(std::count_if(m_e.begin(), m_e.end(), [](const Entry& e) {
-            return e.quantization && startsWith(e.quantization->scheme, "bitsandbytes.") && e.quantization->scheme != "bitsandbytes.int8";
+            return e.quantization && e.quantization->scheme.starts_with("bitsandbytes.") && e.quantization->scheme != "bitsandbytes.int8";
         }));
         if (m_bnb4Groups == 0)
             return;
@@ -1339,7 +1333,7 @@ private:
             return;
         // Groups formed by an earlier run count too (they are no longer top-level weights).
         size_t scaled = static_cast<size_t>(std::count_if(m_e.begin(), m_e.end(), [](const Entry& e) {
-            return e.quantization && startsWith(e.quantization->scheme, "fp8.");
+            return e.quantization && e.quantization->scheme.starts_with("fp8.");
         }));
         std::vector<size_t> unscaled;
         for (size_t i = 0; i < m_e.size(); ++i) {
@@ -1347,7 +1341,7 @@ private:
                 continue;
             const Entry& e = m_e[i];
             const std::string_view last = lastComponent(e.name);
-            if (!endsWith(last, "weight") || e.kind != EntryKind::Tensor)
+            if (!last.ends_with("weight") || e.kind != EntryKind::Tensor)
                 continue;
             const bool f8 = isFloat8(e.dtype);
             const bool i8 = e.dtype == DType::Int8;
@@ -1408,9 +1402,9 @@ private:
             const std::string_view name = m_e[i].name;
             const std::string_view last = lastComponent(name);
             std::string_view weight;
-            if (endsWith(last, "weight_scale_inv"))
+            if (last.ends_with("weight_scale_inv"))
                 weight = name.substr(0, name.size() - 10);
-            else if (endsWith(last, "weight_scale"))
+            else if (last.ends_with("weight_scale"))
                 weight = name.substr(0, name.size() - 6);
             else if (last == "input_scale" && scaled)
                 weight = {};

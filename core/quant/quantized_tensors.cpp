@@ -25,12 +25,6 @@ namespace {
 
 constexpr size_t kMaxParamChars = 160;
 
-bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool endsWith(std::string_view s, std::string_view p)
-{
-    return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
-
 // "_orig_dtype" and "orig_dtype" are one parameter under two spellings (private fields in older releases).
 std::string_view stripUnderscores(std::string_view name)
 {
@@ -227,7 +221,7 @@ const std::vector<Spec>& specs()
 const Spec* findSpec(std::string_view module, std::string_view cls)
 {
     // torchao.float8's Float8Tensor (renamed Float8TrainingTensor) is not the inference Float8Tensor.
-    if (cls == "Float8Tensor" && startsWith(module, "torchao.float8.") && !startsWith(module, "torchao.float8.inference"))
+    if (cls == "Float8Tensor" && module.starts_with("torchao.float8.") && !module.starts_with("torchao.float8.inference"))
         cls = "Float8TrainingTensor";
     for (const Spec& s : specs())
         if (s.cls == cls)
@@ -367,19 +361,19 @@ bool describeQuantizedSubclass(const TensorValue& t, Entry& e)
         return false;
     const std::string_view module = t.subclass->module;
     const std::string_view cls = t.subclass->name;
-    const bool torchao = module == "torchao" || startsWith(module, "torchao.");
+    const bool torchao = module == "torchao" || module.starts_with("torchao.");
     const Spec* spec = findSpec(module, cls);
     // The 2024 subclasses were often pickled from __main__ (scripts that defined or re-exported them):
     // matched by name only when their own inner tensors are there.
     if (!torchao) {
-        if (module != "__main__" || !spec || !endsWith(cls, "QuantizedLinearWeight") || !missingOf(e, spec->required).empty())
+        if (module != "__main__" || !spec || !cls.ends_with("QuantizedLinearWeight") || !missingOf(e, spec->required).empty())
             return false;
     }
     if (spec && spec->shape == Shape::Impl)
         return true; // flattened into its AffineQuantizedTensor
     if (!spec) {
         // Another torchao class (new ones appear every release): a quantized group when it has inner tensors.
-        if (e.parts.empty() || endsWith(cls, "TensorImpl") || endsWith(cls, "AQTLayout"))
+        if (e.parts.empty() || cls.ends_with("TensorImpl") || cls.ends_with("AQTLayout"))
             return false;
     }
 

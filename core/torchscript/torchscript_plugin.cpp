@@ -136,11 +136,6 @@ std::string className(const c10::ClassTypePtr& type)
     return type && type->name() ? utf8(type->name()->qualifiedName()) : std::string("?");
 }
 
-bool endsWith(const std::string& s, std::string_view suffix)
-{
-    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Collects LibTorch's warnings instead of letting them go to stderr unseen.
 class CollectWarnings : public c10::WarningHandler {
 public:
@@ -396,7 +391,7 @@ private:
             const std::string kind = className(v.toObjectRef().type());
             if (v.toObjectRef().type()->is_module()) {
                 // quantized Linear saves scale/zero_point; its weights sit in a LinearPackedParams child.
-                if (attr == "_packed_params" && endsWith(kind, "LinearPackedParams"))
+                if (attr == "_packed_params" && kind.ends_with("LinearPackedParams"))
                     savesScale = true;
                 continue;
             }
@@ -413,18 +408,18 @@ private:
                 continue;
             }
             std::vector<c10::IValue> parts = elements(unpacked);
-            if (endsWith(kind, "quantized.LinearPackedParamsBase")) {
+            if (kind.ends_with("quantized.LinearPackedParamsBase")) {
                 dtypeEntry(m, prefix, cls);
                 if (parts.size() > 2)
                     parts.resize(2);
                 groupEntry(prefix + attr, parts, "tuple", cls);
-            } else if (kind.find("quantized.Conv") != std::string::npos && endsWith(kind, "PackedParamsBase")) {
+            } else if (kind.find("quantized.Conv") != std::string::npos && kind.ends_with("PackedParamsBase")) {
                 if (!parts.empty() && parts[0].isTensor())
                     tensorEntry(prefix + "weight", parts[0].toTensor(), "packed_params", cls, false);
                 if (parts.size() > 1 && parts[1].isTensor())
                     tensorEntry(prefix + "bias", parts[1].toTensor(), "packed_params", cls, false);
                 savesScale = true;
-            } else if (endsWith(kind, "EmbeddingPackedParamsBase") && !parts.empty() && parts[0].isTensor()) {
+            } else if (kind.ends_with("EmbeddingPackedParamsBase") && !parts.empty() && parts[0].isTensor()) {
                 dtypeEntry(m, prefix, cls);
                 tensorEntry(prefix + attr, parts[0].toTensor(), "packed_params", cls, false);
             } else if (!parts.empty()) {
