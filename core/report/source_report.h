@@ -2,7 +2,7 @@
 // `statelens ls` output: the JSON object documented in the README, and the human-readable table.
 
 #include "model/source.h"
-#include "report/json_writer.h"
+#include "io/json_writer.h"
 
 #include <functional>
 #include <string>

@@ -1,6 +1,6 @@
 #include "stats_report.h"
 
-#include "report/json_writer.h"
+#include "io/json_writer.h"
 #include "report/source_report.h"
 #include "util/terminal_text.h"
 #include "values/init_hints.h"

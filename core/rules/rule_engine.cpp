@@ -1,6 +1,6 @@
 #include "rule_engine.h"
 
-#include "report/json_writer.h"
+#include "util/utf8.h"
 #include "util/error.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8

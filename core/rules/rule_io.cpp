@@ -1,7 +1,7 @@
 #include "rule_io.h"
 
 #include "io/input_file.h"
-#include "report/json_writer.h"
+#include "io/json_writer.h"
 #include "rules/rule_engine.h"
 #include "util/error.h"
 #include "util/terminal_text.h"

@@ -87,4 +87,38 @@ inline void appendUtf8(std::string& out, uint32_t cp)
     }
 }
 
+// Whether every byte of s is part of a valid UTF-8 sequence (utf8SequenceLength).
+inline bool isValidUtf8(std::string_view s)
+{
+    for (size_t i = asciiPrefix(s); i < s.size();) {
+        size_t n = utf8SequenceLength(s, i);
+        if (!n)
+            return false;
+        i += n;
+    }
+    return true;
+}
+
+// s with each invalid UTF-8 sequence replaced by U+FFFD; unchanged when it is valid.
+inline std::string sanitizeUtf8(std::string_view s)
+{
+    size_t i = asciiPrefix(s);
+    if (i == s.size())
+        return std::string(s);
+    std::string out;
+    out.reserve(s.size());
+    out.append(s.substr(0, i));
+    while (i < s.size()) {
+        size_t n = utf8SequenceLength(s, i);
+        if (n) {
+            out.append(s.substr(i, n));
+            i += n;
+        } else {
+            out += "\xEF\xBF\xBD";
+            ++i;
+        }
+    }
+    return out;
+}
+
 } // namespace sl

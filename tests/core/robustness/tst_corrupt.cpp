@@ -14,7 +14,7 @@
 #include "report/source_report.h"
 #include "util/error.h"
 #include "model/compact_string.h"
-#include "report/json_writer.h"
+#include "io/json_writer.h"
 #include "util/name_index.h"
 
 #include <QElapsedTimer>

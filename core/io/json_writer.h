@@ -3,6 +3,8 @@
 // UTF-8 (pickled names may carry lone surrogates), so every string goes through `sanitizeUtf8` first and
 // the output is always valid JSON.
 
+#include "util/utf8.h"
+
 #include <cstring>
 
 #include <rapidjson/stringbuffer.h>
@@ -14,9 +16,6 @@
 
 namespace sl {
 
-// Replaces each invalid UTF-8 sequence with U+FFFD. Returns the input unchanged when it is valid.
-std::string sanitizeUtf8(std::string_view s);
-bool isValidUtf8(std::string_view s);
 
 // Length of the longest prefix of `s` that JSON writes as it is: no '"', '\\' or byte below 0x20. Eight
 // bytes at a time (a byte below 0x20, or equal to 0x22 or 0x5C, sets its high bit in the test; bytes from

@@ -7,38 +7,6 @@
 
 namespace sl {
 
-bool isValidUtf8(std::string_view s)
-{
-    for (size_t i = asciiPrefix(s); i < s.size();) {
-        size_t n = utf8SequenceLength(s, i);
-        if (!n)
-            return false;
-        i += n;
-    }
-    return true;
-}
-
-std::string sanitizeUtf8(std::string_view s)
-{
-    size_t i = asciiPrefix(s);
-    if (i == s.size())
-        return std::string(s);
-    std::string out;
-    out.reserve(s.size());
-    out.append(s.substr(0, i));
-    while (i < s.size()) {
-        size_t n = utf8SequenceLength(s, i);
-        if (n) {
-            out.append(s.substr(i, n));
-            i += n;
-        } else {
-            out += "\xEF\xBF\xBD";
-            ++i;
-        }
-    }
-    return out;
-}
-
 void JsonWriter::key(std::string_view k)
 {
     string(k); // rapidjson writes a key as a string; the writer's state tells them apart
