@@ -43,14 +43,6 @@
 #include <csignal>
 #include <future>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SL_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SL_TEST_ASAN 1
-#endif
-#endif
-
 using namespace sl;
 
 namespace {
@@ -731,9 +723,8 @@ void TestTorchScript::pluginNotALibrary()
 
 void TestTorchScript::memoryLimit()
 {
-#ifdef SL_TEST_ASAN
-    QSKIP("sanitizer builds run the worker without an address-space limit (ASan reserves terabytes)");
-#else
+    if (test::sanitized())
+        QSKIP("sanitizer builds run the worker without an address-space limit (ASan reserves terabytes)");
     if (!pluginBuilt())
         QSKIP("the TorchScript plugin is not built");
     // 200 MiB of address space cannot even hold LibTorch: the worker fails, the caller reports it.
@@ -741,7 +732,6 @@ void TestTorchScript::memoryLimit()
     const QString problem = expectLoadError(path, [&] { return readWith(path, testWorker(0, 200u << 20)); },
         { "TorchScript" });
     QVERIFY2(problem.isEmpty(), qPrintable(problem));
-#endif
 }
 
 void TestTorchScript::containerOption()
@@ -796,12 +786,12 @@ void TestTorchScript::childProcess()
     // 0, 1, 2, 3 and the descriptor `ls` opens on /proc/self/fd.
     QCOMPARE(QByteArray::fromStdString(r.out).mid(3).trimmed().toInt(), 5);
 
-#ifndef SL_TEST_ASAN
-    // The address-space limit applies in the child.
-    limits.addressSpaceBytes = 64u << 20;
-    r = runChild({ "/bin/sh", "-c", "ulimit -v" }, limits);
-    QCOMPARE(QByteArray::fromStdString(r.out).trimmed(), QByteArray::number(64 * 1024));
-#endif
+    if (!test::sanitized()) {
+        // The address-space limit applies in the child.
+        limits.addressSpaceBytes = 64u << 20;
+        r = runChild({ "/bin/sh", "-c", "ulimit -v" }, limits);
+        QCOMPARE(QByteArray::fromStdString(r.out).trimmed(), QByteArray::number(64 * 1024));
+    }
 }
 
 void TestTorchScript::cliListsTorchScript()
