@@ -4,6 +4,7 @@
 
 #include "distributed/distributed_tensors.h"
 #include "model/dtype.h"
+#include "torch/wrapper_prefixes.h"
 #include "util/name_index.h"
 
 #include <algorithm>
@@ -47,22 +48,6 @@ std::vector<std::string_view> segments(std::string_view name)
 }
 
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
-
-// What each wrapper segment comes from, for the explanation.
-std::string_view wrapperOrigin(std::string_view removed)
-{
-    if (removed == "_orig_mod.")
-        return "torch.compile";
-    if (removed == "module.")
-        return "DistributedDataParallel/DataParallel";
-    if (removed == "_fsdp_wrapped_module." || removed == "_fpw_module.")
-        return "FSDP";
-    if (removed == "_checkpoint_wrapped_module.")
-        return "activation checkpointing";
-    if (removed == "base_model.model.")
-        return "PEFT";
-    return "a wrapper";
-}
 
 std::string describeWrappers(const std::vector<std::string>& removed)
 {
@@ -793,7 +778,7 @@ UnwrappedName unwrapName(std::string_view name)
     for (size_t i = first; i < segs.size(); ++i) {
         const std::string_view s = segs[i];
         const bool last = i + 1 == segs.size();
-        if (!last && (s == "_orig_mod" || s == "_fsdp_wrapped_module" || s == "_checkpoint_wrapped_module" || s == "_fpw_module")) {
+        if (!last && isInnerWrapperSegment(s)) {
             note(s);
             continue;
         }

@@ -4,6 +4,7 @@
 #include "diff/reasons.h"
 #include "rules/rule_engine.h"
 #include "rules/rule_inverse.h"
+#include "torch/wrapper_prefixes.h"
 
 #include <algorithm>
 #include <map>
@@ -234,21 +235,6 @@ private:
     const Source& m_b;
 };
 
-std::string_view wrapperOrigin(std::string_view w)
-{
-    if (w == "_orig_mod.")
-        return "torch.compile";
-    if (w == "module.")
-        return "DDP/DataParallel";
-    if (w == "_fsdp_wrapped_module." || w == "_fpw_module.")
-        return "FSDP";
-    if (w == "_checkpoint_wrapped_module.")
-        return "activation checkpointing";
-    if (w == "base_model.model.")
-        return "PEFT";
-    return "wrapper";
-}
-
 Rule stripRule(const std::string& wrapper, bool leadingOnly)
 {
     Rule r;
@@ -341,8 +327,9 @@ private:
             for (const auto& w : u.removed) {
                 // Anchored where the wrapper leads the key at that point (torch.compile, DDP, PEFT); FSDP and
                 // activation-checkpoint wrappers sit at every level, so theirs match anywhere.
-                const bool leading = rest.compare(0, w.size(), w) == 0 && w != "_fsdp_wrapped_module." && w != "_checkpoint_wrapped_module."
-                    && w != "_fpw_module.";
+                const WrapperPrefix* known = wrapperPrefix(w);
+                const bool leading = rest.compare(0, w.size(), w) == 0
+                    && !(known && known->place == WrapperPrefix::Place::EveryLevel);
                 if (leading)
                     rest.erase(0, w.size());
                 rules.push_back(stripRule(w, leading));
@@ -423,7 +410,8 @@ private:
         for (const auto& k : m_residual.unexpected)
             rest.push_back(k.name);
         for (const auto& w : common) {
-            const bool everywhere = w == "_fsdp_wrapped_module." || w == "_checkpoint_wrapped_module." || w == "_fpw_module.";
+            const WrapperPrefix* known = wrapperPrefix(w);
+            const bool everywhere = known && known->place == WrapperPrefix::Place::EveryLevel;
             const bool leading = !everywhere
                 && std::all_of(rest.begin(), rest.end(), [&](const std::string& n) { return n.compare(0, w.size(), w) == 0; });
             if (leading)

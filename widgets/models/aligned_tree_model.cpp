@@ -3,6 +3,7 @@
 #include "diff/name_diff.h"
 #include "report/source_report.h"
 #include "style/status_style.h"
+#include "torch/wrapper_prefixes.h"
 
 #include <QGuiApplication>
 #include <QBrush>
@@ -28,10 +29,13 @@ std::vector<std::string_view> splitSegments(std::string_view name)
 // at the top: deeper down they are ordinary module names.
 bool isWrapperSegment(std::string_view s, bool top)
 {
-    if (s == "_orig_mod" || s == "_fsdp_wrapped_module" || s == "_fpw_module" || s == "_checkpoint_wrapped_module"
-        || s == "_flat_param")
+    if (isInnerWrapperSegment(s) || s == "_flat_param") // and FSDP1's flattened parameter
         return true;
-    return top && (s == "module" || s == "base_model");
+    if (top)
+        for (const WrapperPrefix& w : kWrapperPrefixes)
+            if (w.place == WrapperPrefix::Place::Start && w.prefix.substr(0, w.prefix.find('.')) == s)
+                return true;
+    return false;
 }
 
 // What "next difference" stops at: rows a strict load would not take as they are. Renamed rows are

@@ -1,9 +1,12 @@
 #include "status_style.h"
 
+#include "torch/wrapper_prefixes.h"
+
 #include <QObject>
 #include <QPainter>
 #include <QPainterPath>
 #include <QPixmap>
+#include <QStringList>
 
 namespace sl::gui {
 
@@ -210,9 +213,13 @@ QString StatusStyle::description(Reason r)
     switch (r) {
     case Reason::None:
         return {};
-    case Reason::WrapperPrefix:
-        return QObject::tr("A wrapper's segment in the name: _orig_mod. (torch.compile), module. (DDP), "
-                           "_fsdp_wrapped_module. (FSDP), _checkpoint_wrapped_module., base_model.model. (PEFT).");
+    case Reason::WrapperPrefix: {
+        QStringList known; // from the one wrapper table the diff and the suggestions use
+        for (const WrapperPrefix& w : kWrapperPrefixes)
+            known << QStringLiteral("%1 (%2)").arg(QLatin1String(w.prefix.data(), qsizetype(w.prefix.size())),
+                QLatin1String(w.origin.data(), qsizetype(w.origin.size())));
+        return QObject::tr("A wrapper's segment in the name: %1.").arg(known.join(QStringLiteral(", ")));
+    }
     case Reason::FlatParam:
         return QObject::tr("FSDP1 flattened the unit's parameters: the original names are not in the file.");
     case Reason::QuantizedCounterpart:
