@@ -916,51 +916,24 @@ bool MainWindow::exportRules(RuleExportFormat format, const QString& path, QStri
         for (const Entry& e : a->entries)
             keys.push_back(e.name);
     }
-    std::vector<std::string> found;
-    std::string text;
+    if (ruleExportNeedsKeys(format) && !a) {
+        if (error)
+            *error = tr("Open a checkpoint (A) first: this export lists its keys.");
+        return false;
+    }
+    RuleExport out;
     try {
-        switch (format) {
-        case RuleExportFormat::Yaml:
-            text = rulesToYaml(rules);
-            break;
-        case RuleExportFormat::Json:
-            text = rulesToJson(rules);
-            break;
-        case RuleExportFormat::Python:
-            text = rulesToPython(rules);
-            break;
-        case RuleExportFormat::HfKeyMapping: {
-            HfExport hf = rulesToHfKeyMapping(rules, a ? &keys : nullptr);
-            text = std::move(hf.json);
-            found = std::move(hf.problems);
-            break;
-        }
-        case RuleExportFormat::Torchtitan:
-        case RuleExportFormat::Csv:
-            if (!a) {
-                if (error)
-                    *error = tr("Open a checkpoint (A) first: this export lists its keys.");
-                return false;
-            }
-            if (format == RuleExportFormat::Torchtitan) {
-                TemplateExport t = rulesToTorchtitan(rules, keys);
-                text = std::move(t.text);
-                found = std::move(t.problems);
-            } else {
-                text = rulesToCsv(rules, keys);
-            }
-            break;
-        }
+        out = renderRuleExport(format, rules, a ? &keys : nullptr);
         // Never over a checkpoint or model this window has read (io/file_trust.h).
         refuseOutputOntoInput(path.toStdString(), static_cast<unsigned>(InputKind::Checkpoint));
-        writeFileAtomically(path.toStdString(), text);
+        writeFileAtomically(path.toStdString(), out.text);
     } catch (const std::exception& e) {
         if (error)
             *error = QString::fromStdString(e.what());
         return false;
     }
     if (problems)
-        for (const auto& p : found)
+        for (const auto& p : out.problems)
             *problems << QString::fromStdString(p);
     return true;
 }

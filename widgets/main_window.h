@@ -4,6 +4,7 @@
 // the suggestions and the rule editor docked beside. It wires core results to views; the core does the
 // diffing, explaining, suggesting and exporting.
 
+#include "rules/rule_export.h"
 #include "report/diff_report.h"
 #include "session/comparison.h"
 #include "suggest/suggestions.h"
@@ -35,7 +36,6 @@ class SuggestionsPanel;
 class SummaryBar;
 class ValuesPanel;
 
-enum class RuleExportFormat { Yaml, Json, Python, HfKeyMapping, Torchtitan, Csv };
 
 class MainWindow : public QMainWindow {
     Q_OBJECT

@@ -75,28 +75,16 @@ int runExport(const RulesExportOptions& o)
         }
         rules = std::move(inv.rules);
     }
+    const std::optional<RuleExportFormat> named = ruleExportFormatNamed(o.to);
+    if (!named)
+        throw LoadError(o.rules, "no export format named " + o.to);
+    const RuleExportFormat format = *named;
     const std::vector<std::string> keys = keysOf(o.keys);
-    if ((o.to == "torchtitan" || o.to == "csv") && o.keys.paths.empty())
+    if (ruleExportNeedsKeys(format) && o.keys.paths.empty())
         throw LoadError(o.rules, "--to " + o.to + " lists explicit names: give the keys with --keys SOURCE");
-
-    if (o.to == "yaml") {
-        emit(rulesToYaml(rules), o.output);
-    } else if (o.to == "json") {
-        emit(rulesToJson(rules), o.output);
-    } else if (o.to == "python") {
-        emit(rulesToPython(rules), o.output);
-    } else if (o.to == "hf-key-mapping") {
-        HfExport hf = rulesToHfKeyMapping(rules, o.keys.paths.empty() ? nullptr : &keys);
-        emit(hf.json, o.output);
-        return reportProblems(hf.problems, o.to);
-    } else if (o.to == "torchtitan") {
-        TemplateExport t = rulesToTorchtitan(rules, keys);
-        emit(t.text, o.output);
-        return reportProblems(t.problems, o.to);
-    } else if (o.to == "csv") {
-        emit(rulesToCsv(rules, keys), o.output);
-    }
-    return 0;
+    const RuleExport out = renderRuleExport(format, rules, o.keys.paths.empty() ? nullptr : &keys);
+    emit(out.text, o.output);
+    return reportProblems(out.problems, o.to);
 }
 
 int runImport(const RulesImportOptions& o)

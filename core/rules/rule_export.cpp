@@ -1,10 +1,12 @@
 #include "rules/rule_export.h"
 
 #include "rules/rule_engine.h"
+#include "rules/rule_io.h"
 #include "util/error.h"
 #include "util/terminal_text.h"
 
 #include <optional>
+#include <stdexcept>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -717,6 +719,59 @@ std::string rulesToCsv(const RuleSet& rules, const std::vector<std::string>& key
         pairs.emplace_back(k, r.dropped ? std::string() : r.name);
     }
     return mappingToCsv(pairs);
+}
+
+namespace {
+constexpr std::pair<RuleExportFormat, std::string_view> kRuleExportNames[] = {
+    { RuleExportFormat::Yaml, "yaml" },
+    { RuleExportFormat::Json, "json" },
+    { RuleExportFormat::Python, "python" },
+    { RuleExportFormat::HfKeyMapping, "hf-key-mapping" },
+    { RuleExportFormat::Torchtitan, "torchtitan" },
+    { RuleExportFormat::Csv, "csv" },
+};
+} // namespace
+
+std::string_view ruleExportFormatName(RuleExportFormat f)
+{
+    for (const auto& [format, name] : kRuleExportNames)
+        if (format == f)
+            return name;
+    return {};
+}
+
+std::optional<RuleExportFormat> ruleExportFormatNamed(std::string_view name)
+{
+    for (const auto& [format, n] : kRuleExportNames)
+        if (n == name)
+            return format;
+    return std::nullopt;
+}
+
+bool ruleExportNeedsKeys(RuleExportFormat f)
+{
+    return f == RuleExportFormat::Torchtitan || f == RuleExportFormat::Csv;
+}
+
+RuleExport renderRuleExport(RuleExportFormat format, const RuleSet& rules, const std::vector<std::string>* keys)
+{
+    if (ruleExportNeedsKeys(format) && !keys)
+        throw std::invalid_argument(std::string(ruleExportFormatName(format)) + " export lists explicit names: it needs the keys");
+    switch (format) {
+    case RuleExportFormat::Yaml: return { rulesToYaml(rules), {} };
+    case RuleExportFormat::Json: return { rulesToJson(rules), {} };
+    case RuleExportFormat::Python: return { rulesToPython(rules), {} };
+    case RuleExportFormat::HfKeyMapping: {
+        HfExport hf = rulesToHfKeyMapping(rules, keys);
+        return { std::move(hf.json), std::move(hf.problems) };
+    }
+    case RuleExportFormat::Torchtitan: {
+        TemplateExport t = rulesToTorchtitan(rules, *keys);
+        return { std::move(t.text), std::move(t.problems) };
+    }
+    case RuleExportFormat::Csv: return { rulesToCsv(rules, *keys), {} };
+    }
+    throw std::invalid_argument("unknown rule export format");
 }
 
 } // namespace sl

@@ -8,11 +8,29 @@
 
 #include "rules/rule.h"
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace sl {
+
+// Every format a rule set is written in, for the command line (`rules export --to NAME`) and the window's
+// Export menu alike: one dispatch, renderRuleExport below.
+enum class RuleExportFormat : uint8_t { Yaml, Json, Python, HfKeyMapping, Torchtitan, Csv };
+std::string_view ruleExportFormatName(RuleExportFormat f); // "yaml", "json", "python", "hf-key-mapping", ...
+std::optional<RuleExportFormat> ruleExportFormatNamed(std::string_view name);
+// Whether the format lists the mapped names of a source's keys (torchtitan, csv), so needs them.
+bool ruleExportNeedsKeys(RuleExportFormat f);
+
+struct RuleExport {
+    std::string text;
+    std::vector<std::string> problems; // what the format cannot express (see each exporter below)
+};
+// `rules` written in `format`. `keys`: the names of the source the rules rename (A's keys), or nullptr
+// when there is none; the formats that need them (ruleExportNeedsKeys) throw std::invalid_argument without.
+RuleExport renderRuleExport(RuleExportFormat format, const RuleSet& rules, const std::vector<std::string>* keys);
 
 // A Python 3.7+ module using only `re`: RULES (pattern, replacement, drop) tuples, MODE, remap_key(key)
 // (None when dropped), remap_state_dict(sd) (ValueError when two keys land on one name), and a __main__
