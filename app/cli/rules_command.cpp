@@ -109,7 +109,7 @@ Runner addRulesCommand(CLI::App& app)
     exportCmd->add_option("rules", ex->rules, "The rule file (YAML or JSON)")->required();
     exportCmd->add_option("--to", ex->to, "Target format")
         ->required()
-        ->check(CLI::IsMember({ "python", "hf-key-mapping", "torchtitan", "yaml", "json", "csv" }));
+        ->check(CLI::IsMember(ruleExportFormatNames()));
     exportCmd
         ->add_option("--keys", ex->keys.paths,
             "A source whose keys the export is built from (torchtitan, csv) or checked against (hf-key-mapping)")

@@ -722,15 +722,27 @@ std::string rulesToCsv(const RuleSet& rules, const std::vector<std::string>& key
 }
 
 namespace {
+// In the order `rules export --help` lists them.
 constexpr std::pair<RuleExportFormat, std::string_view> kRuleExportNames[] = {
-    { RuleExportFormat::Yaml, "yaml" },
-    { RuleExportFormat::Json, "json" },
     { RuleExportFormat::Python, "python" },
     { RuleExportFormat::HfKeyMapping, "hf-key-mapping" },
     { RuleExportFormat::Torchtitan, "torchtitan" },
+    { RuleExportFormat::Yaml, "yaml" },
+    { RuleExportFormat::Json, "json" },
     { RuleExportFormat::Csv, "csv" },
 };
 } // namespace
+
+const std::vector<std::string>& ruleExportFormatNames()
+{
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        for (const auto& [format, name] : kRuleExportNames)
+            out.emplace_back(name);
+        return out;
+    }();
+    return names;
+}
 
 std::string_view ruleExportFormatName(RuleExportFormat f)
 {

@@ -21,6 +21,7 @@ namespace sl {
 enum class RuleExportFormat : uint8_t { Yaml, Json, Python, HfKeyMapping, Torchtitan, Csv };
 std::string_view ruleExportFormatName(RuleExportFormat f); // "yaml", "json", "python", "hf-key-mapping", ...
 std::optional<RuleExportFormat> ruleExportFormatNamed(std::string_view name);
+const std::vector<std::string>& ruleExportFormatNames(); // every format's name, for the command line's check
 // Whether the format lists the mapped names of a source's keys (torchtitan, csv), so needs them.
 bool ruleExportNeedsKeys(RuleExportFormat f);
 
