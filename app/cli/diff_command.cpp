@@ -11,20 +11,14 @@
 
 #include "cli/commands.h"
 
-#include "diff/diff.h"
-#include "diff/reasons.h"
-#include "diff/rule_checks.h"
+#include "compare/comparison.h"
 #include "report/diff_report.h"
+#include "rules/rule_engine.h"
 #include "rules/rule_io.h"
-#include "suggest/pending_pairs.h"
-#include "suggest/suggestions.h"
 #include "util/error.h"
 #include "util/timings.h"
-#include "values/tensor_compare.h"
 
-#include <algorithm>
 #include <cstdio>
-#include <future>
 
 namespace sl::cli {
 
@@ -54,73 +48,25 @@ int runDiff(const DiffOptionsCli& o)
     const Source& b = opened.second;
     openTimer.stop();
     const RuleSet& rules = keepUntilExit(o.rules.empty() ? RuleSet {} : loadRules(o.rules));
+    std::vector<PatternError> patternErrors; // a pattern that does not compile: the rule file is refused (exit 2)
+    CompiledRules::compile(rules, &patternErrors);
+    if (!patternErrors.empty())
+        throw LoadError(o.rules, describePatternError(patternErrors.front()));
 
-    // The diff first without reasons; then the rule checks (which need only its mapping) run on a second
-    // thread while the reasons are worked out.
-    PhaseTimer diffTimer(t, "diff");
-    DiffOptions options;
-    options.explain = false;
-    DiffResult& diff = keepUntilExit(diffSources(a, b, rules, options));
-    diffTimer.stop();
-    PhaseTimer checkTimer(t, "reasons + rule checks");
-    std::future<std::vector<RuleIssue>> checks;
-    if (!rules.rules.empty())
-        checks = std::async(std::launch::async, [&] { return checkRules(rules, a, b, &diff); });
-    explainRows(diff, a, b);
-    const auto& issues = keepUntilExit(checks.valid() ? checks.get() : std::vector<RuleIssue> {});
-    checkTimer.stop();
-    if (!diff.ruleErrors.empty()) {
-        throw LoadError(o.rules, describePatternError(diff.ruleErrors.front()));
-    }
-    PhaseTimer suggestTimer(t, "suggestions");
-    auto& suggestions = keepUntilExit(o.suggest ? suggestRules(a, b, rules) : std::vector<Suggestion> {});
-    suggestTimer.stop();
-
-    PhaseTimer valuesTimer(t, "values");
-    auto& comparisons = keepUntilExit(std::vector<values::ValueComparison>());
-    if (o.values)
-        comparisons = values::compareDiffRows(a, b, diff);
-    auto& matches = keepUntilExit(std::vector<values::ContentMatch>());
-    if (o.matchContent) {
-        std::vector<size_t> unexpected, missing;
-        std::vector<const DiffRow*> rowOfA(a.entries.size(), nullptr);
-        for (const DiffRow& row : diff.rows) {
-            if (row.aPart >= 0 || row.bPart >= 0)
-                continue; // one stored key of a quantized group: its bytes are codes or scales, not a weight
-            if (row.status == RowStatus::Unexpected) {
-                unexpected.push_back(static_cast<size_t>(row.a));
-                rowOfA[static_cast<size_t>(row.a)] = &row;
-            } else if (row.status == RowStatus::Missing) {
-                missing.push_back(static_cast<size_t>(row.b));
-            }
-        }
-        matches = values::matchByContent(a, unexpected, b, missing);
-        // A rule for each unambiguous match, each rule once.
-        std::vector<std::string> seen;
-        for (const values::ContentMatch& m : matches) {
-            if (m.b.size() != 1)
-                continue;
-            auto s = inferRule(rowOfA[m.a]->mapped, b.entries[m.b[0]].name, a, b, rules);
-            if (!s || s->rules.empty())
-                continue;
-            const std::string key = s->rules.front().pattern + "\n" + s->rules.front().replacement;
-            if (std::find(seen.begin(), seen.end(), key) != seen.end())
-                continue;
-            seen.push_back(key);
-            s->title = "same bytes: " + a.entries[m.a].name + " holds what the model calls " + b.entries[m.b[0]].name + "; " + s->title;
-            suggestions.push_back(std::move(*s));
-        }
-    }
-    valuesTimer.stop();
-    // Pairs the pending suggestions would resolve, on one line in every report.
-    if (o.suggest || o.matchContent)
-        markPendingSuggestions(diff, a, b, rules.mode, suggestions);
+    ComparisonOptions options;
+    options.checkRules = !rules.rules.empty();
+    options.suggest = o.suggest;
+    options.values = o.values;
+    options.matchContent = o.matchContent;
+    options.timings = t;
+    const ComparisonResult& c = keepUntilExit(compareSources(a, b, rules, options));
+    const DiffResult& diff = c.diff;
 
     DiffReportInput in { a, b, rules, diff };
-    in.ruleIssues = &issues;
-    in.suggestions = o.suggest || o.matchContent ? &suggestions : nullptr;
-    in.values = o.values ? &comparisons : nullptr;
-    in.contentMatches = o.matchContent ? &matches : nullptr;
+    in.ruleIssues = &c.issues;
+    in.suggestions = o.suggest || o.matchContent ? &c.suggestions : nullptr;
+    in.values = o.values ? &c.values : nullptr;
+    in.contentMatches = o.matchContent ? &c.contentMatches : nullptr;
     in.failOnDtype = o.failOnDtype;
     PhaseTimer formatTimer(t, "format + write");
     const auto format = parseDiffReportFormat(o.format);

@@ -1,7 +1,6 @@
 #include "comparison.h"
 
 #include "session/rule_document.h"
-#include "suggest/pending_pairs.h"
 
 #include <QElapsedTimer>
 #include <QtConcurrent/QtConcurrentRun>
@@ -18,42 +17,25 @@ std::shared_ptr<const DiffSnapshot> buildSnapshot(std::shared_ptr<const Source> 
     s->hasB = b != nullptr;
     s->a = a ? std::move(a) : std::make_shared<const Source>();
     s->b = b ? std::move(b) : std::make_shared<const Source>();
-    s->rules = rules;
     s->generation = generation;
-    // A rule that reaches a match limit on a key stops the run. It is left out as a rule that does not
-    // compile is, and named as invalid with the key, so the other rules still show what they do.
-    std::vector<RuleIssue> stopped;
-    for (;;) {
-        try {
-            // With one side open there is nothing to explain: every row would read "unexpected" or "missing".
-            s->diff = diffSources(*s->a, *s->b, s->rules, DiffOptions { .explain = s->complete() });
-            if (s->complete())
-                s->issues = checkRules(s->rules, *s->a, *s->b, &s->diff);
-            break;
-        } catch (const RuleMatchError& e) {
-            RuleIssue issue;
-            issue.kind = RuleIssue::Kind::Invalid;
-            issue.severity = Severity::Danger;
-            issue.rule = static_cast<int>(e.rule());
-            issue.message = e.what();
-            stopped.push_back(std::move(issue));
-            s->rules.rules[e.rule()].enabled = false; // each pass turns one rule off: at most one pass per rule
-        }
-    }
-    s->issues.insert(s->issues.begin(), stopped.begin(), stopped.end());
+    // With one side open there is nothing to explain or check: every row would read "unexpected" or "missing".
+    ComparisonOptions options;
+    options.explain = s->complete();
+    options.checkRules = s->complete();
+    options.onMatchLimit = ComparisonOptions::OnMatchLimit::DisableRule;
+    static_cast<ComparisonResult&>(*s) = compareSources(*s->a, *s->b, rules, options);
     s->lines = rowLines(s->diff);
     s->folded = foldRows(s->diff, *s->a, *s->b, s->lines);
     s->milliseconds = static_cast<double>(timer.nsecsElapsed()) / 1e6;
     return s;
 }
 
-std::shared_ptr<const DiffSnapshot> withPendingSuggestions(const DiffSnapshot& snapshot, std::vector<Suggestion> suggestions)
+std::shared_ptr<const DiffSnapshot> withSuggestions(const DiffSnapshot& snapshot)
 {
     auto s = std::make_shared<DiffSnapshot>(snapshot);
-    markPendingSuggestions(s->diff, *s->a, *s->b, s->rules.mode, suggestions);
+    addSuggestions(*s, *s->a, *s->b);
     s->lines = rowLines(s->diff);
     s->folded = foldRows(s->diff, *s->a, *s->b, s->lines);
-    s->suggestions = std::move(suggestions);
     return s;
 }
 
@@ -137,7 +119,7 @@ void Comparison::startSuggestions()
     m_suggestWatcher.setFuture(QtConcurrent::run([snap]() -> std::shared_ptr<const DiffSnapshot> {
         try {
             // The rows the suggestions pair, marked in a copy of the snapshot (it stays immutable).
-            return withPendingSuggestions(*snap, suggestRules(*snap->a, *snap->b, snap->rules));
+            return withSuggestions(*snap);
         } catch (const RuleMatchError&) {
             return snap; // no suggestions: the snapshot's issues say why
         }
