@@ -10,6 +10,7 @@
 #include "rules/rule_io.h"
 #include "session/rule_document.h"
 #include "suggest/pending_pairs.h"
+#include "suggest/suggestions.h"
 #include "util/atomic_file.h"
 #include "util/load_control.h"
 #include "values/tensor_compare.h"
@@ -97,20 +98,6 @@ QString orphanedRecoveryFile()
         }
     }
     return newest;
-}
-
-// How much two names share at their ends (by segments): candidates for a partner sort by it.
-int similarity(const QString& a, const QString& b)
-{
-    const QStringList x = a.split(QLatin1Char('.'));
-    const QStringList y = b.split(QLatin1Char('.'));
-    int tail = 0;
-    while (tail < x.size() && tail < y.size() && x[x.size() - 1 - tail] == y[y.size() - 1 - tail])
-        ++tail;
-    int common = 0;
-    for (const QString& s : x)
-        common += y.contains(s) ? 1 : 0;
-    return tail * 100 + common;
 }
 
 } // namespace
@@ -701,18 +688,21 @@ void MainWindow::pickPartner(const QModelIndex& index)
         return;
     const DiffRow& row = snap->diff.rows[rows[0]];
     const bool fromUnexpected = row.status == RowStatus::Unexpected;
-    const QString self = QString::fromStdString(rowName(row, *snap->a, *snap->b));
-    QStringList candidates;
+    const std::string selfName = rowName(row, *snap->a, *snap->b);
+    const QString self = QString::fromStdString(selfName);
+    std::vector<std::string> names;
     for (const DiffRow& r : snap->diff.rows)
         if (r.status == (fromUnexpected ? RowStatus::Missing : RowStatus::Unexpected))
-            candidates << QString::fromStdString(rowName(r, *snap->a, *snap->b));
-    if (candidates.isEmpty()) {
+            names.push_back(rowName(r, *snap->a, *snap->b));
+    if (names.empty()) {
         QMessageBox::information(this, tr("Pair"), tr("There is no %1 row to pair with.").arg(fromUnexpected ? tr("missing") : tr("unexpected")));
         return;
     }
-    std::stable_sort(candidates.begin(), candidates.end(), [&](const QString& x, const QString& y) { return similarity(self, x) > similarity(self, y); });
-    if (candidates.size() > 500)
-        candidates.erase(candidates.begin() + 500, candidates.end());
+    // Ranked as the suggester scores a pair (suggest/suggestions.h), the first 500 offered.
+    const std::vector<size_t> ranked = rankPartners(selfName, std::vector<std::string_view>(names.begin(), names.end()));
+    QStringList candidates;
+    for (size_t k = 0; k < ranked.size() && k < 500; ++k)
+        candidates << QString::fromStdString(names[ranked[k]]);
     bool ok = false;
     const QString partner = QInputDialog::getItem(this, tr("Pair %1 with").arg(self), tr("The most similar names first:"), candidates, 0, false, &ok);
     if (!ok)

@@ -243,6 +243,64 @@ Rule stripRule(const std::string& wrapper, bool leadingOnly)
     return r;
 }
 
+// Module names that conventions rename into each other (Hugging Face <-> torchtitan, as in torchtitan's
+// state-dict adapters): where shapes and indices cannot tell two candidates apart, these can.
+// How many segments of x and y are such a pair.
+size_t knownRenames(const std::string& x, const std::string& y)
+{
+    static const std::pair<std::string_view, std::string_view> kPairs[] = {
+        { "embed_tokens", "tok_embeddings" }, { "lm_head", "output" }, { "self_attn", "attention" },
+        { "q_proj", "wq" }, { "k_proj", "wk" }, { "v_proj", "wv" }, { "o_proj", "wo" },
+        { "mlp", "feed_forward" }, { "gate_proj", "w1" }, { "down_proj", "w2" }, { "up_proj", "w3" },
+        { "input_layernorm", "attention_norm" }, { "post_attention_layernorm", "ffn_norm" },
+        { "block_sparse_moe", "moe" }, { "gate", "router" },
+    };
+    const auto xs = splitSegments(x), ys = splitSegments(y);
+    size_t n = 0;
+    for (const auto& [p, q] : kPairs)
+        for (const auto& a : xs)
+            for (const auto& b : ys)
+                n += (a == p && b == q) || (a == q && b == p) ? 1 : 0;
+    return n;
+}
+
+// 2 * LCS / (|x| + |y|) over the parts of two templates that differ.
+double similarity(const std::string& x, const std::string& y)
+{
+    if (x.empty() && y.empty())
+        return 1.0;
+    std::vector<size_t> prev(y.size() + 1, 0), cur(y.size() + 1, 0);
+    for (size_t i = 1; i <= x.size(); ++i) {
+        for (size_t j = 1; j <= y.size(); ++j)
+            cur[j] = x[i - 1] == y[j - 1] ? prev[j - 1] + 1 : std::max(prev[j], cur[j - 1]);
+        std::swap(prev, cur);
+    }
+    return 2.0 * static_cast<double>(prev[y.size()]) / static_cast<double>(x.size() + y.size());
+}
+
+// The differing middles of two templates, segment-wise (for similarity and for the rule).
+struct Alignment {
+    std::vector<std::string> a, b; // segments
+    size_t prefix = 0, suffix = 0;
+};
+Alignment align(const std::string& ta, const std::string& tb)
+{
+    Alignment al { splitSegments(ta), splitSegments(tb), 0, 0 };
+    const size_t n = std::min(al.a.size(), al.b.size());
+    while (al.suffix < n && al.a[al.a.size() - 1 - al.suffix] == al.b[al.b.size() - 1 - al.suffix])
+        ++al.suffix;
+    while (al.prefix + al.suffix < n && al.a[al.prefix] == al.b[al.prefix])
+        ++al.prefix;
+    return al;
+}
+std::string joinSegments(const std::vector<std::string>& segs, size_t from, size_t to)
+{
+    std::string out;
+    for (size_t i = from; i < to; ++i)
+        out += (i > from ? "." : "") + segs[i];
+    return out;
+}
+
 class Suggester {
 public:
     Suggester(const Source& a, const Source& b, const RuleSet& existing, const SuggestOptions& options)
@@ -544,63 +602,6 @@ private:
         return f;
     }
 
-    // Module names that conventions rename into each other (Hugging Face <-> torchtitan, as in torchtitan's
-    // state-dict adapters): where shapes and indices cannot tell two candidates apart, these can.
-    static bool knownRename(const std::string& x, const std::string& y)
-    {
-        static const std::pair<std::string_view, std::string_view> kPairs[] = {
-            { "embed_tokens", "tok_embeddings" }, { "lm_head", "output" }, { "self_attn", "attention" },
-            { "q_proj", "wq" }, { "k_proj", "wk" }, { "v_proj", "wv" }, { "o_proj", "wo" },
-            { "mlp", "feed_forward" }, { "gate_proj", "w1" }, { "down_proj", "w2" }, { "up_proj", "w3" },
-            { "input_layernorm", "attention_norm" }, { "post_attention_layernorm", "ffn_norm" },
-            { "block_sparse_moe", "moe" }, { "gate", "router" },
-        };
-        auto segs = [](const std::string& s) { return splitSegments(s); };
-        const auto xs = segs(x), ys = segs(y);
-        for (const auto& [p, q] : kPairs)
-            for (const auto& a : xs)
-                for (const auto& b : ys)
-                    if ((a == p && b == q) || (a == q && b == p))
-                        return true;
-        return false;
-    }
-
-    // 2 * LCS / (|x| + |y|) over the parts of two templates that differ.
-    static double similarity(const std::string& x, const std::string& y)
-    {
-        if (x.empty() && y.empty())
-            return 1.0;
-        std::vector<size_t> prev(y.size() + 1, 0), cur(y.size() + 1, 0);
-        for (size_t i = 1; i <= x.size(); ++i) {
-            for (size_t j = 1; j <= y.size(); ++j)
-                cur[j] = x[i - 1] == y[j - 1] ? prev[j - 1] + 1 : std::max(prev[j], cur[j - 1]);
-            std::swap(prev, cur);
-        }
-        return 2.0 * static_cast<double>(prev[y.size()]) / static_cast<double>(x.size() + y.size());
-    }
-
-    // The differing middles of two templates, segment-wise (for similarity and for the rule).
-    struct Alignment {
-        std::vector<std::string> a, b; // segments
-        size_t prefix = 0, suffix = 0;
-    };
-    static Alignment align(const std::string& ta, const std::string& tb)
-    {
-        Alignment al { splitSegments(ta), splitSegments(tb), 0, 0 };
-        const size_t n = std::min(al.a.size(), al.b.size());
-        while (al.suffix < n && al.a[al.a.size() - 1 - al.suffix] == al.b[al.b.size() - 1 - al.suffix])
-            ++al.suffix;
-        while (al.prefix + al.suffix < n && al.a[al.prefix] == al.b[al.prefix])
-            ++al.prefix;
-        return al;
-    }
-    static std::string join(const std::vector<std::string>& segs, size_t from, size_t to)
-    {
-        std::string out;
-        for (size_t i = from; i < to; ++i)
-            out += (i > from ? "." : "") + segs[i];
-        return out;
-    }
 
     // The rule for a template pair, covering `extra` of the common suffix segments too (0: stop before it).
     static std::optional<Rule> templateRule(const Alignment& al, size_t extra)
@@ -698,10 +699,14 @@ private:
                 if (f.overlap < 0.8 || f.shapes < 0.9)
                     continue;
                 Alignment al = align(us[i].templ, ms[j].templ);
-                const std::string from = join(al.a, al.prefix, al.a.size() - al.suffix);
-                const std::string to = join(al.b, al.prefix, al.b.size() - al.suffix);
-                const double score = similarity(from, to) + 0.01 * static_cast<double>(al.prefix + al.suffix) + f.overlap + f.shapes
-                    + (knownRename(from, to) ? 1.0 : 0.0);
+                const std::string from = joinSegments(al.a, al.prefix, al.a.size() - al.suffix);
+                const std::string to = joinSegments(al.b, al.prefix, al.b.size() - al.suffix);
+                // The share of segments the two templates have in common at their ends counts as much as
+                // how alike the differing middles are: a pure prefix strip ('model.norm.bias' -> 'norm.bias')
+                // has nothing alike in its middle, yet it is a better partner than 'norm.weight', whose
+                // characters overlap more.
+                const double shared = static_cast<double>(al.prefix + al.suffix) / static_cast<double>(std::max(al.a.size(), al.b.size()));
+                const double score = similarity(from, to) + shared + f.overlap + f.shapes + (knownRenames(from, to) ? 1.0 : 0.0);
                 pairs.push_back({ score, i, j });
             }
         }
@@ -746,12 +751,16 @@ private:
                     break;
                 if (ev.breaks)
                     continue;
-                const std::string from = join(al.a, 0, al.a.size() - al.suffix + extra);
-                const std::string to = join(al.b, 0, al.b.size() - al.suffix + extra);
-                r->note = "rename '" + from + "' to '" + to + "'";
+                const std::string from = joinSegments(al.a, 0, al.a.size() - al.suffix + extra);
+                const std::string to = joinSegments(al.b, 0, al.b.size() - al.suffix + extra);
+                // A rule that only removes or adds leading segments says so.
+                const std::string what = to.empty() ? "strip " + quoted(from + ".")
+                    : from.empty()                  ? "prepend " + quoted(to + ".")
+                                                    : "rename " + quoted(from) + " to " + quoted(to);
+                r->note = what;
                 if (auto amb = ambiguity.find(ui); amb != ambiguity.end())
                     r->note += " (ambiguous: '" + amb->second + "' fits the same indices and shapes; check it)";
-                rules.try_emplace({ r->pattern, r->replacement }, Pending { *r, "rename " + quoted(from) + " to " + quoted(to), std::move(ev) });
+                rules.try_emplace({ r->pattern, r->replacement }, Pending { *r, what, std::move(ev) });
                 break;
             }
         }
@@ -790,6 +799,36 @@ private:
 std::vector<Suggestion> suggestRules(const Source& a, const Source& b, const RuleSet& existing, const SuggestOptions& options)
 {
     return Suggester(a, b, existing, options).run();
+}
+
+std::vector<size_t> rankPartners(std::string_view name, const std::vector<std::string_view>& candidates)
+{
+    struct Score {
+        size_t suffix = 0;
+        double middle = 0;
+        size_t prefix = 0;
+    };
+    const std::string self(name);
+    std::vector<Score> scores(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i) {
+        const Alignment al = align(self, std::string(candidates[i]));
+        const std::string from = joinSegments(al.a, al.prefix, al.a.size() - al.suffix);
+        const std::string to = joinSegments(al.b, al.prefix, al.b.size() - al.suffix);
+        scores[i] = { al.suffix, similarity(from, to) + static_cast<double>(knownRenames(from, to)), al.prefix };
+    }
+    std::vector<size_t> order(candidates.size());
+    for (size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+        const Score& p = scores[x];
+        const Score& q = scores[y];
+        if (p.suffix != q.suffix)
+            return p.suffix > q.suffix;
+        if (p.middle != q.middle)
+            return p.middle > q.middle;
+        return p.prefix > q.prefix;
+    });
+    return order;
 }
 
 std::optional<Suggestion> inferRule(std::string_view fromA, std::string_view toB, const Source& a, const Source& b, const RuleSet& existing)

@@ -45,6 +45,13 @@ std::vector<Suggestion> suggestRules(const Source& a, const Source& b, const Rul
 // names cannot be related by one rule.
 std::optional<Suggestion> inferRule(std::string_view fromA, std::string_view toB, const Source& a, const Source& b, const RuleSet& existing = {});
 
+// The candidates for `name`'s partner (the other side's unmatched keys), most likely first, as the
+// suggester scores a pair: by the segments they share at the end, then by how alike the parts that differ
+// are (2 * LCS / total length, plus one for each segment renamed between known naming schemes, such
+// as mlp -> feed_forward and down_proj -> w2), then by the segments they share at the start. Ties keep the given order.
+// Returns positions in `candidates`.
+std::vector<size_t> rankPartners(std::string_view name, const std::vector<std::string_view>& candidates);
+
 // A rule file that appends the suggestions to `existing`, each with its title as a comment.
 RuleSet withSuggestions(const RuleSet& existing, const std::vector<Suggestion>& suggestions);
 

@@ -307,6 +307,57 @@ private slots:
     }
     void pendingPairsAreWhatTorchLoads_data() { suggestionsLoadInTorch_data(); }
 
+    // Where the case's author wrote the rules (hf_to_titan_rules: the same checkpoint and model), the
+    // suggestions must send every key where those rules send it, as torch applies both: a suggestion that
+    // loads but swaps two same-shaped tensors (norm.weight and norm.bias) fails here.
+    void suggestionsMapAsTheAuthorsRulesDo()
+    {
+        NEED_TORCH_CASES();
+        const Source a = open("hf_to_titan", "a.pt");
+        const Source b = open("hf_to_titan", "b.pt");
+        const QJsonObject ours = torchTruth("hf_to_titan", withSuggestions(RuleSet {}, suggestRules(a, b)));
+        const QJsonObject authors = readJson(casePath("hf_to_titan_rules", "truth.json"));
+        QVERIFY(authors["load_succeeds"].toBool());
+        const QJsonObject want = authors["mapped"].toObject();
+        const QJsonObject got = ours["mapped"].toObject();
+        QCOMPARE(got.size(), want.size());
+        for (auto it = want.begin(); it != want.end(); ++it)
+            QVERIFY2(got.value(it.key()) == it.value(),
+                qPrintable(it.key() + " -> " + got.value(it.key()).toString() + ", the author's rules: " + it.value().toString()));
+    }
+
+    void partnersRankTorchsPairFirst_data() { suggestionsLoadInTorch_data(); }
+
+    // The window offers a row's partners ranked by rankPartners: for every unexpected key that torch, with
+    // all suggestions applied, loads into a key it first reported missing, that key is offered first.
+    void partnersRankTorchsPairFirst()
+    {
+        NEED_TORCH_CASES();
+        QFETCH(QString, name);
+        const Source a = open(name, "a.pt");
+        const Source b = open(name, "b.pt");
+        const QJsonObject before = readJson(casePath(name, "truth.json"));
+        const QJsonObject after = torchTruth(name, withSuggestions(RuleSet {}, suggestRules(a, b)));
+        const auto missingBefore = stringSet(before["missing"].toArray());
+        const auto unexpectedBefore = stringSet(before["unexpected"].toArray());
+        const std::vector<std::string> missing(missingBefore.begin(), missingBefore.end());
+        const std::vector<std::string_view> candidates(missing.begin(), missing.end());
+        size_t checked = 0;
+        const QJsonObject mapped = after["mapped"].toObject();
+        for (auto it = mapped.begin(); it != mapped.end(); ++it) {
+            const std::string key = it.key().toStdString();
+            const std::string partner = it.value().toString().toStdString();
+            if (!unexpectedBefore.count(key) || !missingBefore.count(partner))
+                continue;
+            const std::vector<size_t> ranked = rankPartners(key, candidates);
+            QCOMPARE(ranked.size(), candidates.size());
+            QVERIFY2(missing[ranked.front()] == partner, (key + " -> " + missing[ranked.front()] + ", torch: " + partner).c_str());
+            ++checked;
+        }
+        if (!checked)
+            QSKIP("no renamed pair in this case (its suggestions only drop keys)");
+    }
+
     // Wrapper prefixes pair rows before any suggestion: torch.compile's '_orig_mod.' is the only difference.
     void wrapperPairsBeforeSuggestions()
     {
