@@ -3,7 +3,8 @@
 // torch.distributed._tensor), ShardedTensor (torch.distributed._shard), and FSDP1 flat parameters.
 // Called while a tensor becomes an entry; fills Entry::sharding and keeps Entry::shape the global shape.
 //
-// Pickled layouts (FORMATS.md 3.1, 3.2, 7; format-examples/dt.pt.dis.txt, st.pt.dis.txt):
+// Pickled layouts (docs/on-disk-formats.md, "Distributed tensors in torch.save pickles" and "Names: wrapper
+// prefixes and optimizer state"; "Looking at the bytes yourself" there prints them from the fixtures):
 //
 //   DTensor      _rebuild_from_type_v2(_rebuild_wrapper_subclass, DTensor,
 //                    (DTensor, dtype, GLOBAL size, GLOBAL stride, 0, layout, device, requires_grad),

@@ -1,4 +1,4 @@
-// torch.distributed.checkpoint (DCP) folders, format id "dcp" (FORMATS.md §4).
+// torch.distributed.checkpoint (DCP) folders, format id "dcp" (docs/on-disk-formats.md, "DCP folders").
 //
 // On disk (torch 2.x FileSystemWriter; torch 1.13 torch.distributed._shard.checkpoint is the same layout):
 //   <folder>/.metadata          pickle of Metadata (dcp_metadata.h): every key's global shape, dtype and

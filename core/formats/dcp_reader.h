@@ -1,6 +1,6 @@
 #pragma once
 // torch.distributed.checkpoint (DCP) directories: format id "dcp". See the implementation file for the
-// on-disk layout (FORMATS.md §4).
+// on-disk layout (docs/on-disk-formats.md, "DCP folders").
 
 #include "formats/open_options.h"
 #include "model/source.h"
