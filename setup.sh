@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# Debian packages, and why: see README "Dependencies".
+# Debian packages, and why: see HACKING.md "Dependencies".
 PACKAGES=(
   cmake ninja-build g++ pkg-config
   qt6-base-dev libgl-dev libtorch-dev

@@ -1,6 +1,7 @@
 #pragma once
 // Live model dumps written by resources/python/statelens_dump.py: format id "live-dump".
-// The JSON format (versioned; this reader knows version 1) is documented in that script and in the README.
+// The JSON format (versioned; this reader knows version 1) is documented in that script and in
+// docs/formats.md ("Live model dumps").
 //
 // A dump is what a running model expects from a checkpoint. Its persistent keys form the "model"
 // container; non-persistent buffers (never in a checkpoint, such as rotary inv_freq) form a second

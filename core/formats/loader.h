@@ -28,7 +28,7 @@ struct ShardContents {
 };
 ShardContents openShard(const std::string& path, const OpenOptions& options);
 
-// Format ids in the order the README lists them.
+// Format ids in the order docs/json-output.md lists them (`source.format`).
 const std::vector<std::string>& knownFormats();
 
 } // namespace sl

@@ -1,5 +1,5 @@
 #pragma once
-// `statelens ls` output: the JSON object documented in the README, and the human-readable table.
+// `statelens ls` output: the JSON object documented in docs/json-output.md, and the human-readable table.
 
 #include "model/source.h"
 #include "io/json_writer.h"

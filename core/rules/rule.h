@@ -1,13 +1,13 @@
 #pragma once
 // Rename rules: an ordered list that maps A's (the checkpoint's) names into B's (the model's) namespace.
 //
-// Semantics (also in the README): each enabled rule is tried in order on the output of the one before,
-// like `for r in rules: key = re.sub(r.pattern, r.replacement, key)` in Python, replacing every
-// non-overlapping match. A rule with `drop` removes a key it matches (the key is expected to be absent on
-// the other side) and stops the chain. Patterns use the subset of regular expressions on which Python's
-// `re` and PCRE2 agree (see rule_engine.h); replacements use Python's `\1`, `\g<1>` and `\g<name>`.
-// A pattern that is one whole literal key (`^model\.norm\.weight$`) is looked up in a hash table instead of
-// run, so rule files of explicit old -> new pairs (a CSV import) stay fast at 100,000 rules.
+// Semantics (also in docs/command-line.md, "Rules"): each enabled rule is tried in order on the output of the
+// one before, like `for r in rules: key = re.sub(r.pattern, r.replacement, key)` in Python, replacing every
+// non-overlapping match. A rule with `drop` removes a key it matches (the key is expected to be absent on the
+// other side) and stops the chain. Patterns use the subset of regular expressions on which Python's `re` and
+// PCRE2 agree (see rule_engine.h); replacements use Python's `\1`, `\g<1>` and `\g<name>`. A pattern that is
+// one whole literal key (`^model\.norm\.weight$`) is looked up in a hash table instead of run, so rule files
+// of explicit old -> new pairs (a CSV import) stay fast at 100,000 rules.
 
 #include <cstdint>
 #include <string>

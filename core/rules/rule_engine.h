@@ -8,11 +8,11 @@
 // (?| ...), recursion, callouts, \Q..\E, named groups other than (?P<name>...)/(?<name>...)) are refused
 // with the position, so an exported Python artefact maps keys exactly as StateLens does.
 //
-// Bounds (README, "Rules"): a pattern such as (a+)+$ backtracks exponentially, so every match runs under
-// PCRE2 limits. A key on which a rule reaches one is a RuleMatchError naming the rule and the key, never
-// "no match": the mapping of that key would be a guess. A set holds at most kMaxPatternRules rules that
-// run a regex (whole-key literal rules are hash lookups and do not count), since every such rule is tried
-// on every key.
+// Bounds (docs/command-line.md, "Rules"): a pattern such as (a+)+$ backtracks exponentially, so every match
+// runs under PCRE2 limits. A key on which a rule reaches one is a RuleMatchError naming the rule and the key,
+// never "no match": the mapping of that key would be a guess. A set holds at most kMaxPatternRules rules that
+// run a regex (whole-key literal rules are hash lookups and do not count), since every such rule is tried on
+// every key.
 
 #include "rules/rule.h"
 
@@ -28,7 +28,7 @@ namespace sl {
 
 // Backtracking steps one match attempt may take (PCRE2's match limit; JIT honours it). Its default, 10
 // million, let (a+)+$ spend 30 ms on each of 2,000 keys; the patterns of real rule files need under
-// 30,000 steps even on 10,000-character keys (measured; README).
+// 30,000 steps even on 10,000-character keys (measured; docs/command-line.md, "Rules").
 inline constexpr uint32_t kRuleMatchLimit = 1'000'000;
 // The interpreter (when JIT is unavailable) ignores the match limit's meaning for depth: nested
 // backtracking frames and their memory are bounded separately. JIT ignores both and uses its own stack.

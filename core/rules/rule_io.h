@@ -25,11 +25,11 @@
 
 namespace sl {
 
-// Bounds on a rule file (README, "Rules"), so a hostile one is refused in bounded time and memory:
-// its size; its rule count (a CSV import of a 100,000-tensor model's explicit pairs fits twice); YAML
-// nodes (yaml-cpp keeps about 500 bytes per node); and no YAML aliases at all (rule files never need
-// them, and each alias of a large anchored string is another copy of it: "billion laughs"). The rules
-// that run a regex are capped by the engine (kMaxPatternRules, rule_engine.h).
+// Bounds on a rule file (docs/command-line.md, "Rules"), so a hostile one is refused in bounded time and
+// memory: its size; its rule count (a CSV import of a 100,000-tensor model's explicit pairs fits twice); YAML
+// nodes (yaml-cpp keeps about 500 bytes per node); and no YAML aliases at all (rule files never need them,
+// and each alias of a large anchored string is another copy of it: "billion laughs"). The rules that run a
+// regex are capped by the engine (kMaxPatternRules, rule_engine.h).
 inline constexpr size_t kMaxRuleFileBytes = size_t(64) << 20;
 inline constexpr size_t kMaxRules = 200'000;
 inline constexpr size_t kMaxYamlNodes = 12 * kMaxRules; // a rule with every field is 11 nodes

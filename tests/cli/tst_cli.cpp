@@ -1,5 +1,5 @@
 // The statelens executable as a CI job or a user at a terminal meets it: output formats, the JSON
-// schema the README documents, container selection, exit codes and error lines.
+// schema docs/json-output.md documents, container selection, exit codes and error lines.
 
 #include "common/test_files.h"
 #include "common/test_paths.h"
@@ -769,7 +769,7 @@ private slots:
         QCOMPARE(badRules.err.trimmed().count('\n'), 0);
     }
 
-    // The JSON report follows the README's schema, and its summary counts its rows.
+    // The JSON report follows the schema in docs/json-output.md, and its summary counts its rows.
     void diffJsonSchema()
     {
         auto r = runStatelens({ "diff", m_checkpoint, m_model, "--format", "json" });

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Renders the main window under Xvfb into PNGs, to be looked at before a change lands (README, "The
-# window"). Each picture is taken at 1600x1000 and at 1280x720 (NAME-1600x1000.png, NAME-1280x720.png):
+# Renders the main window under Xvfb into PNGs, to be looked at before a change lands (HACKING.md, "Working
+# on the window"; what the window shows: docs/window.md). Each picture is taken at 1600x1000 and at 1280x720
+# (NAME-1600x1000.png, NAME-1280x720.png):
 #   demo            the bundled demo pair as a first launch shows it: pairs on one line, the first selected
 #   demo-applied    the same pair after Apply All (every suggested rule loaded), the rule editor raised
 #   dcp-compiled    a torch 2.6 DCP of a torch.compile'd model against the plain model
