@@ -15,23 +15,9 @@
 //     `load_succeeds` in the JSON and the text verdict honour failOnDtype, so they agree with the exit
 //     code a CI job gets.
 //
-// JSON (the "a" and "b" objects are the `source` object of `statelens ls --format json`):
-//   {"a": {source}, "b": {source},
-//    "rules": [{"pattern", "replace", "drop", "enabled", "note"}],
-//    "summary": {"match": N, "renamed": N, "shape_mismatch": N, "dtype_mismatch": N, "missing": N,
-//                "unexpected": N, "dropped": N, "load_succeeds": bool},
-//    "rows": [{"status", "a": A's original name|null, "b": B's name|null, "reason": str|null,
-//              "explanation": str|null, "rule": 0-based index|null, "partner": row index|null,
-//              "suggestion": 0-based index|null, "a_shape": [..]|null, "b_shape": [..]|null,
-//              "a_dtype": str|null, "b_dtype": str|null}],            every row, matches included
-//    "folded": [{"name", "status", "reason": str|null, "count", "partner_name": str|null}],
-//                                                                     every row folded by index template; a pair
-//                                                                     folds on its missing row (count: pairs)
-//    "rule_issues": [{"kind", "severity", "rule": int|null, "message", "examples": [..]}],
-//    "suggestions": [{"kind", "title", "resolves", "collisions", "rules": [rule objects], "examples": [..]}]}
-//   A shape is null when the side has no entry or its shape is unknown; dtypes are named as in `ls`
-//   ("object" for non-tensor values). Without checkRules' issues, "rule_issues" lists the rule set's
-//   compile errors from the diff (kind "invalid"); without suggestions, "suggestions" is [].
+// JSON: the object documented once, in docs/json-output.md ("diff"); its "a" and "b" objects are the `source`
+// object of `statelens ls --format json`. Without checkRules' issues, "rule_issues" lists the rule set's
+// compile errors from the diff (kind "invalid"); without suggestions, "suggestions" is [].
 //
 // CSV (RFC 4180, CRLF, a header row): status,a,b,reason,rule,a_shape,b_shape,a_dtype,b_dtype,explanation,
 // one line per diff row, shapes as "[2, 3]". Spreadsheets run a cell that starts with = + - @ (or a tab or
