@@ -12,6 +12,41 @@
 
 namespace sl {
 
+namespace {
+
+// True for the enum's own values. -Wswitch (an error in this build) makes a new status land in this switch,
+// and the assertion below then asks for it in kAllRowStatuses, in order.
+constexpr bool isRowStatus(RowStatus s)
+{
+    switch (s) {
+    case RowStatus::Match:
+    case RowStatus::Renamed:
+    case RowStatus::ShapeMismatch:
+    case RowStatus::DtypeMismatch:
+    case RowStatus::Missing:
+    case RowStatus::Unexpected:
+    case RowStatus::Dropped:
+    case RowStatus::CopyError: return true;
+    }
+    return false;
+}
+
+constexpr bool allRowStatusesListed()
+{
+    size_t n = 0;
+    while (n < 256 && isRowStatus(static_cast<RowStatus>(n)))
+        ++n;
+    if (n != kAllRowStatuses.size())
+        return false;
+    for (size_t i = 0; i < n; ++i)
+        if (static_cast<size_t>(kAllRowStatuses[i]) != i)
+            return false;
+    return true;
+}
+static_assert(allRowStatusesListed(), "kAllRowStatuses (diff.h) must list every RowStatus, in order");
+
+} // namespace
+
 std::string_view rowStatusName(RowStatus s)
 {
     switch (s) {

@@ -22,6 +22,7 @@
 #include "rules/rule.h"
 #include "rules/rule_engine.h"
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -31,7 +32,11 @@ namespace sl {
 
 enum class RowStatus : uint8_t { Match, Renamed, ShapeMismatch, DtypeMismatch, Missing, Unexpected, Dropped, CopyError };
 std::string_view rowStatusName(RowStatus s); // "match", "renamed", "shape_mismatch", ...
-constexpr size_t kRowStatusCount = 8;
+// Every status, in the enum's order: a new status goes here too (rowStatusName's switch fails to compile
+// without it, and diff.cpp checks this list's order). Counts, colours and buttons are arrays of its size.
+constexpr std::array kAllRowStatuses = { RowStatus::Match, RowStatus::Renamed, RowStatus::ShapeMismatch,
+    RowStatus::DtypeMismatch, RowStatus::Missing, RowStatus::Unexpected, RowStatus::Dropped, RowStatus::CopyError };
+constexpr size_t kRowStatusCount = kAllRowStatuses.size();
 
 enum class Reason : uint8_t {
     None,

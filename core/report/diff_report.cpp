@@ -18,10 +18,6 @@ namespace sl {
 
 namespace {
 
-constexpr std::array<RowStatus, kRowStatusCount> kAllStatuses = {
-    RowStatus::Match, RowStatus::Renamed, RowStatus::ShapeMismatch, RowStatus::DtypeMismatch,
-    RowStatus::Missing, RowStatus::Unexpected, RowStatus::Dropped, RowStatus::CopyError,
-};
 // The order people read differences in: what breaks the load first.
 constexpr std::array<RowStatus, kRowStatusCount - 1> kDifferenceOrder = {
     RowStatus::ShapeMismatch, RowStatus::CopyError, RowStatus::Missing, RowStatus::Unexpected,
@@ -831,7 +827,7 @@ void diffToJson(const DiffReportInput& in, const TextSink& sink)
         append(w);
     }
     out += ",\"summary\":{";
-    for (RowStatus st : kAllStatuses) {
+    for (RowStatus st : kAllRowStatuses) {
         out += '"';
         out += rowStatusName(st);
         out += "\":";
@@ -986,7 +982,7 @@ std::string diffToText(const DiffReportInput& in)
     std::string out;
     out.reserve(4096);
 
-    std::vector<RowStatus> all(kAllStatuses.begin(), kAllStatuses.end());
+    std::vector<RowStatus> all(kAllRowStatuses.begin(), kAllRowStatuses.end());
     std::string counts = countsText(s, all);
     out += counts.empty() ? std::string("no keys on either side") : counts;
     out += " (";
@@ -1221,7 +1217,7 @@ std::string diffToMarkdown(const DiffReportInput& in)
     }
 
     out += "| status | rows |\n|---|---:|\n";
-    for (RowStatus st : kAllStatuses) {
+    for (RowStatus st : kAllRowStatuses) {
         out += "| ";
         out += rowStatusName(st);
         out += " | ";
@@ -1576,7 +1572,7 @@ std::string diffToHtml(const DiffReportInput& in)
 
     // Status toggles with the counts; matches start hidden (the script applies this; without it all show).
     out += "<div class=\"controls\">\n";
-    for (RowStatus st : kAllStatuses) {
+    for (RowStatus st : kAllRowStatuses) {
         out += "<label class=\"st-";
         out += rowStatusName(st);
         out += "\"><input type=\"checkbox\" data-status=\"";
@@ -1824,7 +1820,7 @@ std::string diffToJunit(const DiffReportInput& in)
     rowTests += 2;
     for (int side = 0; side < 2; ++side)
         rowFailures += (side == 0 ? in.a : in.b).countFindings(Severity::Danger) ? 1 : 0;
-    for (RowStatus st : kAllStatuses) {
+    for (RowStatus st : kAllRowStatuses) {
         if (st == RowStatus::Match)
             continue;
         rowTests += s.count(st);

@@ -36,6 +36,8 @@
 
 #include "torchscript_plugin.h"
 
+#include "util/utf8.h"
+
 #include <torch/script.h>
 #include <torch/version.h>
 
@@ -57,27 +59,9 @@ constexpr int kMaxDepth = 128; // module nesting; TorchScript has no cycles, a h
 constexpr size_t kMaxEntries = 10'000'000; // shared submodules could otherwise multiply the listing
 constexpr size_t kMaxListed = 50; // names kept in "opaque", "tensor_attributes" and "warnings"
 
-// JSON must be valid UTF-8 for the reader's parser; names come from the archive.
-std::string utf8(std::string_view s)
-{
-    std::string out;
-    out.reserve(s.size());
-    for (size_t i = 0; i < s.size();) {
-        auto c = static_cast<unsigned char>(s[i]);
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        bool ok = len > 0 && i + len <= s.size();
-        for (size_t k = 1; ok && k < len; ++k)
-            ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-        if (ok) {
-            out.append(s.substr(i, len));
-            i += len;
-        } else {
-            out += '?';
-            ++i;
-        }
-    }
-    return out;
-}
+// JSON must be valid UTF-8 for the reader's parser; names come from the archive. The core's strict check
+// (util/utf8.h: overlong forms and surrogates are invalid too), each bad byte shown as U+FFFD as everywhere.
+std::string utf8(std::string_view s) { return sl::sanitizeUtf8(s); }
 
 // LibTorch's messages span many lines (dispatch tables, TorchScript source excerpts): keep the first few
 // non-empty lines, joined, and cut the rest.
@@ -101,8 +85,12 @@ std::string shortMessage(const std::string& text, size_t maxLength = 400)
         out += (out.empty() ? "" : " ") + line;
         ++lines;
     }
-    if (out.size() > maxLength)
-        out = out.substr(0, maxLength) + "...";
+    if (out.size() > maxLength) {
+        size_t cut = maxLength; // not inside a character: back to the first byte of the one at the cut
+        while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80)
+            --cut;
+        out = out.substr(0, cut) + "...";
+    }
     return utf8(out);
 }
 
