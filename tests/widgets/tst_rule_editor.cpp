@@ -14,6 +14,7 @@
 #include <QFile>
 #include <QListWidget>
 #include <QMimeData>
+#include <QPixmap>
 #include <QSignalSpy>
 #include <QTableView>
 #include <QTemporaryDir>
@@ -423,6 +424,9 @@ void TestRuleEditor::invalidPatternShowsPosition()
     RuleDocument doc;
     fill(doc, { "^a\\.", "^b\\.", "^c\\." });
     RuleListModel model(&doc);
+    QPixmap mark(8, 8); // the editor sets the platform's message icons; any will do here
+    mark.fill(Qt::red);
+    model.setSeverityIcons({ QIcon(mark), QIcon(mark), QIcon(mark) });
     const QModelIndex cell = model.index(2, RuleListModel::PatternColumn);
     QVERIFY(model.data(cell, RuleListModel::ErrorRole).toString().isEmpty());
     QVERIFY(!tip(model, 2, RuleListModel::PatternColumn).contains(QStringLiteral("position")));

@@ -3,15 +3,14 @@
 #include "rules/rule_engine.h"
 #include "session/rule_document.h"
 
-#include <QApplication>
 #include <QColor>
 #include <QDataStream>
 #include <QFontDatabase>
+#include <QGuiApplication>
 #include <QIODevice>
 #include <QLocale>
 #include <QMimeData>
 #include <QPalette>
-#include <QStyle>
 
 #include <algorithm>
 
@@ -141,16 +140,17 @@ Severity RuleListModel::worstIssue(int row, bool* any) const
     return worst;
 }
 
-const QIcon& RuleListModel::icon(Severity s) const
+void RuleListModel::setSeverityIcons(std::array<QIcon, 3> icons)
 {
-    QIcon& i = m_icons[static_cast<size_t>(s)];
-    if (i.isNull()) {
-        const QStyle::StandardPixmap p = s == Severity::Danger ? QStyle::SP_MessageBoxCritical
-            : s == Severity::Warning                          ? QStyle::SP_MessageBoxWarning
-                                                              : QStyle::SP_MessageBoxInformation;
-        i = QApplication::style()->standardIcon(p);
-    }
-    return i;
+    m_icons = std::move(icons);
+    if (m_rows > 0)
+        emit dataChanged(index(0, NumberColumn), index(m_rows - 1, NumberColumn), { Qt::DecorationRole });
+}
+
+QVariant RuleListModel::icon(Severity s) const
+{
+    const QIcon& i = m_icons[static_cast<size_t>(s)];
+    return i.isNull() ? QVariant() : QVariant(i);
 }
 
 QString RuleListModel::toolTip(int row, int column) const
@@ -273,7 +273,7 @@ QVariant RuleListModel::data(const QModelIndex& index, int role) const
             return icon(Severity::Danger);
         bool any = false;
         const Severity worst = worstIssue(row, &any);
-        return any ? QVariant(icon(worst)) : QVariant();
+        return any ? icon(worst) : QVariant();
     }
     case Qt::ToolTipRole:
         return toolTip(row, column);

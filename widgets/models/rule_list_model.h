@@ -16,6 +16,8 @@
 #include <QIcon>
 #include <QString>
 
+#include <array>
+
 #include <cstdint>
 #include <vector>
 
@@ -42,6 +44,9 @@ public:
     // Rule checks from checkRules(); those with rule >= 0 mark their row.
     void setIssues(std::vector<RuleIssue> issues);
     const std::vector<RuleIssue>& issues() const { return m_issues; }
+    // The icons that mark a row's worst issue (DecorationRole of NumberColumn), by Severity. Set by the view,
+    // which knows the platform's style; without them rows carry no icon.
+    void setSeverityIcons(std::array<QIcon, 3> icons);
 
     // "rule 3: pattern, position 5: ..." (and the same for the replacement), or empty when the rule is valid.
     QString patternError(int row) const;
@@ -85,7 +90,7 @@ private:
     const Check& check(int row) const;
     Severity worstIssue(int row, bool* any) const;
     QString toolTip(int row, int column) const;
-    const QIcon& icon(Severity s) const;
+    QVariant icon(Severity s) const;
 
     RuleDocument* m_doc;
     int m_rows = 0; // what the views were told; the document may be ahead of it inside rulesChanged
@@ -93,7 +98,7 @@ private:
     std::vector<uint32_t> m_hits;
     std::vector<RuleIssue> m_issues;
     std::vector<std::vector<int>> m_issuesOf; // per row, indices into m_issues
-    mutable QIcon m_icons[3]; // by Severity, made on first use (needs the application's style)
+    std::array<QIcon, 3> m_icons; // by Severity
 };
 
 } // namespace sl::gui

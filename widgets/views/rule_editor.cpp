@@ -69,6 +69,7 @@ RuleEditor::RuleEditor(RuleDocument* doc, QWidget* parent)
     , m_previewLabel(new QLabel(this))
     , m_previewTimer(new QTimer(this))
 {
+    m_model->setSeverityIcons({ severityIcon(Severity::Info), severityIcon(Severity::Warning), severityIcon(Severity::Danger) });
     m_table->setObjectName(QStringLiteral("ruleTable"));
     m_warnings->setObjectName(QStringLiteral("ruleWarnings"));
     m_preview->setObjectName(QStringLiteral("rulePreview"));
