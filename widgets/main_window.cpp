@@ -47,7 +47,6 @@
 #include <QSplitter>
 #include <QTimer>
 #include <QToolButton>
-#include <QtConcurrent/QtConcurrentRun>
 #include <QScrollArea>
 #include <QSettings>
 #include <QStandardPaths>
@@ -551,7 +550,7 @@ void MainWindow::updateDetails()
 void MainWindow::compareValues()
 {
     auto snap = m_comparison->snapshot();
-    if (!snap->complete() || m_comparing)
+    if (!snap->complete() || m_valuesJob.running())
         return;
     if (!m_valuesProgress) {
         m_valuesProgress = new QProgressBar(this);
@@ -562,59 +561,61 @@ void MainWindow::compareValues()
         connect(m_valuesCancel, &QToolButton::clicked, this, &MainWindow::cancelCompareValues);
         statusBar()->addPermanentWidget(m_valuesProgress);
         statusBar()->addPermanentWidget(m_valuesCancel);
+        m_valuesPoll = new QTimer(this);
+        connect(m_valuesPoll, &QTimer::timeout, this, [this] {
+            const double f = m_valuesJob.control() ? m_valuesJob.control()->fraction() : -1.0;
+            m_valuesProgress->setValue(f < 0 ? 0 : static_cast<int>(f * 1000));
+        });
     }
     m_valuesProgress->setValue(0);
     m_valuesProgress->show();
     m_valuesCancel->show();
-    m_comparing = true;
-    m_valuesControl = std::make_shared<LoadControl>();
-    auto control = m_valuesControl;
-    auto* poll = new QTimer(this);
-    connect(poll, &QTimer::timeout, this, [this, control] {
-        const double f = control->fraction();
-        m_valuesProgress->setValue(f < 0 ? 0 : static_cast<int>(f * 1000));
-    });
-    poll->start(100);
-    using Result = std::shared_ptr<const std::vector<values::ValueComparison>>;
-    auto* watcher = new QFutureWatcher<Result>(this);
-    connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, poll, snap] {
-        poll->deleteLater();
-        watcher->deleteLater();
-        m_comparing = false;
-        m_valuesProgress->hide();
-        m_valuesCancel->hide();
-        const Result perRow = watcher->result();
-        if (!perRow) {
-            statusBar()->showMessage(tr("Comparing values cancelled."), 5000);
-        } else if (snap == m_model->snapshot()) { // a newer diff has other rows: then this result is dropped
-            m_model->setValueComparisons(perRow);
-            m_view->viewA()->viewport()->update();
-            m_view->viewB()->viewport()->update();
-            size_t same = 0, compared = 0;
-            for (const auto& c : *perRow)
-                if (c.compared) {
-                    ++compared;
-                    same += c.equalBytes ? 1 : 0;
-                }
-            statusBar()->showMessage(tr("Values compared: %1 pair(s), %2 with the same bytes, %3 differ.").arg(compared).arg(same).arg(compared - same));
-        }
-        checkIdle();
-    });
-    watcher->setFuture(QtConcurrent::run([snap, control]() -> Result {
-        try {
-            values::StatsOptions o;
-            o.control = control.get();
-            return std::make_shared<const std::vector<values::ValueComparison>>(values::compareDiffRows(*snap->a, *snap->b, snap->diff, o));
-        } catch (const std::exception&) {
-            return nullptr; // cancelled
-        }
-    }));
+    m_valuesPoll->start(100);
+    m_valuesJob.start(
+        [snap](LoadControl& control) -> ValueComparisons {
+            try {
+                values::StatsOptions o;
+                o.control = &control;
+                return std::make_shared<const std::vector<values::ValueComparison>>(values::compareDiffRows(*snap->a, *snap->b, snap->diff, o));
+            } catch (const std::exception&) {
+                return nullptr; // unreadable bytes (a cancelled run's result is dropped)
+            }
+        },
+        [this, snap](ValueComparisons perRow) {
+            endCompareValues();
+            if (!perRow) {
+                statusBar()->showMessage(tr("The values could not be compared."), 5000);
+            } else if (snap == m_model->snapshot()) { // a newer diff has other rows: then this result is dropped
+                m_model->setValueComparisons(perRow);
+                m_view->viewA()->viewport()->update();
+                m_view->viewB()->viewport()->update();
+                size_t same = 0, compared = 0;
+                for (const auto& c : *perRow)
+                    if (c.compared) {
+                        ++compared;
+                        same += c.equalBytes ? 1 : 0;
+                    }
+                statusBar()->showMessage(tr("Values compared: %1 pair(s), %2 with the same bytes, %3 differ.").arg(compared).arg(same).arg(compared - same));
+            }
+            checkIdle();
+        });
 }
 
 void MainWindow::cancelCompareValues()
 {
-    if (m_valuesControl)
-        m_valuesControl->cancel();
+    if (!m_valuesJob.running())
+        return;
+    m_valuesJob.cancel();
+    endCompareValues();
+    statusBar()->showMessage(tr("Comparing values cancelled."), 5000);
+    checkIdle();
+}
+
+void MainWindow::endCompareValues()
+{
+    m_valuesPoll->stop();
+    m_valuesProgress->hide();
+    m_valuesCancel->hide();
 }
 
 void MainWindow::updateTitle()
@@ -985,7 +986,7 @@ void MainWindow::chooseExportReport(DiffReportFormat format)
 
 bool MainWindow::isIdle() const
 {
-    return !m_paneA->isLoading() && !m_paneB->isLoading() && !m_comparison->isBusy() && !m_comparing;
+    return !m_paneA->isLoading() && !m_paneB->isLoading() && !m_comparison->isBusy() && !m_valuesJob.running();
 }
 
 void MainWindow::checkIdle()

@@ -7,7 +7,9 @@
 #include "rules/rule_export.h"
 #include "report/diff_report.h"
 #include "session/comparison.h"
+#include "session/latest_job.h"
 #include "suggest/suggestions.h"
+#include "values/tensor_compare.h"
 
 #include <QMainWindow>
 
@@ -17,6 +19,7 @@
 class QMenu;
 class QProgressBar;
 class QTemporaryDir;
+class QTimer;
 class QToolButton;
 class QModelIndex;
 
@@ -76,7 +79,7 @@ public:
     // fills the Values column; `comparingValues()` while it runs.
     void compareValues();
     void cancelCompareValues();
-    bool comparingValues() const { return m_comparing; }
+    bool comparingValues() const { return m_valuesJob.running(); }
 
     // Navigation and clipboard.
     void gotoDifference(bool forward);
@@ -109,6 +112,7 @@ protected:
     void showEvent(QShowEvent* event) override;
 
 private:
+    void endCompareValues(); // hides the comparison's progress
     void buildMenus();
     void snapshotChanged();
     void applyFilter();
@@ -140,8 +144,9 @@ private:
     ValuesPanel* m_valuesPanel;
     QProgressBar* m_valuesProgress = nullptr;
     QToolButton* m_valuesCancel = nullptr;
-    std::shared_ptr<LoadControl> m_valuesControl;
-    bool m_comparing = false;
+    QTimer* m_valuesPoll = nullptr; // reads the comparison's progress into the bar
+    using ValueComparisons = std::shared_ptr<const std::vector<values::ValueComparison>>;
+    LatestJob<ValueComparisons> m_valuesJob { this };
     std::unique_ptr<QTemporaryDir> m_demoDir; // the demo pair, written out so its values can be read
     QMenu* m_recentMenu = nullptr;
     bool m_expandedOnce = false;

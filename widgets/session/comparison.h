@@ -3,7 +3,8 @@
 // in the background; the newest finished one is published as a DiffSnapshot, then suggestions for it are
 // computed, also in the background, and the snapshot is published again with the pairs they would resolve
 // marked on its rows (same generation, same rows). Runs never pile up: while one is running, further changes only mark
-// the comparison stale, and one more run follows.
+// the comparison stale, and one more run follows. (Not a LatestJob, session/latest_job.h: a diff cannot be
+// cancelled half-way, so starting the next one beside it would only make both slower while a user types.)
 
 #include "session/diff_snapshot.h"
 #include "suggest/suggestions.h"

@@ -16,7 +16,6 @@
 #include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
-#include <QtConcurrent/QtConcurrentRun>
 
 namespace sl::gui {
 
@@ -66,7 +65,7 @@ SourcePane::SourcePane(const QString& role, QWidget* parent)
     connect(m_cancel, &QToolButton::clicked, this, &SourcePane::cancel);
     m_poll->setInterval(100);
     connect(m_poll, &QTimer::timeout, this, [this] {
-        const double f = m_control ? m_control->fraction() : -1.0;
+        const double f = m_load.control() ? m_load.control()->fraction() : -1.0;
         if (f < 0) {
             m_progress->setRange(0, 0);
         } else {
@@ -83,10 +82,6 @@ SourcePane::SourcePane(const QString& role, QWidget* parent)
 
 void SourcePane::load(const QString& label, std::function<Source(const OpenOptions&)> loadFn)
 {
-    if (m_control)
-        m_control->cancel(); // the load this one replaces
-    m_control = std::make_shared<LoadControl>();
-    const uint64_t id = ++m_loadId;
     m_label = label;
     m_loading = true;
     m_title->setText(QStringLiteral("<b>%1</b>: %2").arg(m_role, label.toHtmlEscaped()));
@@ -95,25 +90,17 @@ void SourcePane::load(const QString& label, std::function<Source(const OpenOptio
     m_progress->show();
     m_cancel->show();
     m_poll->start();
-    // A watcher per load, so a replaced load's result arrives at a watcher nobody listens to any more.
-    if (m_watcher)
-        m_watcher->disconnect(this);
-    m_watcher = new QFutureWatcher<std::pair<uint64_t, LoadResult>>(this);
-    auto* watcher = m_watcher;
-    connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher] {
-        if (watcher == m_watcher)
-            finished();
-        watcher->deleteLater();
-    });
-    watcher->setFuture(QtConcurrent::run([id, control = m_control, loadFn = std::move(loadFn)]() -> std::pair<uint64_t, LoadResult> {
-        try {
-            OpenOptions options;
-            options.control = control.get();
-            return { id, { std::make_shared<const Source>(loadFn(options)), {} } };
-        } catch (const std::exception& e) {
-            return { id, { nullptr, QString::fromStdString(e.what()) } };
-        }
-    }));
+    m_load.start( // replaces (cancels) a load still running
+        [loadFn = std::move(loadFn)](LoadControl& control) -> LoadResult {
+            try {
+                OpenOptions options;
+                options.control = &control;
+                return { std::make_shared<const Source>(loadFn(options)), {} };
+            } catch (const std::exception& e) {
+                return { nullptr, QString::fromStdString(e.what()) };
+            }
+        },
+        [this](LoadResult r) { finished(std::move(r)); });
     emit loadingChanged(true);
 }
 
@@ -143,14 +130,7 @@ void SourcePane::cancel()
 {
     if (!m_loading)
         return;
-    ++m_loadId;
-    if (m_control)
-        m_control->cancel();
-    if (m_watcher) {
-        m_watcher->disconnect(this);
-        connect(m_watcher, &QFutureWatcherBase::finished, m_watcher, &QObject::deleteLater);
-        m_watcher = nullptr;
-    }
+    m_load.cancel();
     m_loading = false;
     m_poll->stop();
     m_progress->hide();
@@ -161,15 +141,10 @@ void SourcePane::cancel()
     emit loadingChanged(false);
 }
 
-void SourcePane::finished()
+void SourcePane::finished(LoadResult r)
 {
-    auto [id, r] = m_watcher->result();
-    m_watcher = nullptr;
-    if (id != m_loadId)
-        return;
     m_loading = false;
     m_poll->stop();
-    m_control.reset();
     m_progress->hide();
     m_cancel->hide();
     if (r.source) {

@@ -6,8 +6,8 @@
 
 #include "formats/open_options.h"
 #include "model/source.h"
+#include "session/latest_job.h"
 
-#include <QFutureWatcher>
 #include <QWidget>
 
 #include <functional>
@@ -19,10 +19,6 @@ class QListWidget;
 class QProgressBar;
 class QTimer;
 class QToolButton;
-
-namespace sl {
-class LoadControl;
-}
 
 namespace sl::gui {
 
@@ -64,7 +60,7 @@ protected:
     void dropEvent(QDropEvent* event) override;
 
 private:
-    void finished();
+    void finished(LoadResult result);
     void showSource();
 
     QString m_role;
@@ -78,9 +74,7 @@ private:
     std::shared_ptr<const Source> m_source;
     QString m_error;
     bool m_loading = false;
-    uint64_t m_loadId = 0;
-    QFutureWatcher<std::pair<uint64_t, LoadResult>>* m_watcher = nullptr;
-    std::shared_ptr<LoadControl> m_control; // the running load's
+    LatestJob<LoadResult> m_load { this };
     QTimer* m_poll; // reads the load's progress into the bar
 };
 

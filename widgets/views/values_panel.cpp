@@ -11,7 +11,6 @@
 #include <QPixmap>
 #include <QRegularExpression>
 #include <QVBoxLayout>
-#include <QtConcurrent/QtConcurrentRun>
 
 #include <algorithm>
 #include <cmath>
@@ -141,15 +140,9 @@ ValuesPanel::ValuesPanel(QWidget* parent)
     }
     layout->addLayout(heat);
     m_text->setText(tr("Select a tensor to see its values."));
-    connect(&m_watcher, &QFutureWatcherBase::finished, this, &ValuesPanel::finished);
 }
 
-ValuesPanel::~ValuesPanel()
-{
-    if (m_control)
-        m_control->cancel();
-    m_watcher.waitForFinished();
-}
+ValuesPanel::~ValuesPanel() = default;
 
 std::shared_ptr<const ValuesPanel::SideValues> ValuesPanel::cached(const Entry* e) const
 {
@@ -179,28 +172,23 @@ void ValuesPanel::showEntries(std::shared_ptr<const DiffSnapshot> snapshot, cons
         emit computed();
         return;
     }
-    if (m_control)
-        m_control->cancel(); // the previous selection's work is no longer wanted
-    m_control = std::make_shared<LoadControl>();
     m_text->setText(tr("Reading values…"));
-    m_running = true;
     const Request r = m_current;
-    auto control = m_control;
-    m_watcher.setFuture(QtConcurrent::run([r, control, ca, cb]() -> Answer {
-        try {
-            auto va = ca ? ca : computeSide(*r.snapshot->a, r.a, control.get());
-            auto vb = cb ? cb : computeSide(*r.snapshot->b, r.b, control.get());
-            return { r, va, vb };
-        } catch (const std::exception&) {
-            return { r, nullptr, nullptr };
-        }
-    }));
+    m_job.start( // the previous selection's work is no longer wanted: it is cancelled
+        [r, ca, cb](LoadControl& control) -> Answer {
+            try {
+                auto va = ca ? ca : computeSide(*r.snapshot->a, r.a, &control);
+                auto vb = cb ? cb : computeSide(*r.snapshot->b, r.b, &control);
+                return { r, va, vb };
+            } catch (const std::exception&) {
+                return { r, nullptr, nullptr };
+            }
+        },
+        [this](Answer answer) { finished(std::move(answer)); });
 }
 
-void ValuesPanel::finished()
+void ValuesPanel::finished(Answer answer)
 {
-    m_running = false;
-    const Answer answer = m_watcher.result();
     if (!answer.a || !answer.b) { // cancelled, or the bytes could not be read at all
         if (answer.request.a != m_current.a || answer.request.b != m_current.b)
             showEntries(m_current.snapshot, m_current.a, m_current.b);

@@ -5,10 +5,10 @@
 // UI thread. The numbers come from core/values, the same code as `statelens stats`.
 
 #include "session/diff_snapshot.h"
+#include "session/latest_job.h"
 #include "values/tensor_stats.h"
 #include "values/thumbnail.h"
 
-#include <QFutureWatcher>
 #include <QHash>
 #include <QWidget>
 
@@ -55,7 +55,7 @@ public:
 
     // The selected row's entries (either may be null); `snapshot` keeps their sources alive.
     void showEntries(std::shared_ptr<const DiffSnapshot> snapshot, const Entry* a, const Entry* b);
-    bool isBusy() const { return m_running; }
+    bool isBusy() const { return m_job.running(); }
     QString summaryText() const; // what the panel says, for tests and copying
     HistogramView* histogram() const { return m_histogram; }
 
@@ -78,7 +78,7 @@ private:
         Request request;
         std::shared_ptr<const SideValues> a, b; // null when cancelled
     };
-    void finished();
+    void finished(Answer answer);
     void present(const Request& r, const std::shared_ptr<const SideValues>& a, const std::shared_ptr<const SideValues>& b);
     std::shared_ptr<const SideValues> cached(const Entry* e) const;
 
@@ -87,12 +87,10 @@ private:
     QLabel* m_heatA;
     QLabel* m_heatB;
     Request m_current;
-    bool m_running = false;
-    std::shared_ptr<LoadControl> m_control;
     QHash<const Entry*, std::shared_ptr<const SideValues>> m_cache; // entries of m_cacheSources' sources
     std::pair<const Source*, const Source*> m_cacheSources { nullptr, nullptr };
     std::shared_ptr<const DiffSnapshot> m_cacheHold; // keeps the cached entries' sources (and addresses) alive
-    QFutureWatcher<Answer> m_watcher;
+    LatestJob<Answer> m_job { this }; // declared last: its destructor waits for a run still reading
 };
 
 } // namespace sl::gui

@@ -1,0 +1,105 @@
+// LatestJob (widgets/session/latest_job.h), the one way the window runs work off the UI thread: only the
+// latest run's result is delivered, a replaced or cancelled run is told to stop through its LoadControl,
+// and the owner's destruction waits for what still runs.
+
+#include "session/latest_job.h"
+
+#include <QObject>
+#include <QTest>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+using namespace sl;
+using namespace sl::gui;
+
+namespace {
+
+// Waits (bounded) until the run is cancelled; returns whether it was.
+bool waitForCancel(const LoadControl& control)
+{
+    for (int i = 0; i < 2000 && !control.cancelled(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return control.cancelled();
+}
+
+} // namespace
+
+class TestLatestJob : public QObject {
+    Q_OBJECT
+private slots:
+    void aReplacedRunIsCancelledAndNotDelivered()
+    {
+        QObject owner;
+        LatestJob<int> job(&owner);
+        std::vector<int> delivered;
+        std::atomic<int> firstSawCancel { -1 };
+        job.start([&](LoadControl& c) {
+            firstSawCancel = waitForCancel(c) ? 1 : 0;
+            return 1;
+        }, [&](int v) { delivered.push_back(v); });
+        QVERIFY(job.running());
+        job.start([](LoadControl&) { return 2; }, [&](int v) { delivered.push_back(v); });
+        QTRY_COMPARE(delivered.size(), size_t(1));
+        QCOMPARE(delivered.front(), 2);
+        QTRY_COMPARE(firstSawCancel.load(), 1);
+        QTest::qWait(50); // the first run's finish reaches the event loop too: still not delivered
+        QCOMPARE(delivered.size(), size_t(1));
+        QVERIFY(!job.running());
+    }
+
+    void aCancelledRunIsNotDelivered()
+    {
+        QObject owner;
+        LatestJob<int> job(&owner);
+        int delivered = 0;
+        std::atomic<bool> stopped { false };
+        job.start([&](LoadControl& c) {
+            stopped = waitForCancel(c);
+            return 7;
+        }, [&](int) { ++delivered; });
+        job.cancel();
+        QVERIFY(!job.running());
+        QTRY_VERIFY(stopped.load());
+        QTest::qWait(50);
+        QCOMPARE(delivered, 0);
+    }
+
+    void theWorkReportsProgressThroughControl()
+    {
+        QObject owner;
+        LatestJob<int> job(&owner);
+        std::atomic<bool> release { false };
+        job.start([&](LoadControl& c) {
+            c.addTotal(4);
+            c.advance(1);
+            while (!release)
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            return 0;
+        }, [](int) {});
+        QVERIFY(job.control());
+        QTRY_COMPARE(job.control()->fraction(), 0.25);
+        release = true;
+        QTRY_VERIFY(!job.running());
+    }
+
+    void destructionWaitsForRunningWork()
+    {
+        std::atomic<bool> finished { false };
+        {
+            QObject owner;
+            LatestJob<int> job(&owner);
+            job.start([&](LoadControl&) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                finished = true;
+                return 0;
+            }, [](int) {});
+        }
+        QVERIFY(finished.load());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestLatestJob)
+#include "tst_latest_job.moc"
