@@ -6,11 +6,13 @@
 //   - Rule indices in JSON and CSV are 0-based, as in the JSON "rules" array. What people read (text,
 //     Markdown, HTML, JUnit, and the explanations and messages everywhere) numbers rules from 1, as rule
 //     files are numbered: index 0 is "rule 1".
-//   - Text from checkpoints is untrusted: invalid UTF-8 becomes U+FFFD everywhere; in the formats meant to
-//     be read (text, Markdown, HTML, JUnit) control characters in names show as their Unicode control
-//     pictures (ESC -> U+241B, DEL -> U+2421) and C1 controls as U+FFFD, so a key cannot move a terminal's
-//     cursor or break an XML document. Free text (explanations, messages) keeps tabs and line breaks in
-//     HTML and JUnit. JSON and CSV carry the names as they are (JSON escapes, CSV quotes).
+//   - Text from checkpoints is untrusted. Text, Markdown and CSV, which are printed to terminals, show it
+//     as util/terminal_text.h does: \t \n \r, and \xNN for every other C0 control, DEL, C1 control and
+//     byte that is not valid UTF-8 (names and free text alike), so a key cannot move a terminal's cursor.
+//     HTML and JUnit XML replace invalid UTF-8 with U+FFFD and show C0 controls and DEL as their Unicode
+//     control pictures (ESC -> U+241B, DEL -> U+2421), C1 controls and U+FFFE/U+FFFF as U+FFFD, so a key
+//     cannot break the document; their free text (explanations, messages) keeps tabs and line breaks.
+//     JSON carries the names as they are, invalid UTF-8 replaced with U+FFFD and controls JSON-escaped.
 //   - dtype_mismatch rows load (load_state_dict casts); they count as failures only with failOnDtype.
 //     `load_succeeds` in the JSON and the text verdict honour failOnDtype, so they agree with the exit
 //     code a CI job gets.
@@ -22,7 +24,7 @@
 // CSV (RFC 4180, CRLF, a header row): status,a,b,reason,rule,a_shape,b_shape,a_dtype,b_dtype,explanation,
 // one line per diff row, shapes as "[2, 3]". Spreadsheets run a cell that starts with = + - @ (or a tab or
 // CR) as a formula, so such a cell gets a leading apostrophe; strip one leading apostrophe from those
-// cells to get the raw value back.
+// cells to get the cell's text back (control characters in it stay escaped, as above).
 //
 // Pairs (an unexpected and a missing row that point at each other, DiffRow::partner) are one line in text,
 // Markdown and HTML: A's names beside B's, listed before the other differences.
