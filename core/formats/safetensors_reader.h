@@ -1,5 +1,6 @@
 #pragma once
-// safetensors files, format id "safetensors" (huggingface/safetensors, safetensors/src/tensor.rs).
+// safetensors files, format id "safetensors" (huggingface/safetensors, safetensors/src/tensor.rs;
+// docs/on-disk-formats.md, "safetensors files").
 //
 // Layout:
 //   1. u64 little-endian N: the header length

@@ -1,6 +1,7 @@
 #pragma once
 // Legacy torch.save files (before torch 1.6, or `_use_new_zipfile_serialization=False`), format id
-// "torch-legacy". The file is five pickles back to back, then raw storage bytes:
+// "torch-legacy" (docs/on-disk-formats.md, "Legacy files"). The file is five pickles back to back, then raw
+// storage bytes:
 //   1. the magic number 0x1950a86a20f9469cfc6c (a LONG1, or a text LONG at protocol 0/1)
 //   2. the protocol version, 1001
 //   3. sys_info: {'protocol_version', 'little_endian', 'type_sizes'}

@@ -1,5 +1,6 @@
 #pragma once
 // torch.save archives (torch >= 1.6, `_use_new_zipfile_serialization=True`), format id "torch-zip".
+// The layout and the pickle's rebuild functions: docs/on-disk-formats.md, "torch.save files".
 //
 // Layout (see io/zip_archive.h for the container itself):
 //   <archive>/data.pkl            the pickled object; tensors reference storages by persistent id

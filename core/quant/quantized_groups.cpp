@@ -1,7 +1,8 @@
 // Key-pattern grouping of quantized parameters (groupQuantizedEntries), run once per opened source after
 // its reader, over the whole state dict (an index's shards merged), and again after a container switch.
 //
-// Each scheme is a pattern of keys under one module prefix plus a dtype that float modules do not write:
+// Each scheme is a pattern of keys under one module prefix plus a dtype that float modules do not write
+// (docs/on-disk-formats.md, "Quantized layouts"):
 //   bitsandbytes 4-bit  W + W.absmax, W.quant_map, [W.nested_absmax, W.nested_quant_map],
 //                       W.quant_state.bitsandbytes__nf4|fp4 (uint8 bytes of JSON: original shape and dtype)
 //   bitsandbytes 8-bit  P.weight (int8) + P.SCB + P.weight_format

@@ -1,4 +1,5 @@
-// torchao tensor subclasses inside torch.save files, recognised without torchao.
+// torchao tensor subclasses inside torch.save files, recognised without torchao (docs/on-disk-formats.md,
+// "torchao subclasses in torch.save").
 //
 // Every torchao class is a wrapper subclass: _rebuild_from_type_v2(_rebuild_wrapper_subclass, cls,
 // (cls, dtype, size, ...), state), so the entry's dtype and shape are already the logical ones and the

@@ -318,7 +318,8 @@ private slots:
 
 void TstSafetensorsFormats::dtypeStrings_data()
 {
-    // FORMATS.md §5: every safetensors dtype string, its bits, and torch's name (F6 has none in torch).
+    // docs/on-disk-formats.md, "dtypes" under "safetensors files": every safetensors dtype string, its bits,
+    // and torch's name (F6 has none in torch).
     QTest::addColumn<QString>("st");
     QTest::addColumn<QString>("torch");
     QTest::addColumn<int>("bits");
