@@ -20,19 +20,18 @@
 
 #include "quantized_tensors.h"
 
-#include "io/file_trust.h"
+#include "io/open_files.h"
 #include "util/error.h"
 #include "util/name_index.h"
 
 #include <simdjson.h>
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstdio>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -123,46 +122,30 @@ public:
             why = "larger than " + std::to_string(kMaxQuantStateBytes) + " bytes; not read";
             return std::nullopt;
         }
-        if (m_files.size() < m_s.files.size())
-            m_files.resize(m_s.files.size());
-        Opened& f = m_files[static_cast<size_t>(file)];
-        if (!f.tried) {
-            f.tried = true;
-            try {
-                f.file = openRegularFile(m_s.files[static_cast<size_t>(file)]);
-            } catch (const LoadError&) {
-                // fd() stays -1
-            }
-        }
-        if (f.file.fd() < 0) {
+        std::shared_ptr<const InputFile> f;
+        try {
+            f = m_files.get(m_s.files[static_cast<size_t>(file)]);
+        } catch (const LoadError&) {
             why = "its file cannot be opened";
             return std::nullopt;
         }
-        const uint64_t size = f.file.size();
-        if (offset > size || length > size - offset) {
+        if (offset > f->size() || length > f->size() - offset) {
             why = "its bytes lie past the end of the file";
             return std::nullopt;
         }
         std::string out(length, '\0');
-        size_t done = 0;
-        while (done < length) {
-            const ssize_t n = ::pread(f.file.fd(), out.data() + done, length - done, static_cast<off_t>(offset + done));
-            if (n <= 0) {
-                why = "reading its bytes failed";
-                return std::nullopt;
-            }
-            done += static_cast<size_t>(n);
+        try {
+            f->readInto(offset, std::span<uint8_t>(reinterpret_cast<uint8_t*>(out.data()), out.size()));
+        } catch (const std::exception&) {
+            why = "reading its bytes failed";
+            return std::nullopt;
         }
         return out;
     }
 
 private:
-    struct Opened {
-        bool tried = false;
-        ReadableFile file; // fd() -1: unusable
-    };
     const Source& m_s;
-    std::vector<Opened> m_files; // by file index
+    OpenFiles m_files;
 };
 
 struct QuantState {
@@ -266,32 +249,21 @@ std::vector<std::pair<std::string, std::string>> readSafetensorsMetadata(
     const std::string& path, simdjson::dom::parser& parser, uint64_t& budget)
 {
     std::vector<std::pair<std::string, std::string>> out;
-    ReadableFile file;
-    try {
-        file = openRegularFile(path);
-    } catch (const LoadError&) {
-        return out;
-    }
-    const int fd = file.fd();
-    uint8_t len[8];
     std::string header;
-    if (::pread(fd, len, 8, 0) == 8) {
+    try {
+        const auto file = InputFile::open(path);
+        uint8_t len[8];
+        file->readInto(0, len);
         uint64_t n = 0;
         for (int i = 7; i >= 0; --i)
             n = n << 8 | len[i];
-        if (n <= budget && n + 8 <= file.size()) {
+        if (n <= budget && n + 8 <= file->size()) {
             budget -= n;
             header.resize(n);
-            size_t done = 0;
-            while (done < n) {
-                const ssize_t r = ::pread(fd, header.data() + done, n - done, static_cast<off_t>(8 + done));
-                if (r <= 0)
-                    break;
-                done += static_cast<size_t>(r);
-            }
-            if (done != n)
-                header.clear();
+            file->readInto(8, std::span<uint8_t>(reinterpret_cast<uint8_t*>(header.data()), header.size()));
         }
+    } catch (const std::exception&) {
+        return out; // unreadable: no metadata (the reader reports the file itself)
     }
     simdjson::dom::element doc;
     simdjson::dom::object meta;

@@ -74,20 +74,6 @@ std::shared_ptr<const std::vector<uint8_t>> inflateRaw(
 
 } // namespace
 
-std::shared_ptr<const InputFile> FileCache::get(const std::string& path)
-{
-    std::lock_guard lock(m_mutex);
-    // Hundreds of ranks' files would run into the descriptor limit (often 1024): past a bound, files no
-    // open reader holds are closed; they are opened again if asked for.
-    constexpr size_t kKeptOpen = 256;
-    if (m_files.size() >= kKeptOpen && !m_files.count(path))
-        std::erase_if(m_files, [](const auto& kv) { return kv.second.use_count() == 1; });
-    auto& f = m_files[path];
-    if (!f)
-        f = InputFile::open(path);
-    return f;
-}
-
 dcp::ItemData FileCache::locateInItem(const InputFile& file, uint64_t itemOffset, uint64_t itemLength, std::string_view fqn,
     const Shape& offsets, const Shape& sizes, DType dtype, const std::string& where)
 {

@@ -7,6 +7,7 @@
 
 #include "formats/dcp_item.h"
 #include "io/input_file.h"
+#include "io/open_files.h"
 #include "model/source.h"
 
 #include <cstdint>
@@ -24,18 +25,15 @@ namespace sl::values {
 
 // The files of a source, opened once and shared by the threads that read them (pread is safe to share).
 // Reads land in reused buffers: the resident set stays at a few buffers whatever the checkpoint's size.
-class FileCache {
+// The files values are read from (io/open_files.h), and where DCP chunks sit in their items.
+class FileCache : public OpenFiles {
 public:
-    // Throws LoadError naming the path when it cannot be opened.
-    std::shared_ptr<const InputFile> get(const std::string& path);
     // Where a DCP chunk's elements are in its item (dcp::locateInItem), each file's safetensors blobs
     // parsed once however many chunks they hold. Throws FormatError when the item cannot be read.
     dcp::ItemData locateInItem(const InputFile& file, uint64_t itemOffset, uint64_t itemLength, std::string_view fqn,
         const Shape& offsets, const Shape& sizes, DType dtype, const std::string& where);
 
 private:
-    std::mutex m_mutex;
-    std::map<std::string, std::shared_ptr<const InputFile>> m_files;
     std::mutex m_blobMutex;
     std::map<std::string, dcp::BlobCache> m_blobs;
 };
