@@ -371,14 +371,13 @@ private:
     {
         const Source& s = side == 0 ? m_a : m_b;
         const auto nameAt = [&s](size_t i) -> std::string_view { return s.entries[i].name; };
-        if (!m_namesBuilt[side]) {
-            m_names[side].insertAll(s.entries.size(), nameAt);
-            m_namesBuilt[side] = true;
+        if (!m_names[side]) {
+            m_names[side].emplace();
+            m_names[side]->insertAll(s.entries.size(), nameAt);
         }
-        return m_names[side].find(name, nameAt) != NameIndex::npos;
+        return m_names[side]->find(name, nameAt) != NameIndex::npos;
     }
-    std::array<NameIndex, 2> m_names;
-    std::array<bool, 2> m_namesBuilt {};
+    std::array<std::optional<NameIndex>, 2> m_names; // built on first use
     // The unexpected (0) or missing (1) row named `name` (the first), or NameIndex::npos; indexed once for both passes of
     // quantizedKeys. (Flat indexes: the node-based maps over 90,000 unmatched rows and names were about a
     // fifth of the s2 diff's reasons phase.)
@@ -386,15 +385,14 @@ private:
     {
         const std::vector<size_t>& rows = m_unmatched[side];
         const auto nameAt = [this, &rows](size_t k) -> std::string_view { return nameOf(rows[k]); };
-        if (!m_unmatchedBuilt[side]) {
-            m_unmatchedNames[side].insertAll(rows.size(), nameAt);
-            m_unmatchedBuilt[side] = true;
+        if (!m_unmatchedNames[side]) {
+            m_unmatchedNames[side].emplace();
+            m_unmatchedNames[side]->insertAll(rows.size(), nameAt);
         }
-        const size_t k = m_unmatchedNames[side].find(name, nameAt);
+        const size_t k = m_unmatchedNames[side]->find(name, nameAt);
         return k == NameIndex::npos ? NameIndex::npos : rows[k];
     }
-    std::array<NameIndex, 2> m_unmatchedNames;
-    std::array<bool, 2> m_unmatchedBuilt {};
+    std::array<std::optional<NameIndex>, 2> m_unmatchedNames; // built on first use
     std::unordered_map<const Quantization*, std::string> m_described; // describeShared
 
     // Shape mismatches: a shard against the global tensor, a padded vocabulary, a transposed weight.
