@@ -1,6 +1,7 @@
 #include "distributed_tensors.h"
 
 #include "model/shape_volume.h"
+#include "pickle/value_repr.h"
 
 #include <algorithm>
 #include <cctype>

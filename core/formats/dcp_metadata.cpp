@@ -2,6 +2,7 @@
 
 #include "pickle/global_policy.h"
 #include "pickle/opcode_scan.h"
+#include "pickle/value_repr.h"
 #include "torch/load_safety.h"
 #include "pickle/unpickler.h"
 #include "pickle/value.h"

@@ -8,6 +8,7 @@
 #include "io/zip_archive.h"
 #include "pickle/global_policy.h"
 #include "pickle/opcode_scan.h"
+#include "pickle/value_repr.h"
 #include "quant/quantized_tensors.h"
 #include "torch/load_safety.h"
 #include "torch/torch_semantics.h"

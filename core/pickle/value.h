@@ -397,7 +397,5 @@ bool toInt(const Value* v, int64_t& out); // Int or Bool
 bool toDouble(const Value* v, double& out); // Float, Int or Bool
 // "module.name" of a global (for display).
 std::string qualifiedName(const GlobalValue& g);
-// A short, bounded, Python-like repr for showing non-tensor values.
-std::string shortRepr(const Value* v, size_t maxLength = 80);
 
 } // namespace sl::pickle

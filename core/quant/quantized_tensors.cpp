@@ -11,6 +11,8 @@
 
 #include "quantized_tensors.h"
 
+#include "pickle/value_repr.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -24,7 +26,6 @@ using namespace sl::pickle;
 
 namespace {
 
-constexpr size_t kMaxParamChars = 160;
 
 // "_orig_dtype" and "orig_dtype" are one parameter under two spellings (private fields in older releases).
 std::string_view stripUnderscores(std::string_view name)
@@ -44,109 +45,6 @@ const DictValue* stateDict(const TensorValue& t)
     if (auto* tup = asSeq(t.state); !d && tup && tup->kind == Kind::Tuple && tup->items.size() == 2)
         d = asDict(tup->items[0]);
     return d && d->items.size() <= kMaxStateItems ? d : nullptr;
-}
-
-// A compact, bounded rendering of a state value for Quantization::params: dtypes by name, enum members as
-// Class.NAME, small objects as Class(field=value, ...).
-void appendParam(std::string& out, const Value* v, int depth)
-{
-    if (out.size() > kMaxParamChars) {
-        out += "...";
-        return;
-    }
-    if (!v) {
-        out += "None";
-        return;
-    }
-    switch (v->kind) {
-    case Kind::None:
-        out += "None";
-        return;
-    case Kind::Bool:
-        out += static_cast<const BoolValue*>(v)->v ? "True" : "False";
-        return;
-    case Kind::Int:
-        out += std::to_string(static_cast<const IntValue*>(v)->v);
-        return;
-    case Kind::Float: {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%.9g", static_cast<const FloatValue*>(v)->v);
-        out += buf;
-        return;
-    }
-    case Kind::Str:
-        out += static_cast<const StrValue*>(v)->s.substr(0, kMaxParamChars);
-        return;
-    case Kind::Global: {
-        auto* g = static_cast<const GlobalValue*>(v);
-        if (g->id == KnownGlobal::TorchDType && g->dtype != DType::Unknown) {
-            out += dtypeName(g->dtype);
-        } else if (g->owner) { // getattr(EnumClass, 'NAME')
-            std::string_view m = g->module;
-            out += m.substr(m.rfind('.') + 1);
-            out += '.';
-            out += g->name;
-        } else {
-            out += qualifiedName(*g);
-        }
-        return;
-    }
-    case Kind::Tuple:
-    case Kind::List: {
-        auto* s = static_cast<const SeqValue*>(v);
-        out += v->kind == Kind::Tuple ? '(' : '[';
-        for (size_t i = 0; i < s->items.size() && out.size() <= kMaxParamChars; ++i) {
-            if (i)
-                out += ", ";
-            if (depth < 4)
-                appendParam(out, s->items[i], depth + 1);
-            else
-                out += "...";
-        }
-        if (v->kind == Kind::Tuple && s->items.size() == 1)
-            out += ',';
-        out += v->kind == Kind::Tuple ? ')' : ']';
-        return;
-    }
-    case Kind::Object: {
-        auto* o = static_cast<const ObjectValue*>(v);
-        const GlobalValue* c = o->cls();
-        out += c ? std::string(c->name) : std::string("object");
-        out += '(';
-        if (depth < 3) {
-            const DictValue* fields = asDict(o->state);
-            if (auto* tup = asSeq(o->state); !fields && tup && tup->kind == Kind::Tuple && tup->items.size() == 2)
-                fields = asDict(tup->items[0]) ? asDict(tup->items[0]) : asDict(tup->items[1]);
-            if (fields) {
-                for (size_t i = 0; i < fields->items.size() && out.size() <= kMaxParamChars; ++i) {
-                    if (i)
-                        out += ", ";
-                    appendParam(out, fields->items[i].first, depth + 1);
-                    out += '=';
-                    appendParam(out, fields->items[i].second, depth + 1);
-                }
-            } else if (auto* a = asSeq(o->args); a && !a->items.empty()) { // NamedTuples: NEWOBJ with fields
-                for (size_t i = 0; i < a->items.size() && out.size() <= kMaxParamChars; ++i) {
-                    if (i)
-                        out += ", ";
-                    appendParam(out, a->items[i], depth + 1);
-                }
-            }
-        }
-        out += ')';
-        return;
-    }
-    default:
-        out += shortRepr(v, 60);
-        return;
-    }
-}
-
-std::string paramRepr(const Value* v)
-{
-    std::string out;
-    appendParam(out, v, 0);
-    return out;
 }
 
 // How a recognised class is described.
@@ -291,7 +189,7 @@ void addParams(Quantization& q, const DictValue* state, const std::vector<std::s
         const Value* v = state->lookup(name);
         if (!v || v->kind == Kind::None || v->kind == Kind::Tensor)
             continue;
-        q.params.emplace_back(std::string(stripUnderscores(name)), paramRepr(v));
+        q.params.emplace_back(std::string(stripUnderscores(name)), pickle::paramText(v));
     }
 }
 
@@ -316,7 +214,7 @@ void describeAffine(const TensorValue& t, Entry& e, Quantization& q)
     if (const DictValue* implState = implValue ? stateDict(*implValue) : nullptr) {
         for (std::string_view name : { "_layout", "layout_type", "transposed" })
             if (const Value* v = implState->lookup(name); v && v->kind != Kind::None)
-                q.params.emplace_back(std::string(stripUnderscores(name)), paramRepr(v));
+                q.params.emplace_back(std::string(stripUnderscores(name)), pickle::paramText(v));
     }
 }
 

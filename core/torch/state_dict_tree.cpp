@@ -1,6 +1,7 @@
 #include "state_dict_tree.h"
 
 #include "distributed/distributed_tensors.h"
+#include "pickle/value_repr.h"
 #include "quant/quantized_tensors.h"
 #include "util/error.h"
 

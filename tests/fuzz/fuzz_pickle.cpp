@@ -11,6 +11,7 @@
 #include "pickle/global_policy.h"
 #include "pickle/opcode_scan.h"
 #include "pickle/unpickler.h"
+#include "pickle/value_repr.h"
 #include "torch/state_dict_tree.h"
 #include "torch/torch_semantics.h"
 
