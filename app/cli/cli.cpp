@@ -77,21 +77,21 @@ int run(int argc, char** argv)
     app.add_flag("-v,--verbose", verbose, "Log what the readers do (to stderr)");
     app.fallthrough(); // `statelens ls FILE -v` as well as `statelens -v ls FILE`
 
+    // Each subcommand's file registers its options and returns what runs it; --help lists them in this order.
+    const std::pair<const char*, Runner (*)(CLI::App&)> kCommands[] = {
+        { "ls", addLsCommand },
+        { "diff", addDiffCommand },
+        { "suggest", addSuggestCommand },
+        { "rules", addRulesCommand },
+        { "stats", addStatsCommand },
+        { "demo", addDemoCommand },
+        { "__torchscript-worker", addTorchScriptWorkerCommand },
+    };
     std::vector<std::pair<CLI::App*, Runner>> commands;
-    Runner ls = addLsCommand(app);
-    commands.emplace_back(app.get_subcommand("ls"), ls);
-    Runner diff = addDiffCommand(app);
-    commands.emplace_back(app.get_subcommand("diff"), diff);
-    Runner suggest = addSuggestCommand(app);
-    commands.emplace_back(app.get_subcommand("suggest"), suggest);
-    Runner rules = addRulesCommand(app);
-    commands.emplace_back(app.get_subcommand("rules"), rules);
-    Runner stats = addStatsCommand(app);
-    commands.emplace_back(app.get_subcommand("stats"), stats);
-    Runner demo = addDemoCommand(app);
-    commands.emplace_back(app.get_subcommand("demo"), demo);
-    Runner torchScriptWorker = addTorchScriptWorkerCommand(app);
-    commands.emplace_back(app.get_subcommand("__torchscript-worker"), torchScriptWorker);
+    for (const auto& [name, add] : kCommands) {
+        Runner run = add(app);
+        commands.emplace_back(app.get_subcommand(name), std::move(run));
+    }
 
     try {
         app.parse(argc, argv);

@@ -121,17 +121,23 @@ void readTarLayout(const std::shared_ptr<torch::PickledCheckpoint>& ck, const In
             return std::to_string(i);
         throw FormatError("tar storage key is neither a string nor an integer");
     };
+    // The members 'storages' and 'tensors' are each a count, then that many pickles with raw data between.
+    auto nextPickle = [&](FileCursor& r, pickle::Semantics& s) {
+        pickle::Unpickler u(pickleAt(*ck, file, r.pos, r.end), ck->arena, s, r.pos);
+        pickle::Value* v = u.load();
+        r.skip(u.consumed(), "pickle");
+        return v;
+    };
+    auto countAt = [&](FileCursor& r, const char* member, const char* what) {
+        int64_t count = 0;
+        if (!pickle::toInt(nextPickle(r, inert), count) || count < 0)
+            throw FormatError(std::string("tar '") + member + "' does not start with a " + what + " count");
+        return count;
+    };
     {
         FileCursor r { file, storages->offset, storages->offset + storages->size };
-        auto next = [&](pickle::Semantics& s) {
-            pickle::Unpickler u(pickleAt(*ck, file, r.pos, r.end), ck->arena, s, r.pos);
-            pickle::Value* v = u.load();
-            r.skip(u.consumed(), "pickle");
-            return v;
-        };
-        int64_t count = 0;
-        if (!pickle::toInt(next(inert), count) || count < 0)
-            throw FormatError("tar 'storages' does not start with a storage count");
+        auto next = [&](pickle::Semantics& s) { return nextPickle(r, s); };
+        const int64_t count = countAt(r, "storages", "storage");
         for (int64_t i = 0; i < count; ++i) {
             auto* t = pickle::asSeq(next(sem));
             if (!t || t->items.size() < 3)
@@ -172,15 +178,8 @@ void readTarLayout(const std::shared_ptr<torch::PickledCheckpoint>& ck, const In
     }
     if (const TarMember* tensors = find("tensors")) {
         FileCursor r { file, tensors->offset, tensors->offset + tensors->size };
-        auto next = [&](pickle::Semantics& s) {
-            pickle::Unpickler u(pickleAt(*ck, file, r.pos, r.end), ck->arena, s, r.pos);
-            pickle::Value* v = u.load();
-            r.skip(u.consumed(), "pickle");
-            return v;
-        };
-        int64_t count = 0;
-        if (!pickle::toInt(next(inert), count) || count < 0)
-            throw FormatError("tar 'tensors' does not start with a tensor count");
+        auto next = [&](pickle::Semantics& s) { return nextPickle(r, s); };
+        const int64_t count = countAt(r, "tensors", "tensor");
         for (int64_t i = 0; i < count; ++i) {
             auto* t = pickle::asSeq(next(inert));
             if (!t || t->items.size() < 2)

@@ -9,6 +9,17 @@ namespace sl::pickle {
 
 namespace {
 
+// None, True/False and ints read the same in both styles.
+void appendScalar(std::string& out, const Value* v)
+{
+    if (v->kind == Kind::Bool)
+        out += static_cast<const BoolValue*>(v)->v ? "True" : "False";
+    else if (v->kind == Kind::Int)
+        out += std::to_string(static_cast<const IntValue*>(v)->v);
+    else
+        out += "None";
+}
+
 void appendRepr(std::string& out, const Value* v, size_t maxLength, int depth)
 {
     if (out.size() > maxLength)
@@ -23,13 +34,9 @@ void appendRepr(std::string& out, const Value* v, size_t maxLength, int depth)
     }
     switch (v->kind) {
     case Kind::None:
-        out += "None";
-        return;
     case Kind::Bool:
-        out += static_cast<const BoolValue*>(v)->v ? "True" : "False";
-        return;
     case Kind::Int:
-        out += std::to_string(static_cast<const IntValue*>(v)->v);
+        appendScalar(out, v);
         return;
     case Kind::BigInt:
         out += "<int of " + std::to_string(static_cast<const BigIntValue*>(v)->bytes.size()) + " bytes>";
@@ -137,13 +144,9 @@ void appendParam(std::string& out, const Value* v, int depth)
     }
     switch (v->kind) {
     case Kind::None:
-        out += "None";
-        return;
     case Kind::Bool:
-        out += static_cast<const BoolValue*>(v)->v ? "True" : "False";
-        return;
     case Kind::Int:
-        out += std::to_string(static_cast<const IntValue*>(v)->v);
+        appendScalar(out, v);
         return;
     case Kind::Float: {
         char buf[32];

@@ -243,6 +243,20 @@ Rule stripRule(const std::string& wrapper, bool leadingOnly)
     return r;
 }
 
+// Ends a rule built segment by segment: anchored at the end when it covers the whole key, else followed by
+// the dot before the segments it leaves alone (on a side that had segments before it).
+void closeRule(Rule& r, bool whole, bool dotAfterA, bool dotAfterB)
+{
+    if (whole) {
+        r.pattern += '$';
+        return;
+    }
+    if (dotAfterA)
+        r.pattern += "\\.";
+    if (dotAfterB)
+        r.replacement += '.';
+}
+
 // Module names that conventions rename into each other (Hugging Face <-> torchtitan, as in torchtitan's
 // state-dict adapters): where shapes and indices cannot tell two candidates apart, these can.
 // How many segments of x and y are such a pair.
@@ -633,14 +647,7 @@ private:
         }
         if (refs != groups)
             return std::nullopt; // the indices do not line up
-        if (whole) {
-            r.pattern += '$';
-        } else {
-            if (endA > 0)
-                r.pattern += "\\.";
-            if (endB > 0)
-                r.replacement += '.';
-        }
+        closeRule(r, whole, endA > 0, endB > 0);
         // \g<1> reads better as \1 where no digit follows.
         return r;
     }
@@ -894,14 +901,7 @@ std::optional<Suggestion> inferRule(std::string_view fromA, std::string_view toB
                 r.replacement += sb[i];
             }
         }
-        if (whole) {
-            r.pattern += '$';
-        } else {
-            if (endA > 0)
-                r.pattern += "\\.";
-            if (endB > 0)
-                r.replacement += '.';
-        }
+        closeRule(r, whole, endA > 0, endB > 0);
         // The rule must turn the chosen key into the chosen target.
         RuleSet single;
         single.rules = { r };
