@@ -16,6 +16,7 @@
 #include "io/zip_archive.h"
 #include "pickle/unpickler.h"
 #include "torch/state_dict_tree.h"
+#include "torch/tensor_entries.h"
 #include "torch/torch_semantics.h"
 #include "util/terminal_text.h"
 #include "util/child_process.h"

@@ -1,5 +1,6 @@
 #include "state_dict_tree.h"
 
+#include "torch/tensor_entries.h"
 #include "distributed/distributed_tensors.h"
 #include "pickle/value_repr.h"
 #include "quant/quantized_tensors.h"
@@ -16,52 +17,14 @@ namespace sl::torch {
 
 using namespace sl::pickle;
 
-namespace {
-
-// What the walks below may spend, in units of one visit, one entry part or 64 bytes of a built name. The
-// memo lets a tiny pickle share subtrees (n nodes, 2^n paths) or reuse one long key at every level, so a
-// fixed visit cap is not enough: the budget is a multiple of the graph's own size (graphWeight).
-struct WalkBudget {
-    size_t left;
-    std::unordered_set<const void*> seen = {}; // objects described once per walk (shared shard lists)
-    void charge(size_t units)
-    {
-        if (units > left)
-            throw FormatError("the pickled object graph is too large to walk (shared subtrees?)");
-        left -= units;
-    }
-};
-
-} // namespace
-
-// tensorEntry for a part nested `depth` levels inside an entry, charged to the walk that asked for it.
-// fillTensorEntry writes into a fresh Entry in place (the entries of a large state dict are built straight
-// into their vector instead of being moved there).
-void fillTensorEntry(Entry& e, const TensorValue& t, std::string_view name, const EntryContext& ctx, int depth,
-    WalkBudget& budget);
-Entry tensorEntryAt(const TensorValue& t, std::string name, const EntryContext& ctx, int depth, WalkBudget& budget);
 
 namespace {
 
 constexpr int kMaxDepth = 64;
-// Real subclass states nest two or three tensors deep; a tensor's state can also hold the tensor itself.
-constexpr int kMaxPartDepth = 8;
 constexpr size_t kMaxVisits = 50'000'000;
 
 constexpr std::string_view kPreferredKeys[] = { "state_dict", "model_state_dict", "model", "module", "net",
     "network", "model_state", "weights", "params" };
-
-std::string keyString(const Value* k)
-{
-    if (auto* s = asStr(k))
-        return std::string(s->s);
-    int64_t i = 0;
-    if (toInt(k, i) && k->kind == Kind::Int)
-        return std::to_string(i);
-    if (k && k->kind == Kind::Bytes)
-        return std::string(static_cast<const StrValue*>(k)->s);
-    return shortRepr(k, 60);
-}
 
 std::string joinPath(const std::string& prefix, const std::string& key)
 {
@@ -751,217 +714,7 @@ private:
     size_t m_visits = 0;
 };
 
-bool mulOverflow(uint64_t a, uint64_t b, uint64_t& out) { return __builtin_mul_overflow(a, b, &out); }
-bool addOverflow(uint64_t a, uint64_t b, uint64_t& out) { return __builtin_add_overflow(a, b, &out); }
-
-// Storage bytes and where they start, following legacy storage views to their root.
-void locateStorage(const StorageValue& s, Entry& e, const EntryContext& ctx)
-{
-    auto& loc = e.location;
-    const StorageValue* root = s.viewOf ? s.viewOf : &s;
-    loc.storageId = std::string(root->key);
-    loc.file = ctx.fileIndex;
-    unsigned storageItem = s.untyped ? 1 : std::max(1u, dtypeItemSize(s.dtype));
-    uint64_t nbytes = 0;
-    if (mulOverflow(static_cast<uint64_t>(s.numel), storageItem, nbytes))
-        nbytes = UINT64_MAX;
-    loc.storageNbytes = nbytes;
-    if (s.viewOf) {
-        // A legacy view must lie inside its root storage, else torch.load fails (or reads another's bytes).
-        uint64_t end = 0;
-        if (s.viewOffset < 0 || s.numel < 0
-            || addOverflow(static_cast<uint64_t>(s.viewOffset), static_cast<uint64_t>(s.numel), end)
-            || end > static_cast<uint64_t>(std::max<int64_t>(root->numel, 0)))
-            e.attributes.emplace_back("invalid_view",
-                "storage view of " + std::to_string(s.numel) + " elements at " + std::to_string(s.viewOffset)
-                    + " lies outside its " + std::to_string(root->numel) + "-element root storage");
-    }
-    if (root->fileOffset < 0) {
-        loc.kind = TensorLocation::Kind::Unavailable;
-        return;
-    }
-    uint64_t viewBytes = static_cast<uint64_t>(s.viewOffset) * storageItem;
-    loc.storageByteOffset = static_cast<uint64_t>(root->fileOffset) + viewBytes;
-    loc.kind = root->compressed ? TensorLocation::Kind::Compressed : TensorLocation::Kind::Mapped;
-}
-
-void describeQuant(const TensorValue& t, Entry& e, int depth, WalkBudget& budget)
-{
-    if (!t.quant)
-        return;
-    const QuantParams& q = *t.quant;
-    if (q.scheme)
-        e.attributes.emplace_back("qscheme", std::string(q.scheme->name));
-    if (q.scales) {
-        e.attributes.emplace_back("axis", std::to_string(q.axis));
-        EntryContext none;
-        if (auto* s = asTensor(q.scales))
-            e.parts.push_back(tensorEntryAt(*s, "scales", none, depth + 1, budget));
-        if (auto* z = asTensor(q.zeroPoints))
-            e.parts.push_back(tensorEntryAt(*z, "zero_points", none, depth + 1, budget));
-    } else {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.9g", q.scale);
-        e.attributes.emplace_back("scale", buf);
-        e.attributes.emplace_back("zero_point", std::to_string(q.zeroPoint));
-    }
-}
-
-void describeSubclassState(const TensorValue& t, Entry& e, const EntryContext& ctx, int depth, WalkBudget& budget)
-{
-    // Subclass state: a __dict__ (torchao), (None, slots) (DTensor), or a plain dict of extra attributes.
-    const DictValue* attrs = asDict(t.state);
-    const DictValue* slots = nullptr;
-    if (auto* tup = asSeq(t.state); tup && tup->kind == Kind::Tuple && tup->items.size() == 2) {
-        attrs = asDict(tup->items[0]);
-        slots = asDict(tup->items[1]);
-    }
-    for (const DictValue* d : { attrs, slots }) {
-        if (!d)
-            continue;
-        for (const auto& [k, v] : d->items) {
-            std::string key = keyString(k);
-            if (auto* inner = asTensor(v))
-                e.parts.push_back(tensorEntryAt(*inner, key, ctx, depth + 1, budget));
-            else if (e.attributes.size() < 32)
-                e.attributes.emplace_back(key, shortRepr(v, 120));
-        }
-    }
-}
-
 } // namespace
-
-Entry tensorEntry(const TensorValue& t, std::string name, const EntryContext& ctx)
-{
-    WalkBudget budget { 100'000 };
-    return tensorEntryAt(t, std::move(name), ctx, 0, budget);
-}
-
-Entry tensorEntryAt(const TensorValue& t, std::string name, const EntryContext& ctx, int depth, WalkBudget& budget)
-{
-    Entry e;
-    fillTensorEntry(e, t, name, ctx, depth, budget);
-    return e;
-}
-
-void fillTensorEntry(Entry& e, const TensorValue& t, std::string_view name, const EntryContext& ctx, int depth,
-    WalkBudget& budget)
-{
-    budget.charge(1 + name.size() / 64);
-    e.name = name;
-    e.kind = EntryKind::Tensor;
-    e.dtype = t.dtype;
-    e.shape.assign(t.size.begin(), t.size.end());
-    e.requiresGrad = t.requiresGrad;
-    e.isParameter = t.isParameter;
-    e.device = std::string(t.device);
-    if (t.subclass)
-        e.typeName = qualifiedName(*t.subclass);
-    auto& loc = e.location;
-    loc.storageOffset = t.storageOffset;
-    if (t.hasStride)
-        loc.strides.assign(t.stride.begin(), t.stride.end());
-
-    switch (t.origin) {
-    case TensorOrigin::Dense:
-    case TensorOrigin::Quantized:
-        break;
-    case TensorOrigin::Meta:
-        e.attributes.emplace_back("storage", "meta (no data)");
-        break;
-    case TensorOrigin::WrapperSubclass:
-        e.attributes.emplace_back("storage", "none (wrapper subclass; data in its inner tensors)");
-        break;
-    case TensorOrigin::Sparse:
-    case TensorOrigin::Nested: {
-        e.attributes.emplace_back("layout", std::string(t.layout));
-        static constexpr const char* kSparseRoles[] = { "indices", "values", "", "" };
-        static constexpr const char* kCompressedRoles[] = { "compressed_indices", "plain_indices", "values", "" };
-        static constexpr const char* kNestedRoles[] = { "buffer", "sizes", "strides", "offsets" };
-        const char* const* roles = t.origin == TensorOrigin::Nested ? kNestedRoles
-            : t.components.size() == 2                              ? kSparseRoles
-                                                                    : kCompressedRoles;
-        for (size_t i = 0; i < t.components.size() && i < 4 && depth < kMaxPartDepth; ++i)
-            if (auto* c = asTensor(t.components[i]))
-                e.parts.push_back(tensorEntryAt(*c, roles[i], ctx, depth + 1, budget));
-        break;
-    }
-    case TensorOrigin::Numpy:
-        if (e.typeName.empty())
-            e.typeName = "numpy.ndarray";
-        if (!t.inlineBytes.empty()) {
-            loc.kind = TensorLocation::Kind::Inline;
-            loc.length = t.inlineBytes.size();
-        }
-        break;
-    }
-    if (depth < kMaxPartDepth) {
-        describeQuant(t, e, depth, budget);
-        describeSubclassState(t, e, ctx, depth, budget);
-        // The specific describers refine the generic one: they find the inner tensors in e.parts.
-        if (t.subclass) {
-            // The distributed describer builds entries for inner tensors the generic walk does not reach
-            // (ShardedTensor's local shards) and charges its own work, both to this walk.
-            const distributed::DescribeContext dctx {
-                [&](const TensorValue& inner, std::string role) {
-                    return tensorEntryAt(inner, std::move(role), ctx, depth + 1, budget);
-                },
-                [&](size_t units) { budget.charge(units); },
-                [&](const void* object) { return budget.seen.insert(object).second; },
-            };
-            if (!distributed::describeDistributedTensor(t, e, dctx))
-                quant::describeQuantizedSubclass(t, e);
-        }
-    } else {
-        e.attributes.emplace_back("parts", "not shown: nested too deeply (a tensor state that holds itself?)");
-    }
-
-    if (!t.storage)
-        return;
-    locateStorage(*t.storage, e, ctx);
-    if (t.storageOffset < 0) { // the tar layout reads it raw; the rebuild functions refuse it already
-        e.attributes.emplace_back("invalid_view", "negative storage offset " + std::to_string(t.storageOffset));
-        return;
-    }
-
-    // The byte span this view covers: [offset, offset + sum((size_i - 1) * stride_i) + 1) elements.
-    unsigned item = dtypeItemSize(t.dtype);
-    uint64_t numel = e.numel();
-    // Bytes inside a deflated record have no file address: a compressed view points at the record.
-    const bool compressed = loc.kind == TensorLocation::Kind::Compressed;
-    if (item == 0 || numel == 0) {
-        loc.length = 0;
-        loc.offset = loc.storageByteOffset + (compressed ? 0 : static_cast<uint64_t>(t.storageOffset) * item);
-        return;
-    }
-    uint64_t lastElement = static_cast<uint64_t>(t.storageOffset);
-    bool overflow = false;
-    for (size_t i = 0; i < t.size.size() && i < t.stride.size(); ++i) {
-        if (t.stride[i] < 0) {
-            e.attributes.emplace_back("invalid_view", "negative stride " + std::to_string(t.stride[i]));
-            return;
-        }
-        uint64_t step = 0;
-        overflow |= mulOverflow(static_cast<uint64_t>(t.size[i] - 1), static_cast<uint64_t>(t.stride[i]), step);
-        overflow |= addOverflow(lastElement, step, lastElement);
-    }
-    uint64_t startByte = 0;
-    uint64_t endByte = 0;
-    overflow |= mulOverflow(static_cast<uint64_t>(t.storageOffset), item, startByte);
-    overflow |= addOverflow(lastElement, 1, lastElement);
-    overflow |= mulOverflow(lastElement, item, endByte);
-    if (overflow) {
-        e.attributes.emplace_back("invalid_view", "size/stride arithmetic overflows");
-        return;
-    }
-    if (endByte > loc.storageNbytes)
-        e.attributes.emplace_back("invalid_view",
-            "views bytes [" + std::to_string(startByte) + ", " + std::to_string(endByte) + ") of a "
-                + std::to_string(loc.storageNbytes) + "-byte storage");
-    loc.offset = loc.storageByteOffset + (compressed ? 0 : startByte);
-    loc.length = endByte - startByte;
-    return;
-}
 
 namespace {
 

@@ -17,6 +17,7 @@
 // (a dict whose values include two or more dicts of model weights, {"encoder": {...}, "decoder": {...}}).
 // The dicts inside an optimizer state or a module are parts of it; inside a nested module tree only the
 // model dicts are, so an optimizer or EMA copy beside them stays selectable.
+// Each tensor the walk meets becomes an Entry in torch/tensor_entries.h.
 
 #include "model/source.h"
 #include "pickle/value.h"
@@ -63,8 +64,5 @@ struct EntryContext {
 // Other containers of a different role nested inside `c` are left out (they are selectable on their own).
 // Returns whether any storage is used by more than one emitted tensor (tied weights or views).
 bool buildEntries(const ContainerScan& scan, const Container& c, const EntryContext& ctx, Source& out);
-
-// Entry for one tensor value (exposed for readers that meet tensors outside a container walk).
-Entry tensorEntry(const pickle::TensorValue& t, std::string name, const EntryContext& ctx);
 
 } // namespace sl::torch

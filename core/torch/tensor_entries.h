@@ -1,0 +1,47 @@
+#pragma once
+// From a pickled tensor to an Entry: dtype, shape, strides and where its bytes are (its storage, followed
+// through legacy views), plus what torch's rebuild functions say about it (sharding, quantization, subclass
+// state). The container walk (state_dict_tree.cpp) calls these for every tensor it meets; readers that meet
+// tensors outside a walk call tensorEntry.
+
+#include "torch/state_dict_tree.h"
+#include "util/error.h"
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+
+namespace sl::torch {
+
+// What a walk of the pickled graph may spend, in units of one visit, one entry part or 64 bytes of a built name. The
+// memo lets a tiny pickle share subtrees (n nodes, 2^n paths) or reuse one long key at every level, so a
+// fixed visit cap is not enough: the budget is a multiple of the graph's own size (graphWeight).
+struct WalkBudget {
+    size_t left;
+    std::unordered_set<const void*> seen = {}; // objects described once per walk (shared shard lists)
+    void charge(size_t units)
+    {
+        if (units > left)
+            throw FormatError("the pickled object graph is too large to walk (shared subtrees?)");
+        left -= units;
+    }
+};
+
+// Real subclass states nest two or three tensors deep; a tensor's state can also hold the tensor itself.
+constexpr int kMaxPartDepth = 8;
+
+// Entry for one tensor value (for readers that meet tensors outside a container walk).
+Entry tensorEntry(const pickle::TensorValue& t, std::string name, const EntryContext& ctx);
+
+// A dict key as text: str and bytes as they are, ints in decimal, anything else by its repr.
+std::string keyString(const pickle::Value* k);
+
+// tensorEntry for a part nested `depth` levels inside an entry, charged to the walk that asked for it.
+// fillTensorEntry writes into a fresh Entry in place (the entries of a large state dict are built straight
+// into their vector instead of being moved there).
+void fillTensorEntry(Entry& e, const pickle::TensorValue& t, std::string_view name, const EntryContext& ctx, int depth,
+    WalkBudget& budget);
+Entry tensorEntryAt(const pickle::TensorValue& t, std::string name, const EntryContext& ctx, int depth, WalkBudget& budget);
+
+} // namespace sl::torch
