@@ -1,0 +1,189 @@
+// The Grouper itself: which patterns occur, the name index, plans and their claims, and the plans turned
+// into groups in place of their anchors (grouper.h).
+
+#include "quant/grouper.h"
+
+namespace sl::quant::grouping {
+
+Grouper::Grouper(Source& s)
+    : m_s(s)
+    , m_e(s.entries)
+    , m_reads(s)
+{
+}
+
+void Grouper::run()
+{
+    if (!scan())
+        return;
+    torchAo();
+    torchaoFlattened();
+    bitsandbytes4();
+    bitsandbytes8();
+    gptq();
+    fp8();
+    subclassFindings();
+    apply();
+    flushFindings();
+}
+
+bool Grouper::scan()
+{
+    for (const Entry& e : m_e) {
+        const std::string_view name = e.name;
+        const std::string_view last = lastComponent(name);
+        if (e.quantization || dtypeIsQuantized(e.dtype) || (e.kind == EntryKind::Group && e.typeName == "tuple"))
+            m_hasTorchAo = true;
+        if (name.find(':') != std::string_view::npos)
+            m_hasColon = true;
+        if (isFloat8(e.dtype))
+            m_hasFp8 = true;
+        if (isUnderscoreQdata(last))
+            m_hasUnderscore = true;
+        if (last == "absmax" || last == "quant_map" || last == "nested_absmax" || last == "nested_quant_map"
+            || last.starts_with("bitsandbytes__"))
+            m_hasBnb4 = true;
+        else if (last == "SCB" || last == "weight_format")
+            m_hasBnb8 = true;
+        else if (last == "qweight" || last == "qzeros" || last == "g_idx")
+            m_hasGptq = true;
+        else if (last.ends_with("_scale_inv") || last.ends_with("weight_scale"))
+            m_hasFp8 = true;
+        else if (last == "input_scale")
+            m_hasFp8 = m_hasInputScale = true;
+    }
+    for (const auto& [k, v] : m_s.metadata)
+        if (k == "tensor_names")
+            m_hasTensorNames = true;
+    return m_hasTorchAo || m_hasColon || m_hasFp8 || m_hasBnb4 || m_hasBnb8 || m_hasGptq
+        || m_hasUnderscore || m_hasTensorNames;
+}
+
+size_t Grouper::find(std::string_view name)
+{
+    if (!m_indexed) {
+        m_index.insertAll(m_e.size(), nameOf());
+        m_indexed = true;
+    }
+    return m_index.find(name, nameOf());
+}
+
+size_t Grouper::findFree(std::string_view name)
+{
+    const size_t i = find(name);
+    return isFree(i) ? i : npos;
+}
+
+size_t Grouper::findFreeBeside(size_t beside, std::string_view name)
+{
+    if (beside < m_e.size() && isFree(beside) && m_e[beside].name == name)
+        return beside;
+    return findFree(name);
+}
+
+bool Grouper::addPlan(Plan p)
+{
+    m_plans.push_back(std::move(p));
+    const auto planName = [this](size_t i) -> std::string_view { return m_plans[i].name; };
+    if (m_planNames.insert(m_plans.size() - 1, planName) != m_plans.size() - 1) {
+        m_plans.pop_back(); // two schemes claim one logical name: keep the first
+        return false;
+    }
+    if (m_claimed.empty())
+        m_claimed.assign(m_e.size(), false);
+    for (const Part& part : m_plans.back().parts)
+        m_claimed[part.index] = true;
+    return true;
+}
+
+void Grouper::report(Concern c, Severity s, std::string message, std::string entry)
+{
+    // A load_state_dict error lists only the keys that failed: absent partners are not missing.
+    if (m_s.format == "load-error-text")
+        return;
+    auto& n = m_counts[static_cast<size_t>(c)];
+    if (n++ < kMaxFindingsPerKind)
+        m_findings.push_back(Finding { s, std::move(message), std::move(entry) });
+    else if (n == kMaxFindingsPerKind + 1)
+        m_firstOver[static_cast<size_t>(c)] = entry;
+}
+
+void Grouper::apply()
+{
+    if (m_plans.empty())
+        return;
+    // Each group is built where its anchor was (the anchor is one of its parts, so its slot is free once
+    // the parts have moved out), then one in-place compaction: unclaimed entries keep their order.
+    std::vector<bool> isGroup(m_e.size());
+    for (Plan& plan : m_plans) {
+        Entry group = buildGroup(plan);
+        m_e[plan.anchor] = std::move(group);
+        isGroup[plan.anchor] = true;
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < m_e.size(); ++i) {
+        if ((isGroup[i] || !m_claimed[i]) && w++ != i)
+            m_e[w - 1] = std::move(m_e[i]); // never onto itself: a self-moved vector empties
+    }
+    m_e.erase(m_e.begin() + static_cast<std::ptrdiff_t>(w), m_e.end());
+    m_index = NameIndex();
+    m_indexed = false;
+}
+
+Entry Grouper::buildGroup(Plan& plan)
+{
+    Entry g;
+    g.name = std::move(plan.name);
+    g.kind = EntryKind::Group;
+    g.dtype = plan.dtype;
+    g.shape = std::move(plan.shape);
+    g.shapeKnown = plan.shapeKnown;
+    g.typeName = std::move(plan.typeName);
+    const Entry& anchor = m_e[plan.anchor];
+    g.isParameter = anchor.isParameter;
+    g.requiresGrad = anchor.requiresGrad;
+    g.device = anchor.device;
+    g.quantization = std::move(plan.q);
+    g.parts.reserve(plan.parts.size());
+    for (Part& part : plan.parts) {
+        Entry& p = g.parts.emplace_back(std::move(m_e[part.index]));
+        p.attributes.emplace_back(kPartKeyAttribute, std::move(p.name));
+        p.name = std::move(part.role);
+    }
+    return g;
+}
+
+void Grouper::flushFindings()
+{
+    static constexpr const char* kWhat[] = { "quantized weights stored without their scales or state",
+        "scales or quantization state without their weight", "inconsistent quantization state",
+        "float8 weights without scales" };
+    for (size_t c = 0; c < static_cast<size_t>(Concern::Count_); ++c)
+        if (m_counts[c] > kMaxFindingsPerKind)
+            m_findings.push_back(Finding { Severity::Warning,
+                std::to_string(m_counts[c] - kMaxFindingsPerKind) + " more " + kWhat[c] + " (" + std::to_string(m_counts[c])
+                    + " in all)",
+                m_firstOver[c] });
+    if (m_findings.empty())
+        return;
+    std::unordered_set<std::string> have;
+    for (const Finding& f : m_s.findings)
+        if (!f.entry.empty())
+            have.insert(f.entry + '\n' + f.message);
+    for (Finding& f : m_findings)
+        if (have.insert(f.entry + '\n' + f.message).second)
+            m_s.findings.push_back(std::move(f));
+}
+
+} // namespace sl::quant::grouping
+
+namespace sl::quant {
+
+void groupQuantizedEntries(Source& s)
+{
+    if (s.entries.empty())
+        return;
+    grouping::Grouper(s).run();
+}
+
+} // namespace sl::quant
