@@ -96,8 +96,6 @@ private:
 class Residual {
 public:
     Residual(const Source& a, const Source& b, const RuleSet& rules)
-        : m_a(a)
-        , m_b(b)
     {
         DiffOptions options;
         options.explain = false;
@@ -229,10 +227,6 @@ public:
         unexpected = std::move(still);
         refreshTemplates();
     }
-
-private:
-    const Source& m_a;
-    const Source& m_b;
 };
 
 Rule stripRule(const std::string& wrapper, bool leadingOnly)
