@@ -329,7 +329,11 @@ private slots:
         QVERIFY(!r.timedOut);
         QCOMPARE(r.exitCode, 2);
         QVERIFY2(r.err.contains("nodes.yaml: more than 2400000 YAML nodes (at line 4)"), r.err.constData());
-        QVERIFY2(r.peakKb > 0 && r.peakKb < 512 * 1024, qPrintable(QString::number(r.peakKb)));
+        // The refusal peaks at ~21 MB. Under ASan (~525 MB) the peak is the sanitizer's: its quarantine keeps
+        // up to 256 MB of the small blocks the YAML scanner freed, and each live block carries redzones
+        // (~180 MB with the quarantine off).
+        const qint64 boundKb = sl::test::sanitized() ? 768 * 1024 : 64 * 1024;
+        QVERIFY2(r.peakKb > 0 && r.peakKb < boundKb, qPrintable(QString::number(r.peakKb)));
         qInfo("2.4M YAML nodes: refused in %.2f s, peak %lld KB", r.seconds, r.peakKb);
     }
 
