@@ -96,11 +96,9 @@ std::vector<RuleIssue> roundTripIssues(const RuleSet& rules, const Source& b)
 
 } // namespace
 
-std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const Source& b, const DiffResult* diff)
+std::vector<RuleIssue> invalidRuleIssues(const std::vector<PatternError>& errors)
 {
     std::vector<RuleIssue> out;
-    std::vector<PatternError> errors;
-    const CompiledRules compiled = CompiledRules::compile(rules, &errors);
     for (const auto& e : errors) {
         RuleIssue issue;
         issue.kind = RuleIssue::Kind::Invalid;
@@ -109,6 +107,14 @@ std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const S
         issue.message = describePatternError(e);
         out.push_back(std::move(issue));
     }
+    return out;
+}
+
+std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const Source& b, const DiffResult* diff)
+{
+    std::vector<PatternError> errors;
+    const CompiledRules compiled = CompiledRules::compile(rules, &errors);
+    std::vector<RuleIssue> out = invalidRuleIssues(errors);
 
     // One pass over A: which rules fire, and where two keys land on one name.
     std::vector<size_t> hits(rules.rules.size(), 0);

@@ -10,6 +10,7 @@
 
 #include "model/source.h"
 #include "rules/rule.h"
+#include "rules/rule_engine.h"
 
 #include <string>
 #include <vector>
@@ -30,5 +31,7 @@ std::string_view ruleIssueKindName(RuleIssue::Kind k); // "invalid", "collision"
 // mapping A's keys again.
 struct DiffResult;
 std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const Source& b, const DiffResult* diff = nullptr);
+// A rule set's compile errors as Invalid issues (checkRules starts with them).
+std::vector<RuleIssue> invalidRuleIssues(const std::vector<PatternError>& errors);
 
 } // namespace sl

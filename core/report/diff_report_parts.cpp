@@ -10,25 +10,6 @@
 
 namespace sl::diff_report {
 
-namespace {
-
-// The rule set's compile errors as issues, for reports made without checkRules.
-std::vector<RuleIssue> issuesFromRuleErrors(const std::vector<PatternError>& errors)
-{
-    std::vector<RuleIssue> out;
-    for (const auto& e : errors) {
-        RuleIssue issue;
-        issue.kind = RuleIssue::Kind::Invalid;
-        issue.severity = Severity::Danger;
-        issue.rule = static_cast<int>(e.rule);
-        issue.message = describePatternError(e);
-        out.push_back(std::move(issue));
-    }
-    return out;
-}
-
-} // namespace
-
 void appendShapeAndDtype(std::string& out, const Entry& e)
 {
     if (e.shapeKnown)
@@ -106,7 +87,7 @@ ReportContext::ReportContext(const DiffReportInput& input, bool fold)
     if (in.ruleIssues) {
         issues = in.ruleIssues;
     } else {
-        ownIssues = issuesFromRuleErrors(in.diff.ruleErrors);
+        ownIssues = invalidRuleIssues(in.diff.ruleErrors); // a report made without checkRules
         issues = &ownIssues;
     }
     if (!fold)
