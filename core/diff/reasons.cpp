@@ -701,7 +701,7 @@ private:
             for (size_t row : m_unmatched[side])
                 ++tails[side][lastSegment(nameOf(row))];
         for (int side = 0; side < 2; ++side) {
-            const bool exact = (side == 0 ? m_b : m_a).format == "live-dump";
+            const bool exact = (side == 0 ? m_b : m_a).format == SourceFormat::LiveDump;
             for (size_t row : m_unmatched[side]) {
                 if (explained(row))
                     continue;

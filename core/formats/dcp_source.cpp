@@ -949,7 +949,7 @@ Source buildSource(const std::string& name, MetadataFile md, const FileProvider&
 {
     Source out;
     out.path = name;
-    out.format = "dcp";
+    out.format = SourceFormat::Dcp;
     out.metadata = md.info;
 
     std::vector<Finding> layoutFindings;

@@ -210,11 +210,17 @@ HfIndexFile parseHfIndex(const std::string& name, Bytes json)
     return index;
 }
 
+SourceFormat indexFormat(const std::string& indexPath)
+{
+    return indexPath.find(".bin.index") != std::string::npos ? SourceFormat::TorchBinIndex
+                                                              : SourceFormat::SafetensorsIndex;
+}
+
 Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
 {
     Source out;
     out.path = indexPath;
-    out.format = indexPath.find(".bin.index") != std::string::npos ? "torch-bin-index" : "safetensors-index";
+    out.format = indexFormat(indexPath);
 
     // An index lists names and shards: DeepSeek-V3's 90,427 tensors take 9 MB.
     PhaseTimer indexTimer(options.timings, "read index");

@@ -23,6 +23,8 @@
 namespace sl {
 
 Source readHfIndex(const std::string& indexPath, const OpenOptions& options);
+// An index's JSON says nothing of its shards' format; its name does (transformers writes only these two).
+SourceFormat indexFormat(const std::string& indexPath);
 
 // The index JSON alone, before any shard is opened (readHfIndex's first step; fuzzers call it directly).
 struct HfIndexFile {

@@ -50,7 +50,7 @@ Source readLiveDump(const std::shared_ptr<const InputFile>& file, const OpenOpti
 {
     Source out;
     out.path = file->path();
-    out.format = "live-dump";
+    out.format = SourceFormat::LiveDump;
     const auto whole = file->whole(kMaxLiveDump, "live dump");
     const Bytes b = whole->bytes();
     simdjson::dom::parser parser;

@@ -149,7 +149,7 @@ Source parseLoadErrorText(std::string name, std::string_view text, const OpenOpt
 {
     Source out;
     out.path = std::move(name);
-    out.format = "load-error-text";
+    out.format = SourceFormat::LoadErrorText;
     auto backing = std::make_shared<LoadErrorBacking>();
     size_t clauses = 0;
     const std::string lowered = asciiLower(text);

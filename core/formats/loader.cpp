@@ -89,7 +89,7 @@ std::string withPickleDangers(std::string message, const InputFile& f, Bytes hea
 // does not guess from names. Zips are told apart (torch.save or TorchScript) only when `lookInsideZips`:
 // opening a file leaves that to the zip reader, which parses the central directory anyway, so it is not
 // parsed twice.
-std::string sniff(const std::string& path, const InputFile& f, bool byName = false, bool lookInsideZips = true)
+SourceFormat sniff(const std::string& path, const InputFile& f, bool byName = false, bool lookInsideZips = true)
 {
     if (f.size() == 0)
         throw LoadError(path, "the file is empty");
@@ -102,12 +102,12 @@ std::string sniff(const std::string& path, const InputFile& f, bool byName = fal
     {
         std::vector<uint8_t> small;
         if (looksLikeSafetensors(f.prefix(4096, small), f.size()))
-            return "safetensors";
+            return SourceFormat::Safetensors;
     }
     std::vector<uint8_t> headBuffer;
     const Bytes b = f.prefix(64 << 10, headBuffer);
     if (looksLikeZip(b) && !lookInsideZips)
-        return "torch-zip";
+        return SourceFormat::TorchZip;
     if (looksLikeZip(b)) {
         try {
             ZipArchive zip(f);
@@ -115,33 +115,33 @@ std::string sniff(const std::string& path, const InputFile& f, bool byName = fal
                 std::string_view first = zip.entries().front().name;
                 std::string prefix(first.substr(0, first.find('/') + 1));
                 if (loadsAsTorchScript(zip, prefix))
-                    return "torchscript";
+                    return SourceFormat::TorchScript;
             }
         } catch (const FormatError&) {
             // Let the torch-zip reader report what is wrong with the archive.
         }
-        return "torch-zip";
+        return SourceFormat::TorchZip;
     }
     if (looksLikeLegacyTorch(b) || looksLikeTar(b))
-        return "torch-legacy";
+        return SourceFormat::TorchLegacy;
     std::string_view head(reinterpret_cast<const char*>(b.data()), std::min<size_t>(b.size(), 4096));
     if (head.substr(0, kLfsPointer.size()) == kLfsPointer)
         throw LoadError(path, "is a Git LFS pointer, not checkpoint data (run `git lfs pull`)");
     if (looksLikeLiveDump(b))
-        return "live-dump";
+        return SourceFormat::LiveDump;
     if (looksLikeSafetensors(b, f.size()))
-        return "safetensors";
+        return SourceFormat::Safetensors;
     // An index names "weight_map" near its start; its weight_map can take megabytes, not read twice.
     if (looksLikeIndexJson(b))
-        return "index";
+        return indexFormat(path);
     // Text: the first 16 MiB, and a long log's last 8 MiB (where a run that failed to load stopped).
     std::vector<uint8_t> textBuffer, tailBuffer;
     const Bytes text = b.size() == f.size() ? b : f.prefix(kSniffedBytes, textBuffer);
     if (looksLikeIndexJson(text))
-        return "index";
+        return indexFormat(path);
     if (byName && path.ends_with(".safetensors"))
-        return "safetensors";
-    // Never "index" by name alone: a shard check that sniffs bytes would miss it, and it could name itself.
+        return SourceFormat::Safetensors;
+    // Never an index by name alone: a shard check that sniffs bytes would miss it, and it could name itself.
     // Files that sit next to checkpoints: say what they are rather than dumping their first bytes.
     if (b[0] == 0x80 && head.find("checkpoint.metadata") != std::string_view::npos)
         throw LoadError(
@@ -149,7 +149,7 @@ std::string sniff(const std::string& path, const InputFile& f, bool byName = fal
     const bool longText = f.size() > kSniffedBytes;
     const Bytes tail = longText ? f.read(f.size() - kSniffedBytes / 2, kSniffedBytes / 2, tailBuffer) : Bytes {};
     if (looksLikeLoadErrorText(longText ? text.first(kSniffedBytes / 2) : text, tail))
-        return "load-error-text";
+        return SourceFormat::LoadErrorText;
     const std::string_view textView(reinterpret_cast<const char*>(text.data()), text.size());
     if (size_t i = textView.find_first_not_of(" \t\r\n"); i != std::string_view::npos && textView[i] == '{') {
         if (head.find("\"model_type\"") != std::string_view::npos
@@ -195,39 +195,45 @@ RankFolderPlan rankFolderPlan(const std::string& dir)
     throw LoadError(dir, problem);
 }
 
-std::string sniffTimed(const std::string& path, const InputFile& file, const OpenOptions& options)
+SourceFormat sniffTimed(const std::string& path, const InputFile& file, const OpenOptions& options)
 {
     PhaseTimer sniffTimer(options.timings, "sniff format");
     return sniff(path, file, true, false);
 }
 
-Source readAs(const std::string& format, const std::string& path, const std::shared_ptr<const InputFile>& file,
+Source readAs(SourceFormat format, const std::string& path, const std::shared_ptr<const InputFile>& file,
     const OpenOptions& options)
 {
-    if (format == "torch-zip")
+    switch (format) {
+    case SourceFormat::TorchZip:
         return readTorchZip(file, options);
-    if (format == "torch-legacy")
+    case SourceFormat::TorchLegacy:
         return readTorchLegacy(file, options);
-    if (format == "safetensors")
+    case SourceFormat::Safetensors:
         return readSafetensors(file, options);
-    if (format == "index") {
+    case SourceFormat::SafetensorsIndex:
+    case SourceFormat::TorchBinIndex:
         if (!options.indexAllowed)
             throw LoadError(path, "a shard cannot itself be an index");
         return readHfIndex(path, options);
-    }
-    if (format == "live-dump")
+    case SourceFormat::LiveDump:
         return readLiveDump(file, options);
-    if (format == "load-error-text")
+    case SourceFormat::LoadErrorText:
         return readLoadErrorText(file, options);
-    if (format == "torchscript")
+    case SourceFormat::TorchScript:
         return readTorchScript(file, options);
+    case SourceFormat::InMemory:
+    case SourceFormat::Dcp: // folders, never sniffed from one file's bytes
+    case SourceFormat::PerRank:
+        break;
+    }
     throw LoadError(path, "unrecognised format");
 }
 
 Source dispatch(const std::string& path, const std::shared_ptr<const InputFile>& file, const OpenOptions& options)
 {
-    const std::string format = sniffTimed(path, *file, options);
-    spdlog::debug("{}: {} bytes, read as {}", terminalText(path), file->size(), format);
+    const SourceFormat format = sniffTimed(path, *file, options);
+    spdlog::debug("{}: {} bytes, read as {}", terminalText(path), file->size(), formatId(format));
     return readAs(format, path, file, options);
 }
 
@@ -238,7 +244,7 @@ Source finish(Source s, const OpenOptions& options)
         PhaseTimer timer(options.timings, "group quantized");
         quant::groupQuantizedEntries(s);
     }
-    spdlog::debug("{}: {} entries ({}), files: {}, findings: {}", terminalText(s.path), s.entries.size(), s.format,
+    spdlog::debug("{}: {} entries ({}), files: {}, findings: {}", terminalText(s.path), s.entries.size(), formatId(s.format),
         s.files.size(), s.findings.size());
     return s;
 }
@@ -262,42 +268,23 @@ template <typename F> auto guarded(const std::string& path, F&& f) -> decltype(f
 
 } // namespace
 
-const std::vector<std::string>& knownFormats()
-{
-    static const std::vector<std::string> formats { "safetensors", "safetensors-index", "torch-zip", "torch-legacy",
-        "torch-bin-index", "live-dump", "load-error-text", "torchscript", "dcp", "per-rank" };
-    return formats;
-}
-
-std::string detectFormat(const std::string& path)
+SourceFormat detectFormat(const std::string& path)
 {
     return guarded(path, [&] {
-        Source s;
         std::error_code ec;
         if (fs::is_directory(path, ec)) {
-            if (isDcpDirectory(path)) {
-                s.format = "dcp";
-                return s;
-            }
-            std::string inner = indexInDirectory(path);
-            if (inner.empty()) {
-                (void)rankFolderPlan(path);
-                s.format = "per-rank";
-                return s;
-            }
-            s.format = detectFormat(inner);
-            return s;
+            if (isDcpDirectory(path))
+                return SourceFormat::Dcp;
+            const std::string inner = indexInDirectory(path);
+            if (!inner.empty())
+                return detectFormat(inner);
+            (void)rankFolderPlan(path); // throws, saying why, when the folder holds no per-rank set either
+            return SourceFormat::PerRank;
         }
-        if (fs::path(path).filename() == ".metadata" && isDcpDirectory(fs::path(path).parent_path().string())) {
-            s.format = "dcp";
-            return s;
-        }
-        auto file = InputFile::open(path);
-        s.format = sniff(path, *file);
-        if (s.format == "index")
-            s.format = path.find(".bin.index") != std::string::npos ? "torch-bin-index" : "safetensors-index";
-        return s;
-    }).format;
+        if (fs::path(path).filename() == ".metadata" && isDcpDirectory(fs::path(path).parent_path().string()))
+            return SourceFormat::Dcp;
+        return sniff(path, *InputFile::open(path));
+    });
 }
 
 Source openSource(const std::string& path, const OpenOptions& options)
@@ -339,8 +326,8 @@ ShardContents openShard(const std::string& path, const OpenOptions& options)
         if (options.control)
             options.control->checkpoint(path);
         auto file = InputFile::open(path);
-        const std::string format = sniffTimed(path, *file, options);
-        if (format == "safetensors")
+        const SourceFormat format = sniffTimed(path, *file, options);
+        if (format == SourceFormat::Safetensors)
             readSafetensorsHeader(*file, options, shard.header.emplace(),
                 [&shard](const SafetensorsTensor& t) { shard.tensors.push_back(t); });
         else
@@ -355,7 +342,7 @@ Source openSourceFromMemory(const std::string& name, std::vector<uint8_t> bytes,
         auto file = InputFile::fromBuffer(name, std::move(bytes));
         // Sniffed as dispatch does (by name too), so bytes that only a .safetensors name claims get that
         // reader's specific error here as they do from disk.
-        if (sniff(name, *file, true) == "index")
+        if (isShardIndex(sniff(name, *file, true)))
             throw LoadError(name, "an index must be opened from disk, next to its shards");
         return finish(dispatch(name, file, options), options);
     });

@@ -12,8 +12,8 @@
 
 namespace sl {
 
-// Format id for a path ("safetensors", "torch-zip", ...), or throws LoadError saying why it is none.
-std::string detectFormat(const std::string& path);
+// The format a path would be read as, or throws LoadError saying why it is none.
+SourceFormat detectFormat(const std::string& path);
 
 Source openSource(const std::string& path, const OpenOptions& options = {});
 // Same for bytes in memory (embedded demo files, fuzzers); `name` stands in for the path.
@@ -27,8 +27,5 @@ struct ShardContents {
     std::optional<Source> source;
 };
 ShardContents openShard(const std::string& path, const OpenOptions& options);
-
-// Format ids in the order docs/json-output.md lists them (`source.format`).
-const std::vector<std::string>& knownFormats();
 
 } // namespace sl

@@ -564,9 +564,9 @@ void checkSave(const std::vector<RankFile>& files, const std::vector<Source>& so
         if (sources[r].format != sources[0].format || record(sources[r], "version") != record(sources[0], "version")
             || record(sources[r], "byteorder") != record(sources[0], "byteorder")) {
             out.addFinding(Severity::Info,
-                "rank " + std::to_string(files[r].rank) + " was written differently (" + sources[r].format
+                "rank " + std::to_string(files[r].rank) + " was written differently (" + std::string(formatId(sources[r].format))
                     + ", version " + record(sources[r], "version") + ") from rank " + std::to_string(files[0].rank)
-                    + " (" + sources[0].format + ", version " + record(sources[0], "version") + ")");
+                    + " (" + std::string(formatId(sources[0].format)) + ", version " + record(sources[0], "version") + ")");
             break;
         }
 }
@@ -653,9 +653,9 @@ Source openRankFiles(const std::vector<std::string>& paths, const OpenOptions& o
             one.container = options.container;
             one.control = control;
             Source s = openSource(f.path, one);
-            if (s.format != "torch-zip" && s.format != "torch-legacy")
+            if (!isTorchSave(s.format))
                 throw LoadError(f.path,
-                    "is a " + s.format
+                    "is a " + std::string(formatId(s.format))
                         + " file, not a torch.save file; only torch.save files of one sharded "
                           "save (one per rank) can be listed together");
             f.source = std::move(s);
@@ -678,7 +678,7 @@ Source openRankFiles(const std::vector<std::string>& paths, const OpenOptions& o
 
     // Ranks: from the names, else from the tensors, else the order given.
     Source out;
-    out.format = "per-rank";
+    out.format = SourceFormat::PerRank;
     std::string rankRule;
     auto assign = [&](auto rankOf) {
         std::set<int64_t> distinct;

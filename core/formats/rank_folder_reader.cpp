@@ -130,7 +130,7 @@ public:
         if (want.inner && *want.inner != shown.container)
             shown = shown.withContainer(*want.inner);
         s.path = dir;
-        s.format = "per-rank";
+        s.format = SourceFormat::PerRank;
         s.containers = containers;
         s.container = sets[want.set].set.name;
         for (size_t i = 0; i < listed.size(); ++i)
@@ -191,7 +191,7 @@ RankFolderPlan planRankFolder(const std::string& dir)
             plan.outside.push_back(filename + " (to " + to + ")");
             continue;
         }
-        std::string format;
+        SourceFormat format;
         try {
             format = detectFormat(path);
         } catch (const LoadError& e) {
@@ -200,8 +200,8 @@ RankFolderPlan planRankFolder(const std::string& dir)
                 plan.unreadable.push_back(filename + " (" + e.problem() + ")");
             continue;
         }
-        if (format != "torch-zip" && format != "torch-legacy") {
-            plan.leftOut.push_back(filename + " (" + format + ", not a torch.save file)");
+        if (!isTorchSave(format)) {
+            plan.leftOut.push_back(filename + " (" + std::string(formatId(format)) + ", not a torch.save file)");
             continue;
         }
         RankSetName name = rankSetName(filename);

@@ -342,7 +342,7 @@ Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenO
 {
     Source out;
     out.path = file->path();
-    out.format = "safetensors";
+    out.format = SourceFormat::Safetensors;
     out.files.push_back(file->path());
     SafetensorsHeader header;
     readSafetensorsHeader(*file, options, header, [&](const SafetensorsTensor& t) {

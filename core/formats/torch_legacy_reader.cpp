@@ -239,7 +239,7 @@ Source readTorchLegacy(const std::shared_ptr<const InputFile>& file, const OpenO
 {
     Source out;
     out.path = file->path();
-    out.format = "torch-legacy";
+    out.format = SourceFormat::TorchLegacy;
     out.files.push_back(file->path());
     torch::LoadSafety safety;
     try {

@@ -89,7 +89,7 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
 {
     Source out;
     out.path = file->path();
-    out.format = "torch-zip";
+    out.format = SourceFormat::TorchZip;
     out.files.push_back(file->path());
     // Every data.pkl candidate is scanned at the opcode level, so an error that stops the unpickler still
     // names the dangers seen. The scan of the pickle torch reads is an independent pass over the bytes the

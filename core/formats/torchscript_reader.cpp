@@ -515,7 +515,7 @@ Source readTorchScript(const std::shared_ptr<const InputFile>& file, const OpenO
         throw LoadError(path, "no container '" + *options.container + "' (this format has only one)");
     Source out;
     out.path = path;
-    out.format = "torchscript";
+    out.format = SourceFormat::TorchScript;
     out.files.push_back(path);
 
     ArchiveFacts facts;

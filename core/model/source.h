@@ -3,6 +3,7 @@
 // dump) presented as the entries of one selected state dict, plus what the reader noticed on the way.
 
 #include "entry.h"
+#include "source_format.h"
 
 #include <memory>
 #include <string>
@@ -64,7 +65,7 @@ public:
 class Source {
 public:
     std::string path;
-    std::string format; // "safetensors", "safetensors-index", "torch-zip", "torch-legacy", "torch-bin-index"
+    SourceFormat format = SourceFormat::InMemory;
     std::string container; // path of the selected container ("" when tensors sit at the top)
     std::vector<std::string> files; // every file the entries' locations refer to
     std::vector<Entry> entries;

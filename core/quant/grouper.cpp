@@ -99,7 +99,7 @@ bool Grouper::addPlan(Plan p)
 void Grouper::report(Concern c, Severity s, std::string message, std::string entry)
 {
     // A load_state_dict error lists only the keys that failed: absent partners are not missing.
-    if (m_s.format == "load-error-text")
+    if (m_s.format == SourceFormat::LoadErrorText)
         return;
     auto& n = m_counts[static_cast<size_t>(c)];
     if (n++ < kMaxFindingsPerKind)

@@ -9,7 +9,7 @@ void Grouper::loadTorchaoMetadata()
 {
     for (const auto& [k, v] : m_s.metadata)
         m_meta.emplace(k, v);
-    if (m_meta.count("tensor_names") || m_s.format != "safetensors-index")
+    if (m_meta.count("tensor_names") || m_s.format != SourceFormat::SafetensorsIndex)
         return;
     // An index keeps only total_size; torchao's metadata is in each shard's own header (transformers
     // writes the whole model's into every shard). Read the headers of shards holding torchao-style

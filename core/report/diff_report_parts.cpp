@@ -193,7 +193,7 @@ std::string countsText(const DiffSummary& s, const std::vector<RowStatus>& statu
 
 std::string sourceLine(const Source& s)
 {
-    std::string out = s.format.empty() ? std::string("in memory") : s.format;
+    std::string out = s.format == SourceFormat::InMemory ? std::string("in memory") : std::string(formatId(s.format));
     if (!s.container.empty())
         out += ", container '" + s.container + "'";
     out += ", ";

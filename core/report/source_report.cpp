@@ -63,7 +63,7 @@ void writeSourceJson(JsonWriter& w, const Source& s)
 {
     w.beginObject();
     w.field("path", s.path);
-    w.field("format", s.format);
+    w.field("format", formatId(s.format));
     w.field("container", s.container);
     w.key("containers");
     w.beginArray();
@@ -415,7 +415,7 @@ void sourceToTable(const Source& s, const TextSink& sink)
     out.reserve(kSinkPart + 4096);
     out += "path:      ";
     appendDisplay(out, s.path);
-    out += "\nformat:    " + s.format + "\n";
+    out += "\nformat:    " + std::string(formatId(s.format)) + "\n";
     out += "container: ";
     appendDisplay(out, s.container.empty() ? std::string_view("(top level)") : std::string_view(s.container));
     if (s.containers.size() > 1)

@@ -25,7 +25,7 @@ namespace {
 std::shared_ptr<const Source> parseSource(const char* text)
 {
     auto s = std::make_shared<Source>();
-    s->format = "test";
+    s->format = SourceFormat::Safetensors;
     std::istringstream in(text);
     std::string line;
     while (std::getline(in, line)) {

@@ -486,7 +486,7 @@ private slots:
             QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
             const auto a = w.pane(Side::A)->source();
             QVERIFY2(a, qPrintable(w.pane(Side::A)->error()));
-            QCOMPARE(a->format, std::string("per-rank"));
+            QCOMPARE(std::string(formatId(a->format)), std::string("per-rank"));
             QCOMPARE(a->files.size(), size_t(2));
             QVERIFY2(w.pane(Side::A)->label().endsWith(QStringLiteral("compiled_model_rank*.pt (2 files)")),
                 qPrintable(w.pane(Side::A)->label()));
@@ -589,7 +589,7 @@ private slots:
         w.openA(QStringLiteral(STATELENS_SOURCE_DIR "/tests/fixtures/index/st_sharded")); // an index's folder
         QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
         QVERIFY2(w.pane(Side::A)->source(), qPrintable(w.pane(Side::A)->error()));
-        QCOMPARE(w.pane(Side::A)->source()->format, std::string("safetensors-index"));
+        QCOMPARE(std::string(formatId(w.pane(Side::A)->source()->format)), std::string("safetensors-index"));
         QVERIFY(!w.comparison()->snapshot()->a->entries.empty());
     }
 

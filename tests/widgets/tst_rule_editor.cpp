@@ -45,7 +45,7 @@ std::shared_ptr<Source> makeSource(const std::vector<std::string>& names)
 {
     auto s = std::make_shared<Source>();
     s->path = "memory";
-    s->format = "safetensors";
+    s->format = SourceFormat::Safetensors;
     for (const std::string& n : names) {
         Entry e;
         e.name = n;

@@ -172,7 +172,7 @@ void SourcePane::showSource()
     }
     const Source& s = *m_source;
     QString summary = tr("%1 · %2 entries · %3 parameters · %4")
-                          .arg(QString::fromStdString(s.format))
+                          .arg(QString::fromUtf8(formatId(s.format)))
                           .arg(s.entries.size())
                           .arg(QString::fromStdString(humanCount(s.totalParameters())),
                               QString::fromStdString(humanBytes(s.totalBytes())))

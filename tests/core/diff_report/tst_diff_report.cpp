@@ -238,9 +238,9 @@ Fixture makeFixture()
 {
     Fixture f;
     f.a.path = "runs/ckpt \"final\" <v2>.pt";
-    f.a.format = "torch-zip";
+    f.a.format = SourceFormat::TorchZip;
     f.b.path = "model|live.sldump.json";
-    f.b.format = "live-dump";
+    f.b.format = SourceFormat::LiveDump;
     auto& A = f.a.entries;
     auto& B = f.b.entries;
     A.push_back(makeEntry("_orig_mod.embed.weight", { 100, 32 }));

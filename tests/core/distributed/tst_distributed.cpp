@@ -694,7 +694,7 @@ void TstDistributed::singleFile()
     } catch (const std::exception& e) {
         QFAIL(e.what());
     }
-    c.equal(q(s.format), exp.value("format").toString(), "source", "format");
+    c.equal(q(formatId(s.format)), exp.value("format").toString(), "source", "format");
     c.equal(q(s.container), exp.value("container").toString(), "source", "container");
     const QJsonArray entries = exp.value("entries").toArray();
     c.names(s, entries, file);
@@ -780,7 +780,7 @@ void TstDistributed::perRank()
     const QString error = openReversed(files, fixtures(), s);
     QVERIFY2(error.isEmpty(), qPrintable(error));
     Checker c;
-    c.equal(q(s.format), QStringLiteral("per-rank"), "source", "format");
+    c.equal(q(formatId(s.format)), QStringLiteral("per-rank"), "source", "format");
     QStringList order;
     for (const auto& f : s.files)
         order << QFileInfo(q(f)).fileName();
@@ -867,7 +867,7 @@ void TstDistributed::torch2PerRank()
     const QString error = openReversed(open, torch2(), s);
     QVERIFY2(error.isEmpty(), qPrintable(error));
     Checker c;
-    c.equal(q(s.format), QStringLiteral("per-rank"), set, "format");
+    c.equal(q(formatId(s.format)), QStringLiteral("per-rank"), set, "format");
     c.equal(entryNames(s).join(" "), truthNames(truth).join(" "), set, "entries");
     for (const auto& v : truth.value("entries").toArray()) {
         const QJsonObject t = v.toObject();
@@ -976,12 +976,12 @@ void TstDistributed::torch2FolderOpensWithSetsAsContainers()
     const std::string folder = (torch2() + "/fsdp2").toStdString();
     Source s;
     try {
-        QCOMPARE(detectFormat(folder), std::string("per-rank"));
+        QCOMPARE(std::string(formatId(detectFormat(folder))), std::string("per-rank"));
         s = openSource(folder);
     } catch (const std::exception& e) {
         QFAIL(e.what());
     }
-    QCOMPARE(s.format, std::string("per-rank"));
+    QCOMPARE(std::string(formatId(s.format)), std::string("per-rank"));
     QCOMPARE(containerPaths(s).join(" "),
         QStringLiteral("compiled_model:model model:model optim:optimizer optim_fqn:optimizer"));
     QCOMPARE(s.container, std::string("model"));
@@ -1010,7 +1010,7 @@ void TstDistributed::torch2FolderOpensWithSetsAsContainers()
         QVERIFY2(QString::fromUtf8(e.what()).startsWith(q(folder) + ": no container 'optimizer.state'"), e.what());
     }
     // A folder holding a DCP checkpoint or an index keeps opening as that.
-    QCOMPARE(detectFormat((torch2() + "/dcp/dcp_titan").toStdString()), std::string("dcp"));
+    QCOMPARE(std::string(formatId(detectFormat((torch2() + "/dcp/dcp_titan").toStdString()))), std::string("dcp"));
 }
 
 // Two sets of synthetic rank files: roles from the names, the model set picked, the EMA copy selectable.

@@ -62,7 +62,7 @@ private slots:
         const QJsonObject truth = readJson(m_dir.filePath(name + QStringLiteral(".truth.json")));
         QVERIFY(!truth.isEmpty());
         const Source s = openSource(m_dir.filePath(name + QStringLiteral(".sldump.json")).toStdString());
-        QCOMPARE(QString::fromStdString(s.format), QStringLiteral("live-dump"));
+        QCOMPARE(QString::fromUtf8(formatId(s.format)), QStringLiteral("live-dump"));
         QCOMPARE(QString::fromStdString(s.container), QStringLiteral("model"));
 
         // Every state_dict key, in order, with its shape, dtype, kind and requires_grad.

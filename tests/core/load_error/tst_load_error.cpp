@@ -77,7 +77,7 @@ private slots:
         const QJsonObject truth = QJsonDocument::fromJson(t.readAll()).object();
 
         const Source model = openSource(m_dir.filePath(name + QStringLiteral(".txt")).toStdString());
-        QCOMPARE(QString::fromStdString(model.format), QStringLiteral("load-error-text"));
+        QCOMPARE(QString::fromUtf8(formatId(model.format)), QStringLiteral("load-error-text"));
         QCOMPARE(QString::fromStdString(model.container), QStringLiteral("model"));
         QCOMPARE(side(model), side(truth.value(QStringLiteral("model")).toObject()));
         const Source checkpoint = model.withContainer("checkpoint");

@@ -262,7 +262,7 @@ void TstQuantization::fixture()
         QFAIL(e.what());
     }
     Checker c;
-    c.equal(q(s.format), exp.value("format").toString(), "format");
+    c.equal(q(formatId(s.format)), exp.value("format").toString(), "format");
     QStringList names;
     for (const Entry& e : s.entries)
         names << q(e.name);
@@ -338,7 +338,7 @@ void TstQuantization::floatSourceUnchanged()
     // 100,000 float entries, among them names a quantized file would use in other dtypes: LayerNorm-like
     // `scale` buffers beside float weights, `weight_scale` beside a float weight, int8 buffers.
     Source s;
-    s.format = "safetensors";
+    s.format = SourceFormat::Safetensors;
     s.entries.reserve(100'000);
     for (int i = 0; s.entries.size() < 100'000; ++i) {
         const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -369,7 +369,7 @@ void TstQuantization::floatSourceUnchanged()
 void TstQuantization::floatLookalikesUnchanged()
 {
     Source s;
-    s.format = "safetensors";
+    s.format = SourceFormat::Safetensors;
     s.entries.push_back(tensor("ln.weight", DType::Float32, { 8 }));
     s.entries.push_back(tensor("ln.scale", DType::Float32, { 8 }));
     s.entries.push_back(tensor("ln.zero_point", DType::Int64, {})); // no quantized module in the file
@@ -402,7 +402,7 @@ void TstQuantization::largeQuantizedSource()
 {
     // 20,000 bitsandbytes layers (100,000 keys) and 10,000 block-FP8 layers: grouped in linear time.
     Source s;
-    s.format = "safetensors-index";
+    s.format = SourceFormat::SafetensorsIndex;
     for (int i = 0; i < 20'000; ++i) {
         const std::string w = "l." + std::to_string(i) + ".weight";
         s.entries.push_back(tensor(w, DType::UInt8, { 512, 1 }));
@@ -439,7 +439,7 @@ void TstQuantization::fp8ScalesBesideOrApart()
     // Scales are looked for beside their weight first, then anywhere by name: both find them. A scale name
     // that repeats pairs the copy beside the weight, and the other copy stays a top-level tensor.
     Source s;
-    s.format = "safetensors";
+    s.format = SourceFormat::Safetensors;
     s.entries.push_back(tensor("a.weight", DType::Float8_e4m3fn, { 256, 256 }));
     s.entries.push_back(tensor("b.weight", DType::Float8_e4m3fn, { 256, 128 }));
     s.entries.push_back(tensor("a.weight_scale_inv", DType::Float32, { 2, 2 })); // apart from its weight
@@ -468,7 +468,7 @@ void TstQuantization::quantStateReadIsBounded()
 {
     // A quant_state tensor claiming more bytes than the cap is not read, whatever its location says.
     Source s;
-    s.format = "safetensors";
+    s.format = SourceFormat::Safetensors;
     s.files.push_back((quantDir() + "/bnb_nf4.safetensors").toStdString());
     s.entries.push_back(tensor("w", DType::UInt8, { 8, 1 }));
     s.entries.push_back(tensor("w.absmax", DType::Float32, { 1 }));

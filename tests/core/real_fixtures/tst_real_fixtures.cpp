@@ -823,7 +823,7 @@ void TestRealFixtures::checkRejected(const QString& abs, Kind kind, QStringList&
     try {
         Source s = openSource(abs.toStdString());
         problems << QString("opened as %1 with %2 entries; expected a LoadError saying '%3'")
-                        .arg(q(s.format))
+                        .arg(q(formatId(s.format)))
                         .arg(s.entries.size())
                         .arg(says);
     } catch (const LoadError& e) {
@@ -852,8 +852,8 @@ void TestRealFixtures::checkTorchScript(const QString& abs, const QString& manif
     }
     try {
         Source s = openSource(abs.toStdString());
-        if (s.format != "torchscript")
-            problems << "format is " + q(s.format) + ", expected torchscript";
+        if (formatId(s.format) != "torchscript")
+            problems << "format is " + q(formatId(s.format)) + ", expected torchscript";
         tally("TorchScript archives opened (LibTorch worker)");
     } catch (const std::exception& e) {
         problems << "openSource threw: " + QString::fromUtf8(e.what());
@@ -872,8 +872,8 @@ void TestRealFixtures::checkDcp(const QString& file, const QString& abs, QString
         problems << "openSource threw: " + QString::fromUtf8(e.what());
         return;
     }
-    if (src.format != "dcp")
-        problems << "format is " + q(src.format) + ", expected dcp";
+    if (formatId(src.format) != "dcp")
+        problems << "format is " + q(formatId(src.format)) + ", expected dcp";
     QFile sources(m_dir + "/SOURCES.md");
     if (!sources.open(QIODevice::ReadOnly)) {
         problems << "SOURCES.md is missing";
@@ -948,8 +948,8 @@ void TestRealFixtures::checkTorch(const QString& file, const QString& abs, Kind 
     }
     tally("torch.save files opened (zip, legacy, tar)");
     const char* format = kind == Kind::TorchZip ? "torch-zip" : "torch-legacy";
-    if (src.format != format)
-        problems << QString("format is %1, expected %2").arg(q(src.format), format);
+    if (formatId(src.format) != format)
+        problems << QString("format is %1, expected %2").arg(q(formatId(src.format)), format);
     bool picked = src.containers.empty() && src.container.empty();
     for (const ContainerInfo& c : src.containers)
         picked |= c.path == src.container;
@@ -1146,8 +1146,8 @@ void TestRealFixtures::checkSafetensors(
         return;
     }
     tally("safetensors files opened");
-    if (src.format != "safetensors")
-        problems << "format is " + q(src.format);
+    if (formatId(src.format) != "safetensors")
+        problems << "format is " + q(formatId(src.format));
 
     QHash<QString, const Entry*> byName;
     const auto stored = storedTensors(src.entries);
@@ -1247,8 +1247,8 @@ void TestRealFixtures::checkIndex(
     }
     tally("sharded indexes opened");
     const char* format = abs.endsWith(QLatin1String(".bin.index.json")) ? "torch-bin-index" : "safetensors-index";
-    if (src.format != format)
-        problems << QString("format is %1, expected %2").arg(q(src.format), format);
+    if (formatId(src.format) != format)
+        problems << QString("format is %1, expected %2").arg(q(formatId(src.format)), format);
 
     QHash<QString, const Entry*> byName;
     const auto stored = storedTensors(src.entries);

@@ -418,7 +418,7 @@ private slots:
         if (kase.value(QStringLiteral("ok")).toBool())
             QSKIP("the load succeeded: no error text");
         const Source s = openSource((torch2Dir() + QLatin1Char('/') + kase.value(QStringLiteral("error_text")).toString()).toStdString());
-        QCOMPARE(QString::fromStdString(s.format), QStringLiteral("load-error-text"));
+        QCOMPARE(QString::fromUtf8(formatId(s.format)), QStringLiteral("load-error-text"));
         std::map<QString, QStringList> named; // by container and clause
         for (const char* container : { "model", "checkpoint" }) {
             const Source c = s.withContainer(container);

@@ -462,7 +462,7 @@ void TstTorchFormats::fixture()
     Checker c;
     Source s;
     if (open(c, file, {}, s)) {
-        c.equal(q(s.format), exp.value("format").toString(), "source", "format");
+        c.equal(q(formatId(s.format)), exp.value("format").toString(), "source", "format");
         c.equal(q(s.container), exp.value("container").toString(), "source", "picked container");
         QStringList containers;
         for (const auto& ci : s.containers)

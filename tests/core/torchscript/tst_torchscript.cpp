@@ -239,15 +239,15 @@ void TestTorchScript::fixture()
     compareFixture(file, raw, exp, problems);
     // Through the loader, as the CLI and the GUI open it.
     Source opened = openSource(path.toStdString());
-    if (opened.format != "torchscript")
-        problems << "openSource: format " + q(opened.format);
+    if (formatId(opened.format) != "torchscript")
+        problems << "openSource: format " + q(formatId(opened.format));
     QVERIFY2(problems.isEmpty(), qPrintable("\n  " + problems.join("\n  ")));
 }
 
 void TestTorchScript::compareFixture(const QString& file, const Source& s, const QJsonObject& exp, QStringList& problems)
 {
-    if (s.format != "torchscript")
-        problems << "format " + q(s.format);
+    if (formatId(s.format) != "torchscript")
+        problems << "format " + q(formatId(s.format));
     QMap<QString, QString> meta;
     for (const auto& [k, v] : s.metadata)
         meta.insert(q(k), q(v));
@@ -422,7 +422,7 @@ void TestTorchScript::inMemory()
     const QByteArray bytes = readBytes(fixturesDir() + "/nested.pt");
     QVERIFY(!bytes.isEmpty());
     Source s = openSourceFromMemory("memory/nested.pt", std::vector<uint8_t>(bytes.begin(), bytes.end()));
-    QCOMPARE(q(s.format), QString("torchscript"));
+    QCOMPARE(q(formatId(s.format)), QString("torchscript"));
     QCOMPARE(q(s.path), QString("memory/nested.pt"));
     Source disk = openSource((fixturesDir() + "/nested.pt").toStdString());
     QCOMPARE(s.entries.size(), disk.entries.size());
@@ -580,7 +580,7 @@ void TestTorchScript::corrupt()
     // crash of this process, always within the worker's time limit.
     try {
         Source s = readWith(path, testWorker(30000));
-        qInfo("still opens (%s, %zu entries)", qPrintable(q(s.format)), s.entries.size());
+        qInfo("still opens (%s, %zu entries)", qPrintable(q(formatId(s.format))), s.entries.size());
     } catch (const LoadError& e) {
         const QString msg = QString::fromUtf8(e.what());
         QCOMPARE(q(e.file()), path);
