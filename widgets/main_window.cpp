@@ -106,8 +106,10 @@ MainWindow::MainWindow(QWidget* parent)
     , m_rules(new RuleDocument(this))
     , m_comparison(new Comparison(m_rules, this))
     , m_model(new AlignedTreeModel(this))
-    , m_paneA(new SourcePane(tr("A · checkpoint")))
-    , m_paneB(new SourcePane(tr("B · model")))
+    , m_sideA(new SideLoader(this))
+    , m_sideB(new SideLoader(this))
+    , m_paneA(new SourcePane(tr("A · checkpoint"), m_sideA))
+    , m_paneB(new SourcePane(tr("B · model"), m_sideB))
     , m_view(new DiffView(m_model, m_paneA, m_paneB))
     , m_summary(new SummaryBar)
     , m_details(new DetailsPanel)
@@ -157,15 +159,15 @@ MainWindow::MainWindow(QWidget* parent)
 
     // Sources -> comparison -> views.
     for (Side side : { Side::A, Side::B }) {
-        SourcePane* p = pane(side);
-        connect(p, &SourcePane::sourceChanged, this, [this, side](std::shared_ptr<const Source> s) {
+        SideLoader* l = loader(side);
+        connect(l, &SideLoader::sourceChanged, this, [this, side](std::shared_ptr<const Source> s) {
             m_comparison->setSource(side, std::move(s));
             if (side == Side::A)
                 m_editor->setPreviewKeys(m_comparison->source(Side::A));
             updateTitle();
         });
-        connect(p, &SourcePane::filesDropped, this, [this, side](const QStringList& paths) { open(side, paths); });
-        connect(p, &SourcePane::loadingChanged, this, &MainWindow::checkIdle);
+        connect(pane(side), &SourcePane::filesDropped, this, [this, side](const QStringList& paths) { open(side, paths); });
+        connect(l, &SideLoader::loadingChanged, this, &MainWindow::checkIdle);
     }
     connect(m_view, &DiffView::filesDropped, this,
         [this](bool a, const QStringList& paths) { open(a ? Side::A : Side::B, paths); });
@@ -354,7 +356,7 @@ void MainWindow::open(Side side, const QStringList& paths)
 {
     if (paths.isEmpty())
         return;
-    pane(side)->loadPaths(paths);
+    loader(side)->loadPaths(paths);
     rememberRecent(paths);
 }
 
@@ -371,7 +373,7 @@ void MainWindow::openDemo()
         const auto& f = files[i];
         const std::string name = "demo/" + std::string(f.name);
         const std::string path = m_demoDir->isValid() ? m_demoDir->filePath(QString::fromUtf8(f.name.data(), static_cast<qsizetype>(f.name.size()))).toStdString() : std::string();
-        pane(i == 0 ? Side::A : Side::B)->load(QString::fromStdString(name) + tr(" (bundled demo)"), [name, path, bytes = f.bytes](const OpenOptions& o) {
+        loader(i == 0 ? Side::A : Side::B)->load(QString::fromStdString(name) + tr(" (bundled demo)"), [name, path, bytes = f.bytes](const OpenOptions& o) {
             try {
                 if (!path.empty()) {
                     writeFileAtomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
@@ -388,7 +390,7 @@ void MainWindow::openDemo()
 void MainWindow::openLoadErrorText(const QString& text)
 {
     const std::string t = text.toStdString();
-    m_paneB->load(tr("pasted load_state_dict error"), [t](const OpenOptions& o) { return parseLoadErrorText("pasted error", t, o); });
+    m_sideB->load(tr("pasted load_state_dict error"), [t](const OpenOptions& o) { return parseLoadErrorText("pasted error", t, o); });
 }
 
 void MainWindow::chooseFile(Side side, bool folder)
@@ -620,8 +622,8 @@ void MainWindow::endCompareValues()
 
 void MainWindow::updateTitle()
 {
-    auto name = [](SourcePane* p) { return p->source() ? QFileInfo(p->label()).fileName() : QStringLiteral("—"); };
-    QString title = QStringLiteral("%1 → %2").arg(name(m_paneA), name(m_paneB));
+    auto name = [](SideLoader* l) { return l->source() ? QFileInfo(l->label()).fileName() : QStringLiteral("—"); };
+    QString title = QStringLiteral("%1 → %2").arg(name(m_sideA), name(m_sideB));
     const QString rules = m_rules->path().isEmpty() ? tr("unsaved rules") : QFileInfo(m_rules->path()).fileName();
     title += QStringLiteral(" · %1[*] — StateLens").arg(rules);
     setWindowTitle(title);
@@ -986,7 +988,7 @@ void MainWindow::chooseExportReport(DiffReportFormat format)
 
 bool MainWindow::isIdle() const
 {
-    return !m_paneA->isLoading() && !m_paneB->isLoading() && !m_comparison->isBusy() && !m_valuesJob.running();
+    return !m_sideA->isLoading() && !m_sideB->isLoading() && !m_comparison->isBusy() && !m_valuesJob.running();
 }
 
 void MainWindow::checkIdle()

@@ -8,6 +8,7 @@
 #include "report/diff_report.h"
 #include "session/comparison.h"
 #include "session/latest_job.h"
+#include "session/side_loader.h"
 #include "suggest/suggestions.h"
 #include "values/tensor_compare.h"
 
@@ -103,6 +104,8 @@ public:
     ValuesPanel* valuesPanel() const { return m_valuesPanel; }
     RuleEditor* ruleEditor() const { return m_editor; }
     SourcePane* pane(Side side) const { return side == Side::A ? m_paneA : m_paneB; }
+    // What each side has open and its loading; the panes only show it.
+    SideLoader* loader(Side side) const { return side == Side::A ? m_sideA : m_sideB; }
 
 signals:
     void idle(); // isIdle() became true
@@ -134,6 +137,8 @@ private:
     RuleDocument* m_rules;
     Comparison* m_comparison;
     AlignedTreeModel* m_model;
+    SideLoader* m_sideA;
+    SideLoader* m_sideB;
     SourcePane* m_paneA;
     SourcePane* m_paneB;
     DiffView* m_view;

@@ -6,6 +6,7 @@
 #include "formats/loader.h"
 #include "models/aligned_tree_model.h"
 #include "session/diff_snapshot.h"
+#include "session/side_loader.h"
 #include "views/diff_view.h"
 #include "views/source_pane.h"
 
@@ -27,6 +28,7 @@ const QString kModel = QStringLiteral(STATELENS_SOURCE_DIR "/resources/demo/mode
 // The model outlives the view that shows it.
 struct Window {
     AlignedTreeModel model;
+    SideLoader sideA, sideB; // declared before the view, whose panes show them
     std::unique_ptr<DiffView> view;
     QTreeView* a = nullptr;
     QTreeView* b = nullptr;
@@ -85,7 +87,8 @@ class TestDiffViewAlignment : public QObject {
     {
         auto w = std::make_unique<Window>();
         w->model.setSnapshot(m_snapshot);
-        w->view = std::make_unique<DiffView>(&w->model, new SourcePane(QStringLiteral("A")), new SourcePane(QStringLiteral("B")));
+        w->view = std::make_unique<DiffView>(&w->model, new SourcePane(QStringLiteral("A"), &w->sideA),
+            new SourcePane(QStringLiteral("B"), &w->sideB));
         w->a = w->view->viewA();
         w->b = w->view->viewB();
         w->view->resize(size);

@@ -1,8 +1,13 @@
 // LatestJob (widgets/session/latest_job.h), the one way the window runs work off the UI thread: only the
 // latest run's result is delivered, a replaced or cancelled run is told to stop through its LoadControl,
-// and the owner's destruction waits for what still runs.
+// and the owner's destruction waits for what still runs. And SideLoader (session/side_loader.h), one side's
+// source and its loading, built on it: tested here without a widget.
 
 #include "session/latest_job.h"
+#include "session/side_loader.h"
+#include "util/error.h"
+
+#include <QSignalSpy>
 
 #include <QObject>
 #include <QTest>
@@ -98,6 +103,52 @@ private slots:
             }, [](int) {});
         }
         QVERIFY(finished.load());
+    }
+
+    void aSideKeepsItsSourceWhenALoadIsCancelled()
+    {
+        SideLoader side;
+        QSignalSpy changed(&side, &SideLoader::sourceChanged);
+        side.load(QStringLiteral("first"), [](const OpenOptions&) {
+            Source s;
+            s.path = "first";
+            return s;
+        });
+        QTRY_COMPARE(changed.count(), 1);
+        const auto first = side.source();
+        QVERIFY(first);
+        QCOMPARE(first->path, std::string("first"));
+
+        std::atomic<bool> stopped { false };
+        side.load(QStringLiteral("slow"), [&stopped](const OpenOptions& o) {
+            stopped = waitForCancel(*o.control);
+            Source s;
+            s.path = "slow";
+            return s;
+        });
+        QVERIFY(side.isLoading());
+        QCOMPARE(side.label(), QStringLiteral("slow"));
+        side.cancel();
+        QVERIFY(!side.isLoading());
+        QTRY_VERIFY(stopped.load()); // the reader was told to stop
+        QTest::qWait(50);
+        QCOMPARE(changed.count(), 1); // and its result went nowhere
+        QCOMPARE(side.source(), first);
+    }
+
+    void aFailedLoadEmptiesTheSideAndSaysWhy()
+    {
+        SideLoader side;
+        QSignalSpy changed(&side, &SideLoader::sourceChanged);
+        side.load(QStringLiteral("good"), [](const OpenOptions&) { return Source {}; });
+        QTRY_COMPARE(changed.count(), 1);
+        QVERIFY(side.source());
+        side.load(QStringLiteral("bad"), [](const OpenOptions&) -> Source { throw LoadError("bad.pt", "truncated"); });
+        QTRY_COMPARE(changed.count(), 2);
+        QVERIFY(!side.source()); // a failed load does not leave the old source looking current
+        QVERIFY2(side.error().contains(QStringLiteral("bad.pt")) && side.error().contains(QStringLiteral("truncated")),
+            qPrintable(side.error()));
+        QVERIFY(!side.isLoading());
     }
 };
 

@@ -156,8 +156,8 @@ private slots:
         QVERIFY(head.siblingAtColumn(AlignedTreeModel::NameA).data(AlignedTreeModel::GapRole).toBool());
         QVERIFY(!head.data(AlignedTreeModel::PairRole).toBool());
         // Both panes know their sources; A's container picker offers the optimizer state too.
-        QCOMPARE(w.pane(Side::A)->source()->container, std::string("model"));
-        QVERIFY(w.pane(Side::A)->source()->containers.size() > 1);
+        QCOMPARE(w.loader(Side::A)->source()->container, std::string("model"));
+        QVERIFY(w.loader(Side::A)->source()->containers.size() > 1);
     }
 
     void applyingASuggestionChangesTheCountsAsTheCoreSays()
@@ -457,8 +457,8 @@ private slots:
         dropFiles(w.pane(Side::A), { kCheckpoint }); // onto A's header
         dropFiles(w.diffView()->viewB()->viewport(), { kModel }); // onto B's tree
         QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
-        QCOMPARE(QString::fromStdString(w.pane(Side::A)->source()->path), kCheckpoint);
-        QCOMPARE(QString::fromStdString(w.pane(Side::B)->source()->path), kModel);
+        QCOMPARE(QString::fromStdString(w.loader(Side::A)->source()->path), kCheckpoint);
+        QCOMPARE(QString::fromStdString(w.loader(Side::B)->source()->path), kModel);
         // Both went to the recent files, newest first.
         const QStringList recent = QSettings().value(QStringLiteral("recentFiles")).toStringList();
         QVERIFY(recent.size() >= 2);
@@ -484,12 +484,12 @@ private slots:
                 dropFiles(w.diffView()->viewA()->viewport(), kCompiledRanks); // onto A's tree
             w.openB(kTitan);
             QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
-            const auto a = w.pane(Side::A)->source();
-            QVERIFY2(a, qPrintable(w.pane(Side::A)->error()));
+            const auto a = w.loader(Side::A)->source();
+            QVERIFY2(a, qPrintable(w.loader(Side::A)->error()));
             QCOMPARE(std::string(formatId(a->format)), std::string("per-rank"));
             QCOMPARE(a->files.size(), size_t(2));
-            QVERIFY2(w.pane(Side::A)->label().endsWith(QStringLiteral("compiled_model_rank*.pt (2 files)")),
-                qPrintable(w.pane(Side::A)->label()));
+            QVERIFY2(w.loader(Side::A)->label().endsWith(QStringLiteral("compiled_model_rank*.pt (2 files)")),
+                qPrintable(w.loader(Side::A)->label()));
             expectCounts(w, truth);
             // The replicated buffers have their shape, so the suggested rule fixes the load entirely.
             QCOMPARE(w.comparison()->suggestions().size(), size_t(1));
@@ -511,14 +511,14 @@ private slots:
         w.open(Side::A, kTorch2 + "/fsdp2");
         w.openB(kTitan);
         QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
-        QVERIFY2(w.pane(Side::A)->source(), qPrintable(w.pane(Side::A)->error()));
-        QCOMPARE(w.pane(Side::A)->source()->container, std::string("model"));
-        QCOMPARE(w.pane(Side::A)->source()->containers.size(), size_t(4));
+        QVERIFY2(w.loader(Side::A)->source(), qPrintable(w.loader(Side::A)->error()));
+        QCOMPARE(w.loader(Side::A)->source()->container, std::string("model"));
+        QCOMPARE(w.loader(Side::A)->source()->containers.size(), size_t(4));
         QVERIFY(w.summaryBar()->verdict()->text().contains(
             QStringLiteral("succeeds"))); // torch: fsdp2_ranks_into_plain loads
-        w.pane(Side::A)->selectContainer(QStringLiteral("compiled_model"));
+        w.loader(Side::A)->selectContainer(QStringLiteral("compiled_model"));
         QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
-        QCOMPARE(w.pane(Side::A)->source()->container, std::string("compiled_model"));
+        QCOMPARE(w.loader(Side::A)->source()->container, std::string("compiled_model"));
         expectCounts(w, coreRankSummary());
     }
 
@@ -527,9 +527,9 @@ private slots:
         MainWindow w;
         openPair(w);
         const size_t before = w.comparison()->snapshot()->diff.rows.size();
-        w.pane(Side::A)->selectContainer(QStringLiteral("optimizer"));
+        w.loader(Side::A)->selectContainer(QStringLiteral("optimizer"));
         QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
-        QCOMPARE(w.pane(Side::A)->source()->container, std::string("optimizer"));
+        QCOMPARE(w.loader(Side::A)->source()->container, std::string("optimizer"));
         const Source truthA = openSource(kCheckpoint.toStdString(), OpenOptions { .container = std::string("optimizer") });
         QCOMPARE(w.comparison()->snapshot()->a->entries.size(), truthA.entries.size());
         QVERIFY(w.comparison()->snapshot()->diff.rows.size() != before);
@@ -570,9 +570,9 @@ private slots:
     {
         MainWindow w;
         openPair(w);
-        SourcePane* a = w.pane(Side::A);
+        SideLoader* a = w.loader(Side::A);
         const auto before = a->source();
-        QSignalSpy changed(a, &SourcePane::sourceChanged);
+        QSignalSpy changed(a, &SideLoader::sourceChanged);
         w.openA(QStringLiteral(STATELENS_SOURCE_DIR "/tests/fixtures/index/st_sharded/model.safetensors.index.json"));
         QVERIFY(a->isLoading());
         a->cancel();
@@ -588,8 +588,8 @@ private slots:
         MainWindow w;
         w.openA(QStringLiteral(STATELENS_SOURCE_DIR "/tests/fixtures/index/st_sharded")); // an index's folder
         QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
-        QVERIFY2(w.pane(Side::A)->source(), qPrintable(w.pane(Side::A)->error()));
-        QCOMPARE(std::string(formatId(w.pane(Side::A)->source()->format)), std::string("safetensors-index"));
+        QVERIFY2(w.loader(Side::A)->source(), qPrintable(w.loader(Side::A)->error()));
+        QCOMPARE(std::string(formatId(w.loader(Side::A)->source()->format)), std::string("safetensors-index"));
         QVERIFY(!w.comparison()->snapshot()->a->entries.empty());
     }
 
@@ -689,7 +689,7 @@ private slots:
             "\tMissing key(s) in state_dict: \"embed.weight\", \"norm.weight\". \n"
             "\tUnexpected key(s) in state_dict: \"_orig_mod.embed.weight\". \n"));
         QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
-        QVERIFY(w.pane(Side::B)->source());
+        QVERIFY(w.loader(Side::B)->source());
         QVERIFY(w.model()->findPath(QStringLiteral("embed.weight")).isValid());
     }
 
@@ -705,9 +705,9 @@ private slots:
         w.openA(bad);
         w.openB(kModel);
         QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
-        QVERIFY(!w.pane(Side::A)->source());
-        QVERIFY2(w.pane(Side::A)->error().contains(QStringLiteral("broken.pt")), qPrintable(w.pane(Side::A)->error()));
-        QVERIFY(w.pane(Side::B)->source());
+        QVERIFY(!w.loader(Side::A)->source());
+        QVERIFY2(w.loader(Side::A)->error().contains(QStringLiteral("broken.pt")), qPrintable(w.loader(Side::A)->error()));
+        QVERIFY(w.loader(Side::B)->source());
     }
 };
 

@@ -1,8 +1,7 @@
 #include "source_pane.h"
 
-#include "formats/rank_sets.h"
 #include "report/source_report.h"
-#include "util/load_control.h"
+#include "session/side_loader.h"
 #include "views/dropped_paths.h"
 
 #include <QComboBox>
@@ -19,7 +18,7 @@
 
 namespace sl::gui {
 
-SourcePane::SourcePane(const QString& role, QWidget* parent)
+SourcePane::SourcePane(const QString& role, SideLoader* side, QWidget* parent)
     : QWidget(parent)
     , m_role(role)
     , m_title(new QLabel(this))
@@ -28,6 +27,7 @@ SourcePane::SourcePane(const QString& role, QWidget* parent)
     , m_progress(new QProgressBar(this))
     , m_cancel(new QToolButton(this))
     , m_findings(new QListWidget(this))
+    , m_side(side)
     , m_poll(new QTimer(this))
 {
     setAcceptDrops(true);
@@ -62,10 +62,10 @@ SourcePane::SourcePane(const QString& role, QWidget* parent)
     m_findings->setWordWrap(true);
     m_findings->hide();
     layout->addWidget(m_findings);
-    connect(m_cancel, &QToolButton::clicked, this, &SourcePane::cancel);
+    connect(m_cancel, &QToolButton::clicked, m_side, &SideLoader::cancel);
     m_poll->setInterval(100);
     connect(m_poll, &QTimer::timeout, this, [this] {
-        const double f = m_load.control() ? m_load.control()->fraction() : -1.0;
+        const double f = m_side->progress();
         if (f < 0) {
             m_progress->setRange(0, 0);
         } else {
@@ -73,104 +73,52 @@ SourcePane::SourcePane(const QString& role, QWidget* parent)
             m_progress->setValue(static_cast<int>(f * 1000));
         }
     });
-    connect(m_containers, &QComboBox::activated, this, [this](int i) {
-        const QString c = m_containers->itemData(i).toString();
-        if (m_source && c.toStdString() != m_source->container)
-            selectContainer(c);
+    connect(m_containers, &QComboBox::activated, this,
+        [this](int i) { m_side->selectContainer(m_containers->itemData(i).toString()); });
+    connect(m_side, &SideLoader::loadStarted, this, &SourcePane::loadStarted);
+    connect(m_side, &SideLoader::sourceChanged, this, [this] {
+        loadEnded();
+        showSource();
+    });
+    connect(m_side, &SideLoader::loadCancelled, this, [this] {
+        loadEnded();
+        showSource();
+        if (!m_side->source())
+            m_summary->setText(tr("Loading cancelled."));
     });
 }
 
-void SourcePane::load(const QString& label, std::function<Source(const OpenOptions&)> loadFn)
+void SourcePane::loadStarted(const QString& label)
 {
-    m_label = label;
-    m_loading = true;
     m_title->setText(QStringLiteral("<b>%1</b>: %2").arg(m_role, label.toHtmlEscaped()));
     m_summary->setText(tr("Loading…"));
     m_progress->setRange(0, 0);
     m_progress->show();
     m_cancel->show();
     m_poll->start();
-    m_load.start( // replaces (cancels) a load still running
-        [loadFn = std::move(loadFn)](LoadControl& control) -> LoadResult {
-            try {
-                OpenOptions options;
-                options.control = &control;
-                return { std::make_shared<const Source>(loadFn(options)), {} };
-            } catch (const std::exception& e) {
-                return { nullptr, QString::fromStdString(e.what()) };
-            }
-        },
-        [this](LoadResult r) { finished(std::move(r)); });
-    emit loadingChanged(true);
 }
 
-void SourcePane::loadPath(const QString& path)
+void SourcePane::loadEnded()
 {
-    loadPaths({ path });
-}
-
-void SourcePane::loadPaths(const QStringList& paths)
-{
-    std::vector<std::string> p;
-    for (const QString& path : paths)
-        p.push_back(path.toStdString());
-    load(QString::fromStdString(describePaths(p)), [p](const OpenOptions& o) { return openPaths(p, o); });
-}
-
-void SourcePane::selectContainer(const QString& container)
-{
-    if (!m_source)
-        return;
-    auto current = m_source;
-    const std::string c = container.toStdString();
-    load(m_label, [current, c](const OpenOptions&) { return current->withContainer(c); });
-}
-
-void SourcePane::cancel()
-{
-    if (!m_loading)
-        return;
-    m_load.cancel();
-    m_loading = false;
     m_poll->stop();
     m_progress->hide();
     m_cancel->hide();
-    showSource();
-    if (!m_source)
-        m_summary->setText(tr("Loading cancelled."));
-    emit loadingChanged(false);
-}
-
-void SourcePane::finished(LoadResult r)
-{
-    m_loading = false;
-    m_poll->stop();
-    m_progress->hide();
-    m_cancel->hide();
-    if (r.source) {
-        m_source = r.source;
-        m_error.clear();
-    } else {
-        m_source = nullptr;
-        m_error = r.error;
-    }
-    showSource();
-    emit loadingChanged(false);
-    emit sourceChanged(m_source);
 }
 
 void SourcePane::showSource()
 {
     m_findings->clear();
     m_containers->clear();
-    if (!m_source) {
+    const std::shared_ptr<const Source> source = m_side->source();
+    if (!source) {
         m_containers->hide();
         m_findings->hide();
-        if (!m_error.isEmpty())
-            m_summary->setText(QStringLiteral("<span style='color:#c62828'>%1</span>").arg(m_error.toHtmlEscaped()));
+        if (!m_side->error().isEmpty())
+            m_summary->setText(
+                QStringLiteral("<span style='color:#c62828'>%1</span>").arg(m_side->error().toHtmlEscaped()));
         return;
     }
-    const Source& s = *m_source;
+    const Source& s = *source;
     QString summary = tr("%1 · %2 entries · %3 parameters · %4")
                           .arg(QString::fromUtf8(formatId(s.format)))
                           .arg(s.entries.size())
