@@ -115,7 +115,8 @@ MainWindow::MainWindow(QWidget* parent)
     , m_details(new DetailsPanel)
     , m_suggestions(new SuggestionsPanel)
     , m_editor(new RuleEditor(m_rules))
-    , m_valuesPanel(new ValuesPanel)
+    , m_entryValues(new EntryValues(this))
+    , m_valuesPanel(new ValuesPanel(m_entryValues))
 {
     setWindowIcon(QIcon(QStringLiteral(":/statelens/statelens.png")));
     setObjectName(QStringLiteral("MainWindow"));
@@ -546,7 +547,7 @@ void MainWindow::updateDetails()
         a = rowA.a >= 0 ? &snap->a->entries[static_cast<size_t>(rowA.a)] : nullptr;
         b = rowB.b >= 0 ? &snap->b->entries[static_cast<size_t>(rowB.b)] : nullptr;
     }
-    m_valuesPanel->showEntries(snap, a, b);
+    m_entryValues->select({ snap, a, b });
 }
 
 void MainWindow::compareValues()

@@ -7,6 +7,7 @@
 #include "rules/rule_export.h"
 #include "report/diff_report.h"
 #include "session/comparison.h"
+#include "session/entry_values.h"
 #include "session/latest_job.h"
 #include "session/side_loader.h"
 #include "suggest/suggestions.h"
@@ -102,6 +103,7 @@ public:
     SuggestionsPanel* suggestionsPanel() const { return m_suggestions; }
     DetailsPanel* detailsPanel() const { return m_details; }
     ValuesPanel* valuesPanel() const { return m_valuesPanel; }
+    EntryValues* entryValues() const { return m_entryValues; } // the selected row's values; the panel shows them
     RuleEditor* ruleEditor() const { return m_editor; }
     SourcePane* pane(Side side) const { return side == Side::A ? m_paneA : m_paneB; }
     // What each side has open and its loading; the panes only show it.
@@ -146,6 +148,7 @@ private:
     DetailsPanel* m_details;
     SuggestionsPanel* m_suggestions;
     RuleEditor* m_editor;
+    EntryValues* m_entryValues;
     ValuesPanel* m_valuesPanel;
     QProgressBar* m_valuesProgress = nullptr;
     QToolButton* m_valuesCancel = nullptr;

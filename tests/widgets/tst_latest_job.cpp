@@ -4,6 +4,8 @@
 // source and its loading, built on it: tested here without a widget.
 
 #include "session/latest_job.h"
+#include "formats/loader.h"
+#include "session/entry_values.h"
 #include "session/side_loader.h"
 #include "util/error.h"
 
@@ -149,6 +151,40 @@ private slots:
         QVERIFY2(side.error().contains(QStringLiteral("bad.pt")) && side.error().contains(QStringLiteral("truncated")),
             qPrintable(side.error()));
         QVERIFY(!side.isLoading());
+    }
+
+    // The selected row's values are read off the UI thread once; selecting the entry again answers from the
+    // cache at once, without a read.
+    void selectedValuesAreReadOnceThenCached()
+    {
+        auto snap = std::make_shared<DiffSnapshot>();
+        snap->a = std::make_shared<const Source>(openSource(STATELENS_SOURCE_DIR "/tests/fixtures/values/compare_a.pt"));
+        snap->b = std::make_shared<const Source>();
+        const Entry* same = nullptr;
+        for (const Entry& e : snap->a->entries)
+            if (e.name == "same.weight")
+                same = &e;
+        QVERIFY(same);
+        EntryValues values;
+        QSignalSpy reading(&values, &EntryValues::reading);
+        std::vector<std::shared_ptr<const EntryValues::Side>> answers;
+        connect(&values, &EntryValues::ready, this,
+            [&answers](const EntryValues::Selection&, std::shared_ptr<const EntryValues::Side> a,
+                std::shared_ptr<const EntryValues::Side>) { answers.push_back(a); });
+        values.select({ snap, same, nullptr });
+        QCOMPARE(reading.count(), 1);
+        QTRY_COMPARE(answers.size(), size_t(1));
+        QVERIFY(answers[0]->stats);
+        QCOMPARE(answers[0]->stats->numel, uint64_t(2048)); // torch: same.weight is [64, 32]
+        QVERIFY(!values.isBusy());
+
+        values.select({ snap, same, nullptr });
+        QCOMPARE(answers.size(), size_t(2)); // at once, from the cache
+        QCOMPARE(reading.count(), 1);
+        QCOMPARE(answers[1], answers[0]);
+        QSignalSpy cleared(&values, &EntryValues::cleared);
+        values.select({});
+        QCOMPARE(cleared.count(), 1);
     }
 };
 

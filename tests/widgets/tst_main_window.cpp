@@ -601,7 +601,7 @@ private slots:
         QVERIFY(embed.isValid());
         QSignalSpy computed(w.valuesPanel(), &ValuesPanel::computed);
         w.diffView()->select(embed);
-        QTRY_VERIFY_WITH_TIMEOUT(computed.count() >= 1 && !w.valuesPanel()->isBusy(), 60000);
+        QTRY_VERIFY_WITH_TIMEOUT(computed.count() >= 1 && !w.entryValues()->isBusy(), 60000);
         // The numbers are the core's (tst_values holds the core to torch).
         const Source a = openSource(kCheckpoint.toStdString());
         size_t index = 0;
@@ -662,7 +662,7 @@ private slots:
         QVERIFY(nf4.isValid());
         QSignalSpy computed(w.valuesPanel(), &ValuesPanel::computed);
         w.diffView()->select(nf4);
-        QTRY_VERIFY_WITH_TIMEOUT(computed.count() >= 1 && !w.valuesPanel()->isBusy(), 60000);
+        QTRY_VERIFY_WITH_TIMEOUT(computed.count() >= 1 && !w.entryValues()->isBusy(), 60000);
         const Source b = openSource((dir + QStringLiteral("/quantized_groups.safetensors")).toStdString());
         size_t index = 0;
         while (b.entries[index].name != "model.layers.2.mlp.gate_proj.weight")

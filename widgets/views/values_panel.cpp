@@ -1,7 +1,6 @@
 #include "values_panel.h"
 
 #include "report/source_report.h"
-#include "util/load_control.h"
 #include "values/init_hints.h"
 
 #include <QHBoxLayout>
@@ -19,29 +18,7 @@ namespace sl::gui {
 
 namespace {
 
-constexpr unsigned kBins = 32;
-constexpr int kThumbSide = 96;
-
 QString num(double v) { return QString::number(v, 'g', 6); }
-
-std::shared_ptr<const ValuesPanel::SideValues> computeSide(const Source& s, const Entry* e, const LoadControl* control)
-{
-    auto out = std::make_shared<ValuesPanel::SideValues>();
-    if (!e)
-        return out;
-    const size_t index = static_cast<size_t>(e - s.entries.data());
-    values::StatsOptions o;
-    o.bins = kBins;
-    o.control = control;
-    auto r = values::computeStats(s, { index }, o);
-    if (r[0].stats)
-        out->stats = r[0].stats;
-    else
-        out->why = r[0].skipped;
-    std::string why;
-    out->thumbnail = values::thumbnail(s, *e, kThumbSide, &why, control);
-    return out;
-}
 
 // Blue for negative, white for zero, red for positive, scaled to the larger magnitude.
 QImage heatmap(const values::Thumbnail& t)
@@ -118,7 +95,7 @@ void HistogramView::paintEvent(QPaintEvent*)
     }
 }
 
-ValuesPanel::ValuesPanel(QWidget* parent)
+ValuesPanel::ValuesPanel(EntryValues* values, QWidget* parent)
     : QWidget(parent)
     , m_text(new QLabel(this))
     , m_histogram(new HistogramView(this))
@@ -139,85 +116,34 @@ ValuesPanel::ValuesPanel(QWidget* parent)
         heat->addWidget(l);
     }
     layout->addLayout(heat);
+    clear();
+    connect(values, &EntryValues::cleared, this, &ValuesPanel::clear);
+    connect(values, &EntryValues::reading, this, [this] { m_text->setText(tr("Reading values…")); });
+    connect(values, &EntryValues::failed, this, [this] { m_text->setText(tr("The values could not be read.")); });
+    connect(values, &EntryValues::ready, this, [this](const EntryValues::Selection& r,
+                                                   std::shared_ptr<const EntryValues::Side> a,
+                                                   std::shared_ptr<const EntryValues::Side> b) {
+        present(r, a, b);
+        emit computed();
+    });
+}
+
+void ValuesPanel::clear()
+{
     m_text->setText(tr("Select a tensor to see its values."));
+    m_histogram->setSeries({});
+    m_heatA->clear();
+    m_heatB->clear();
 }
 
-ValuesPanel::~ValuesPanel() = default;
-
-std::shared_ptr<const ValuesPanel::SideValues> ValuesPanel::cached(const Entry* e) const
-{
-    return e ? m_cache.value(e) : std::make_shared<SideValues>();
-}
-
-void ValuesPanel::showEntries(std::shared_ptr<const DiffSnapshot> snapshot, const Entry* a, const Entry* b)
-{
-    if (!snapshot || (!a && !b)) {
-        m_current = {};
-        m_text->setText(tr("Select a tensor to see its values."));
-        m_histogram->setSeries({});
-        m_heatA->clear();
-        m_heatB->clear();
-        return;
-    }
-    // Entries are cached by address while the same sources are open; another source empties the cache.
-    if (m_cacheSources.first != snapshot->a.get() || m_cacheSources.second != snapshot->b.get()) {
-        m_cache.clear();
-        m_cacheSources = { snapshot->a.get(), snapshot->b.get() };
-        m_cacheHold = snapshot;
-    }
-    m_current = { snapshot, a, b };
-    auto ca = cached(a), cb = cached(b);
-    if (ca && cb) {
-        present(m_current, ca, cb);
-        emit computed();
-        return;
-    }
-    m_text->setText(tr("Reading values…"));
-    const Request r = m_current;
-    m_job.start( // the previous selection's work is no longer wanted: it is cancelled
-        [r, ca, cb](LoadControl& control) -> Answer {
-            try {
-                auto va = ca ? ca : computeSide(*r.snapshot->a, r.a, &control);
-                auto vb = cb ? cb : computeSide(*r.snapshot->b, r.b, &control);
-                return { r, va, vb };
-            } catch (const std::exception&) {
-                return { r, nullptr, nullptr };
-            }
-        },
-        [this](Answer answer) { finished(std::move(answer)); });
-}
-
-void ValuesPanel::finished(Answer answer)
-{
-    if (!answer.a || !answer.b) { // cancelled, or the bytes could not be read at all
-        if (answer.request.a != m_current.a || answer.request.b != m_current.b)
-            showEntries(m_current.snapshot, m_current.a, m_current.b);
-        else
-            m_text->setText(tr("The values could not be read."));
-        return;
-    }
-    if (answer.request.snapshot->a.get() == m_cacheSources.first && answer.request.snapshot->b.get() == m_cacheSources.second) {
-        if (answer.request.a)
-            m_cache.insert(answer.request.a, answer.a);
-        if (answer.request.b)
-            m_cache.insert(answer.request.b, answer.b);
-    }
-    // A newer selection may have been shown meanwhile (from the cache); then this answer only fills the cache.
-    if (answer.request.a == m_current.a && answer.request.b == m_current.b) {
-        present(m_current, answer.a, answer.b);
-        emit computed();
-    } else if (m_current.snapshot) {
-        showEntries(m_current.snapshot, m_current.a, m_current.b);
-    }
-}
-
-void ValuesPanel::present(const Request& r, const std::shared_ptr<const SideValues>& a, const std::shared_ptr<const SideValues>& b)
+void ValuesPanel::present(const EntryValues::Selection& r, const std::shared_ptr<const EntryValues::Side>& a,
+    const std::shared_ptr<const EntryValues::Side>& b)
 {
     QString html = QStringLiteral("<table cellspacing='4'><tr><th></th>");
     const QColor colA(0x1e, 0x88, 0xe5), colB(0xfb, 0x8c, 0x00);
     struct Side {
         const Entry* e;
-        const SideValues* v;
+        const EntryValues::Side* v;
         QString name;
         QColor color;
     };
