@@ -13,7 +13,6 @@
 #include "suggest/suggestions.h"
 #include "util/atomic_file.h"
 #include "util/load_control.h"
-#include "values/tensor_compare.h"
 #include "views/details_panel.h"
 #include "views/diff_view.h"
 #include "views/rule_editor.h"
@@ -116,6 +115,7 @@ MainWindow::MainWindow(QWidget* parent)
     , m_suggestions(new SuggestionsPanel)
     , m_editor(new RuleEditor(m_rules))
     , m_entryValues(new EntryValues(this))
+    , m_pairValues(new PairValues(this))
     , m_valuesPanel(new ValuesPanel(m_entryValues))
 {
     setWindowIcon(QIcon(QStringLiteral(":/statelens/statelens.png")));
@@ -174,6 +174,17 @@ MainWindow::MainWindow(QWidget* parent)
         [this](bool a, const QStringList& paths) { open(a ? Side::A : Side::B, paths); });
     connect(m_view, &DiffView::contextMenuRequested, this, &MainWindow::showContextMenu);
     connect(m_comparison, &Comparison::snapshotChanged, this, &MainWindow::snapshotChanged);
+    connect(m_pairValues, &PairValues::compared, this, &MainWindow::valuesCompared);
+    connect(m_pairValues, &PairValues::failed, this, [this] {
+        endCompareValues();
+        statusBar()->showMessage(tr("The values could not be compared."), 5000);
+        checkIdle();
+    });
+    connect(m_pairValues, &PairValues::cancelled, this, [this] {
+        endCompareValues();
+        statusBar()->showMessage(tr("Comparing values cancelled."), 5000);
+        checkIdle();
+    });
     connect(m_comparison, &Comparison::suggestionsChanged, this, [this] {
         m_suggestions->setSuggestions(m_comparison->suggestions(), m_comparison->suggestionsCurrent());
     });
@@ -552,8 +563,7 @@ void MainWindow::updateDetails()
 
 void MainWindow::compareValues()
 {
-    auto snap = m_comparison->snapshot();
-    if (!snap->complete() || m_valuesJob.running())
+    if (!m_pairValues->start(m_comparison->snapshot()))
         return;
     if (!m_valuesProgress) {
         m_valuesProgress = new QProgressBar(this);
@@ -566,7 +576,7 @@ void MainWindow::compareValues()
         statusBar()->addPermanentWidget(m_valuesCancel);
         m_valuesPoll = new QTimer(this);
         connect(m_valuesPoll, &QTimer::timeout, this, [this] {
-            const double f = m_valuesJob.control() ? m_valuesJob.control()->fraction() : -1.0;
+            const double f = m_pairValues->progress();
             m_valuesProgress->setValue(f < 0 ? 0 : static_cast<int>(f * 1000));
         });
     }
@@ -574,44 +584,29 @@ void MainWindow::compareValues()
     m_valuesProgress->show();
     m_valuesCancel->show();
     m_valuesPoll->start(100);
-    m_valuesJob.start(
-        [snap](LoadControl& control) -> ValueComparisons {
-            try {
-                values::StatsOptions o;
-                o.control = &control;
-                return std::make_shared<const std::vector<values::ValueComparison>>(values::compareDiffRows(*snap->a, *snap->b, snap->diff, o));
-            } catch (const std::exception&) {
-                return nullptr; // unreadable bytes (a cancelled run's result is dropped)
+}
+
+void MainWindow::valuesCompared(const std::shared_ptr<const DiffSnapshot>& snap, const PairValues::PerRow& perRow)
+{
+    endCompareValues();
+    if (snap == m_model->snapshot()) { // a newer diff has other rows: then this result is dropped
+        m_model->setValueComparisons(perRow);
+        m_view->viewA()->viewport()->update();
+        m_view->viewB()->viewport()->update();
+        size_t same = 0, compared = 0;
+        for (const auto& c : *perRow)
+            if (c.compared) {
+                ++compared;
+                same += c.equalBytes ? 1 : 0;
             }
-        },
-        [this, snap](ValueComparisons perRow) {
-            endCompareValues();
-            if (!perRow) {
-                statusBar()->showMessage(tr("The values could not be compared."), 5000);
-            } else if (snap == m_model->snapshot()) { // a newer diff has other rows: then this result is dropped
-                m_model->setValueComparisons(perRow);
-                m_view->viewA()->viewport()->update();
-                m_view->viewB()->viewport()->update();
-                size_t same = 0, compared = 0;
-                for (const auto& c : *perRow)
-                    if (c.compared) {
-                        ++compared;
-                        same += c.equalBytes ? 1 : 0;
-                    }
-                statusBar()->showMessage(tr("Values compared: %1 pair(s), %2 with the same bytes, %3 differ.").arg(compared).arg(same).arg(compared - same));
-            }
-            checkIdle();
-        });
+        statusBar()->showMessage(tr("Values compared: %1 pair(s), %2 with the same bytes, %3 differ.").arg(compared).arg(same).arg(compared - same));
+    }
+    checkIdle();
 }
 
 void MainWindow::cancelCompareValues()
 {
-    if (!m_valuesJob.running())
-        return;
-    m_valuesJob.cancel();
-    endCompareValues();
-    statusBar()->showMessage(tr("Comparing values cancelled."), 5000);
-    checkIdle();
+    m_pairValues->cancel();
 }
 
 void MainWindow::endCompareValues()
@@ -989,7 +984,7 @@ void MainWindow::chooseExportReport(DiffReportFormat format)
 
 bool MainWindow::isIdle() const
 {
-    return !m_sideA->isLoading() && !m_sideB->isLoading() && !m_comparison->isBusy() && !m_valuesJob.running();
+    return !m_sideA->isLoading() && !m_sideB->isLoading() && !m_comparison->isBusy() && !m_pairValues->isRunning();
 }
 
 void MainWindow::checkIdle()

@@ -8,10 +8,9 @@
 #include "report/diff_report.h"
 #include "session/comparison.h"
 #include "session/entry_values.h"
-#include "session/latest_job.h"
+#include "session/pair_values.h"
 #include "session/side_loader.h"
 #include "suggest/suggestions.h"
-#include "values/tensor_compare.h"
 
 #include <QMainWindow>
 
@@ -81,7 +80,7 @@ public:
     // fills the Values column; `comparingValues()` while it runs.
     void compareValues();
     void cancelCompareValues();
-    bool comparingValues() const { return m_valuesJob.running(); }
+    bool comparingValues() const { return m_pairValues->isRunning(); }
 
     // Navigation and clipboard.
     void gotoDifference(bool forward);
@@ -117,6 +116,7 @@ protected:
     void showEvent(QShowEvent* event) override;
 
 private:
+    void valuesCompared(const std::shared_ptr<const DiffSnapshot>& snapshot, const PairValues::PerRow& perRow);
     void endCompareValues(); // hides the comparison's progress
     void buildMenus();
     void snapshotChanged();
@@ -149,12 +149,11 @@ private:
     SuggestionsPanel* m_suggestions;
     RuleEditor* m_editor;
     EntryValues* m_entryValues;
+    PairValues* m_pairValues; // Compare Values of All Pairs
     ValuesPanel* m_valuesPanel;
     QProgressBar* m_valuesProgress = nullptr;
     QToolButton* m_valuesCancel = nullptr;
     QTimer* m_valuesPoll = nullptr; // reads the comparison's progress into the bar
-    using ValueComparisons = std::shared_ptr<const std::vector<values::ValueComparison>>;
-    LatestJob<ValueComparisons> m_valuesJob { this };
     std::unique_ptr<QTemporaryDir> m_demoDir; // the demo pair, written out so its values can be read
     QMenu* m_recentMenu = nullptr;
     bool m_expandedOnce = false;
