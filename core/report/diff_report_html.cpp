@@ -1,9 +1,10 @@
-// The HTML diff report: one self-contained page with its inline style and script, which its
-// Content-Security-Policy allows by hash.
+// The HTML diff report: one self-contained page with its inline style and script (resources/report), which
+// its Content-Security-Policy allows by hash.
 
 #include "diff_report.h"
 #include "diff_report_escape.h"
 #include "diff_report_parts.h"
+#include "generated/diff_report_assets.h"
 
 #include <algorithm>
 
@@ -16,77 +17,11 @@ namespace {
 // In HTML groups, more rows than this are summarised: the JSON and CSV reports list them all.
 constexpr size_t kHtmlRowsPerGroup = 1000;
 
-// The page's only style and script. Their SHA-256 (base64) is in the Content-Security-Policy, so a browser
-// runs these two and nothing else: change either and update its hash (tst_diff_report fails with the hash
-// it expects).
-// Both avoid '<' and '&' so the page stays well-formed XML.
-constexpr std::string_view kHtmlStyle = R"CSS(
-:root { color-scheme: light dark; --bg: #ffffff; --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --panel: #f6f8fa;
-  --match: #1a7f37; --renamed: #0969da; --shape_mismatch: #cf222e; --dtype_mismatch: #9a6700;
-  --missing: #bc4c00; --unexpected: #8250df; --dropped: #6e7781; }
-@media (prefers-color-scheme: dark) {
-  :root { --bg: #0d1117; --fg: #e6edf3; --muted: #9198a1; --line: #3d444d; --panel: #151b23;
-    --match: #3fb950; --renamed: #4493f8; --shape_mismatch: #f85149; --dtype_mismatch: #d29922;
-    --missing: #db6d28; --unexpected: #ab7df8; --dropped: #9198a1; }
-}
-body { background: var(--bg); color: var(--fg); font: 14px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 80em; padding: 0 1em; }
-h1 { font-size: 1.4em; margin: 0 0 0.4em; }
-h2 { font-size: 1.15em; margin: 1.4em 0 0.5em; }
-code, .name, td.mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; word-break: break-all; }
-table { border-collapse: collapse; margin: 0.3em 0; }
-th, td { border: 1px solid var(--line); padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
-th { background: var(--panel); }
-.verdict { font-weight: 600; padding: 0.5em 0.8em; border-left: 4px solid var(--match); background: var(--panel); }
-.verdict.fail { border-left-color: var(--shape_mismatch); }
-.controls { display: flex; flex-wrap: wrap; gap: 0.4em 1em; align-items: center; margin: 1em 0; }
-.controls label { white-space: nowrap; }
-#filter { flex: 1 1 16em; padding: 0.3em 0.5em; background: var(--bg); color: var(--fg); border: 1px solid var(--line); border-radius: 4px; }
-.badge { display: inline-block; min-width: 8.5em; font-weight: 600; }
-details.group { border-bottom: 1px solid var(--line); padding: 0.25em 0; }
-details.group summary { cursor: pointer; }
-details.group table { margin-left: 1.5em; font-size: 0.92em; }
-.count, .reason, .why, .more { color: var(--muted); }
-.why { display: block; margin-left: 10.2em; }
-.st-match { color: var(--match); }
-.st-renamed { color: var(--renamed); }
-.st-shape_mismatch { color: var(--shape_mismatch); }
-.st-dtype_mismatch { color: var(--dtype_mismatch); }
-.st-missing { color: var(--missing); }
-.st-unexpected { color: var(--unexpected); }
-.st-dropped { color: var(--dropped); }
-.sev-danger { color: var(--shape_mismatch); font-weight: 600; }
-.sev-warning { color: var(--dtype_mismatch); }
-)CSS";
-
-constexpr std::string_view kHtmlScript = R"JS(
-(function () {
-  "use strict";
-  var filter = document.getElementById("filter");
-  var toggles = Array.prototype.slice.call(document.querySelectorAll("input[data-status]"));
-  var groups = Array.prototype.slice.call(document.querySelectorAll("details.group"));
-  var texts = null;
-  function apply() {
-    var query = filter.value.trim().toLowerCase();
-    if (query !== "" ? texts === null : false) {
-      texts = groups.map(function (g) { return g.textContent.toLowerCase(); });
-    }
-    var shown = {};
-    toggles.forEach(function (t) { shown[t.getAttribute("data-status")] = t.checked; });
-    groups.forEach(function (g, i) {
-      var visible = shown[g.getAttribute("data-status")] === true;
-      if (visible ? query !== "" : false) { visible = texts[i].indexOf(query) !== -1; }
-      g.hidden = !visible;
-    });
-  }
-  filter.addEventListener("input", apply);
-  toggles.forEach(function (t) { t.addEventListener("change", apply); });
-  apply();
-})();
-)JS";
-
-// base64(SHA-256) of kHtmlStyle and kHtmlScript.
-constexpr std::string_view kHtmlStyleHash = "sha256-KbvrHXNTsL5zQ6Ouk1gUd3hIDL98no4bALiBXi1JFrE=";
-constexpr std::string_view kHtmlScriptHash = "sha256-rAWJHEtfG/BA1vK04Hq7Z3YVkCbvOF2Ub9yBwzBEZEQ=";
+// The page's only style and script, kHtmlStyle and kHtmlScript, are resources/report/diff_report.css and .js,
+// embedded by the build with their SHA-256 (base64), kHtmlStyleHash and kHtmlScriptHash, which the
+// Content-Security-Policy names: a browser runs these two and nothing else. Each file is the element's text
+// byte for byte, written between the tags with nothing added. Neither may hold '<' or '&' (the generator
+// refuses them), so the page stays well-formed XML.
 
 void appendSideCells(std::string& out, const Entry* e)
 {

@@ -19,6 +19,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QMap>
 #include <QRegularExpression>
 #include <QSet>
 #include <QTest>
@@ -817,6 +818,57 @@ private slots:
             QVERIFY2(cellTexts.contains(visible(e.name)), qPrintable(visible(e.name)));
         for (const Entry& e : m_f.b.entries)
             QVERIFY2(cellTexts.contains(visible(e.name)), qPrintable(visible(e.name)));
+    }
+
+    // The Content-Security-Policy names the SHA-256 of the page's style and script, which the build computes
+    // (resources/cmake/embed_csp_text.cmake) from resources/report. Here the hashes come from Qt's SHA-256 and
+    // base64 instead, over the bytes between the tags as the page holds them (what a browser hashes), and
+    // those bytes are the files in resources/report exactly.
+    void htmlPolicyHashesTheInlineStyleAndScript()
+    {
+        Source emptyA, emptyB;
+        emptyA.path = "a.safetensors";
+        emptyB.path = "b.safetensors";
+        const RuleSet noRules;
+        const DiffResult emptyDiff = diffSources(emptyA, emptyB, noRules);
+        for (const DiffReportInput& in : { m_f.input(), m_f.input(true), DiffReportInput { emptyA, emptyB, noRules, emptyDiff } }) {
+            const QByteArray page = bytes(diffToHtml(in));
+            // The text of the page's one element with this tag (hostile names hold "<script>", escaped).
+            auto text = [&page](const QByteArray& tag) {
+                const QByteArray open = "<" + tag + ">", close = "</" + tag + ">";
+                const qsizetype start = page.indexOf(open), end = page.indexOf(close);
+                if (start < 0 || end < start || page.indexOf(open, start + 1) >= 0 || page.indexOf(close, end + 1) >= 0)
+                    return QByteArray();
+                return page.mid(start + open.size(), end - start - open.size());
+            };
+            const QByteArray style = text("style"), script = text("script");
+            QVERIFY(!style.isEmpty());
+            QVERIFY(!script.isEmpty());
+            auto file = [](const char* name) {
+                QFile f(sl::test::sourceDir() + QStringLiteral("/resources/report/") + QLatin1String(name));
+                return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray("(unreadable)");
+            };
+            QCOMPARE(style, file("diff_report.css"));
+            QCOMPARE(script, file("diff_report.js"));
+
+            const QRegularExpression meta(QStringLiteral("<meta http-equiv=\"Content-Security-Policy\" content=\"([^\"]*)\"/>"));
+            const QString page16 = QString::fromUtf8(page);
+            QCOMPARE(page16.count(meta), 1);
+            QMap<QString, QStringList> policy;
+            for (const QString& directive : meta.match(page16).captured(1).split(QLatin1Char(';'), Qt::SkipEmptyParts)) {
+                QStringList words = directive.split(QLatin1Char(' '), Qt::SkipEmptyParts);
+                QVERIFY(!words.isEmpty());
+                const QString name = words.takeFirst();
+                QVERIFY2(!policy.contains(name), qPrintable(name));
+                policy.insert(name, words);
+            }
+            auto source = [](const QByteArray& body) {
+                return "'sha256-" + QString::fromLatin1(QCryptographicHash::hash(body, QCryptographicHash::Sha256).toBase64()) + "'";
+            };
+            QCOMPARE(policy.value(QStringLiteral("default-src")), QStringList { QStringLiteral("'none'") });
+            QCOMPARE(policy.value(QStringLiteral("style-src")), QStringList { source(style) });
+            QCOMPARE(policy.value(QStringLiteral("script-src")), QStringList { source(script) });
+        }
     }
 
     void junit_data()
