@@ -10,7 +10,10 @@ foreach(path IN LISTS FILES)
     string(LENGTH "${hex}" hexlen)
     math(EXPR size "${hexlen} / 2")
     string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
-    string(REGEX REPLACE "((0x..,){32})" "\\1\n" bytes "${bytes}")
+    # 32 bytes a line. CMake's regular expressions have no {n} repetition ("{32}" would match itself), so
+    # the pattern is spelt out.
+    string(REPEAT "0x..," 32 line)
+    string(REGEX REPLACE "(${line})" "\\1\n" bytes "${bytes}")
     string(APPEND body "alignas(64) const unsigned char data${index}[] = {\n${bytes}\n};\n")
     string(APPEND table "    { \"${name}\", { data${index}, ${size} } },\n")
     math(EXPR index "${index} + 1")
