@@ -13,6 +13,7 @@
 // leave the folder, absurd chunk counts, hand-made pickles) are made here: each must give a Source or a
 // one-line LoadError naming the folder, quickly.
 
+#include "common/qt_text.h"
 #include "common/test_files.h"
 #include "common/test_paths.h"
 #include "formats/dcp_metadata.h"
@@ -51,7 +52,7 @@ namespace {
 using sl::test::requireJson;
 using sl::test::readAll;
 
-QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
+using sl::test::q;
 std::string s(const QString& v) { return v.toStdString(); }
 QString dcpDir() { return test::fixturesDir() + QStringLiteral("/dcp"); }
 

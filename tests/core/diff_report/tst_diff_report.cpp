@@ -5,6 +5,7 @@
 // prefixes, control characters, invalid UTF-8. What each document says is compared with the diff itself
 // (counts, rows, names), never with a stored copy of an earlier output.
 
+#include "common/qt_text.h"
 #include "common/test_paths.h"
 #include "diff/diff.h"
 #include "diff/rule_checks.h"
@@ -33,7 +34,7 @@ using namespace sl;
 
 namespace {
 
-QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
+using sl::test::q;
 QByteArray bytes(const std::string& s) { return QByteArray(s.data(), qsizetype(s.size())); }
 
 Entry makeEntry(std::string name, Shape shape, DType dtype = DType::Float32)

@@ -11,6 +11,7 @@
 // without a rank tensor, shard metadata with absurd sizes, shared metadata bombs, rank files of different
 // saves. Each must give a Source or a one-line LoadError naming the file, quickly.
 
+#include "common/qt_text.h"
 #include "common/test_files.h"
 #include "common/test_paths.h"
 #include "distributed/chunk_tiling.h"
@@ -49,7 +50,7 @@ using sl::test::readJson;
 
 QString fixtures() { return test::fixturesDir() + QStringLiteral("/distributed"); }
 std::string fixture(const QString& name) { return (fixtures() + "/" + name).toStdString(); }
-QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
+using sl::test::q;
 
 
 QStringList expectedFiles(const QString& suffix)

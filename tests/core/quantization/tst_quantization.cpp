@@ -11,6 +11,7 @@
 // Also: float state dicts (100,000 entries) come out unchanged and fast, grouping is idempotent, and a
 // container switch groups again.
 
+#include "common/qt_text.h"
 #include "common/test_paths.h"
 #include "formats/loader.h"
 #include "model/dtype.h"
@@ -34,7 +35,7 @@ using namespace sl;
 
 namespace {
 
-QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
+using sl::test::q;
 QString quantDir() { return test::fixturesDir() + QStringLiteral("/quant"); }
 
 QStringList expectedFixtures()

@@ -23,6 +23,7 @@
 // would: there the count may only be lower, and torch_truth.py (which flattens modules as state_dict())
 // gives the exact set.
 
+#include "common/qt_text.h"
 #include "common/test_paths.h"
 #include "formats/loader.h"
 #include "formats/torchscript_reader.h"
@@ -50,10 +51,7 @@ using namespace sl;
 
 namespace {
 
-QString q(std::string_view s)
-{
-    return QString::fromUtf8(s.data(), qsizetype(s.size()));
-}
+using sl::test::q;
 
 QString joinPath(const QString& prefix, const QString& key)
 {

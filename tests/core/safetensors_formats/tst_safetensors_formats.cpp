@@ -5,6 +5,7 @@
 // generator declares it wrote, including the bytes at each entry's absolute offset. Inputs that must fail to load
 // are generated here, in memory or in a temporary folder.
 
+#include "common/qt_text.h"
 #include "common/test_files.h"
 #include "common/test_paths.h"
 #include "formats/loader.h"
@@ -41,8 +42,7 @@ namespace {
 using sl::test::requireJson;
 using sl::test::readAll;
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
-QString q(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
+using sl::test::q;
 std::string s(const QString& v) { return v.toStdString(); }
 
 QString stDir() { return test::fixturesDir() + QStringLiteral("/safetensors"); }

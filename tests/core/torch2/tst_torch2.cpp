@@ -10,6 +10,7 @@
 //
 // Values (dequantized as the libraries dequantize) are checked by tst_values against the same truth files.
 
+#include "common/qt_text.h"
 #include "common/test_files.h"
 #include "common/test_paths.h"
 #include "diff/diff.h"
@@ -47,7 +48,7 @@ namespace {
 using sl::test::readJson;
 
 QString torch2Dir() { return test::fixturesDir() + QStringLiteral("/torch2"); }
-QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
+using sl::test::q;
 
 
 QString dimsText(const Shape& s)

@@ -7,6 +7,7 @@
 // The tests open each file with sl::openSource and compare with those numbers, never with StateLens's
 // own output.
 
+#include "common/qt_text.h"
 #include "common/test_paths.h"
 #include "formats/loader.h"
 #include "model/dtype.h"
@@ -53,7 +54,7 @@ QStringList expectedFixtures()
 
 std::string path(const QString& fixture) { return (torchFixturesDir() + "/" + fixture).toStdString(); }
 
-QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
+using sl::test::q;
 
 QString kindName(EntryKind k)
 {

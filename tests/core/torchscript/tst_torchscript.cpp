@@ -16,6 +16,7 @@
 // sits beside it. Without the plugin (STATELENS_WITH_TORCH=OFF, no libtorch-dev) the LibTorch comparisons
 // skip and the plugin-missing error is checked instead.
 
+#include "common/qt_text.h"
 #include "common/test_paths.h"
 #include "formats/loader.h"
 #include "formats/torchscript_reader.h"
@@ -47,7 +48,7 @@ using namespace sl;
 
 namespace {
 
-QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
+using sl::test::q;
 QString fixturesDir() { return test::fixturesDir() + QStringLiteral("/torchscript"); }
 QString pluginPath() { return QFileInfo(test::statelensBinary()).absolutePath() + "/libstatelens-torch.so"; }
 bool pluginBuilt() { return QFileInfo::exists(pluginPath()); }
