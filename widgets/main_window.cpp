@@ -555,8 +555,8 @@ void MainWindow::updateDetails()
         const DiffRow& rowA = snap->diff.rows[snap->lines.rowA(snap->diff, rows.front())];
         const DiffRow& rowB = snap->diff.rows[snap->lines.rowB(snap->diff, rows.front())];
         // One key of a quantized group: its values are the group's (the key alone is codes or scales).
-        a = rowA.a >= 0 ? &snap->a->entries[static_cast<size_t>(rowA.a)] : nullptr;
-        b = rowB.b >= 0 ? &snap->b->entries[static_cast<size_t>(rowB.b)] : nullptr;
+        a = rowA.a.valid() ? &snap->a->entries[rowA.a.get()] : nullptr;
+        b = rowB.b.valid() ? &snap->b->entries[rowB.b.get()] : nullptr;
     }
     m_entryValues->select({ snap, a, b });
 }
@@ -791,10 +791,10 @@ std::optional<Suggestion> MainWindow::inferFromSelection(QString* why) const
             if (rows.size() != 1)
                 continue;
             const DiffRow& r = snap->diff.rows[rows[0]];
-            if (const int32_t partner = pairedRow(snap->diff, rows[0]); partner >= 0) {
+            if (const RowIndex partner = pairedRow(snap->diff, rows[0]); partner.valid()) {
                 // One line holds a pair already: its two rows.
                 missing = &r;
-                unexpected = &snap->diff.rows[static_cast<size_t>(partner)];
+                unexpected = &snap->diff.rows[partner.get()];
             } else if (r.status == RowStatus::Unexpected) {
                 unexpected = &r;
             } else if (r.status == RowStatus::Missing) {

@@ -88,13 +88,13 @@ std::vector<Suggestion> suggestFromContent(const ComparisonResult& c, const Sour
     std::vector<size_t> unexpected, missing;
     std::vector<const DiffRow*> rowOfA(a.entries.size(), nullptr);
     for (const DiffRow& row : c.diff.rows) {
-        if (row.aPart >= 0 || row.bPart >= 0)
+        if (row.aPart.valid() || row.bPart.valid())
             continue; // one stored key of a quantized group: its bytes are codes or scales, not a weight
         if (row.status == RowStatus::Unexpected) {
-            unexpected.push_back(static_cast<size_t>(row.a));
-            rowOfA[static_cast<size_t>(row.a)] = &row;
+            unexpected.push_back(row.a.get());
+            rowOfA[row.a.get()] = &row;
         } else if (row.status == RowStatus::Missing) {
-            missing.push_back(static_cast<size_t>(row.b));
+            missing.push_back(row.b.get());
         }
     }
     std::vector<values::ContentMatch> found = values::matchByContent(a, unexpected, b, missing, options);

@@ -96,18 +96,18 @@ bool isKeyedGroup(const Entry& e)
 
 namespace {
 
-const Entry* sideEntry(const Source& s, int32_t index, int32_t part)
+template <typename EntryIndex> const Entry* sideEntry(const Source& s, EntryIndex index, PartIndex part)
 {
-    if (index < 0)
+    if (!index.valid())
         return nullptr;
-    const Entry& e = s.entries[static_cast<size_t>(index)];
-    return part >= 0 ? &e.parts[static_cast<size_t>(part)] : &e;
+    const Entry& e = s.entries[index.get()];
+    return part.valid() ? &e.parts[part.get()] : &e;
 }
 
-const std::string& sideKey(const Source& s, int32_t index, int32_t part)
+template <typename EntryIndex> const std::string& sideKey(const Source& s, EntryIndex index, PartIndex part)
 {
-    const Entry& e = s.entries[static_cast<size_t>(index)];
-    return part >= 0 ? *e.parts[static_cast<size_t>(part)].attribute("key") : e.name;
+    const Entry& e = s.entries[index.get()];
+    return part.valid() ? *e.parts[part.get()].attribute("key") : e.name;
 }
 
 } // namespace
@@ -117,17 +117,17 @@ const Entry* rowEntryB(const DiffRow& row, const Source& b) { return sideEntry(b
 const std::string& rowKeyA(const DiffRow& row, const Source& a) { return sideKey(a, row.a, row.aPart); }
 const std::string& rowKeyB(const DiffRow& row, const Source& b) { return sideKey(b, row.b, row.bPart); }
 
-int32_t pairedRow(const DiffResult& diff, size_t row)
+RowIndex pairedRow(const DiffResult& diff, size_t row)
 {
     const DiffRow& r = diff.rows[row];
-    if (r.partner < 0 || static_cast<size_t>(r.partner) >= diff.rows.size())
-        return -1;
-    const DiffRow& p = diff.rows[static_cast<size_t>(r.partner)];
+    if (!r.partner.valid() || r.partner.get() >= diff.rows.size())
+        return {};
+    const DiffRow& p = diff.rows[r.partner.get()];
     const bool oneOfEach = (r.status == RowStatus::Missing && p.status == RowStatus::Unexpected)
         || (r.status == RowStatus::Unexpected && p.status == RowStatus::Missing);
     // Fused projections and stacked experts point back at the first of their many: not one to one.
     const bool manyToOne = r.reason == Reason::FusedProjection || r.reason == Reason::StackedExperts;
-    return oneOfEach && !manyToOne && p.partner == static_cast<int32_t>(row) ? r.partner : -1;
+    return oneOfEach && !manyToOne && p.partner == RowIndex(row) ? r.partner : RowIndex();
 }
 
 namespace {
@@ -142,8 +142,8 @@ RowLines rowLines(const DiffResult& diff)
 {
     const size_t n = diff.rows.size();
     auto partnerOf = [&](size_t r) -> int32_t {
-        const int32_t p = diff.rows[r].partner;
-        return p >= 0 && static_cast<size_t>(p) < n && oneOfEachSide(diff.rows[r], diff.rows[static_cast<size_t>(p)]) ? p : -1;
+        const RowIndex p = diff.rows[r].partner;
+        return p.valid() && p.get() < n && oneOfEachSide(diff.rows[r], diff.rows[p.get()]) ? static_cast<int32_t>(p.get()) : -1;
     };
     std::vector<uint32_t> pointedAt(n, 0);
     for (size_t r = 0; r < n; ++r)
@@ -158,7 +158,7 @@ RowLines rowLines(const DiffResult& diff)
         const auto head = static_cast<size_t>(p);
         if (pointedAt[head] >= 2) // one of the many, on the line of the one
             out.shownWith[r] = p;
-        else if (diff.rows[head].partner == static_cast<int32_t>(r) && pointedAt[r] <= 1 && diff.rows[r].status == RowStatus::Unexpected)
+        else if (diff.rows[head].partner == RowIndex(r) && pointedAt[r] <= 1 && diff.rows[r].status == RowStatus::Unexpected)
             out.shownWith[r] = p; // a pair: on its missing row's line
     }
     // A head is never shown on another line (the reasons give each row one counterpart; this keeps it so).
@@ -181,19 +181,19 @@ RowLines rowLines(const DiffResult& diff)
 
 size_t RowLines::rowA(const DiffResult& diff, size_t head) const
 {
-    return diff.rows[head].a >= 0 || count(head) == 0 ? head : rows[begin[head]];
+    return diff.rows[head].a.valid() || count(head) == 0 ? head : rows[begin[head]];
 }
 
 size_t RowLines::rowB(const DiffResult& diff, size_t head) const
 {
-    return diff.rows[head].b >= 0 || count(head) == 0 ? head : rows[begin[head]];
+    return diff.rows[head].b.valid() || count(head) == 0 ? head : rows[begin[head]];
 }
 
 const std::string& rowName(const DiffRow& row, const Source& a, const Source& b)
 {
-    if (row.b >= 0)
+    if (row.b.valid())
         return rowKeyB(row, b);
-    if (!row.mapped.empty() || row.a < 0)
+    if (!row.mapped.empty() || !row.a.valid())
         return row.mapped;
     return rowKeyA(row, a);
 }
@@ -266,8 +266,8 @@ void mapKeys(const Source& a, const CompiledRules& rules, size_t begin, size_t e
 
 // B's keys as the load sees them: entries, and the parts of keyed groups no A group pairs with as a whole.
 struct KeyOfB {
-    int32_t entry = -1;
-    int32_t part = -1;
+    EntryOfB entry;
+    PartIndex part;
 };
 
 // Steps 2 to 4 on keys already mapped.
@@ -282,7 +282,7 @@ DiffResult diffMapped(const Source& a, const Source& b, std::vector<MappedKey> m
     };
 
     // Keyed groups of A that meet the same group in B are one row; find those pairs first (by B's names).
-    std::vector<int32_t> unitOf(a.entries.size(), -1);
+    std::vector<EntryOfB> unitOf(a.entries.size());
     std::vector<char> unitClaimed(b.entries.size(), 0);
     // Whether each entry is a keyed group, found once (it walks the entry's parts and their attributes).
     std::vector<char> keyedB(b.entries.size());
@@ -302,7 +302,7 @@ DiffResult diffMapped(const Source& a, const Source& b, std::vector<MappedKey> m
                 const size_t j = byEntryName.find(mappedKeys[i].result.name, nameOfEntry);
                 if (j != NameIndex::npos && !unitClaimed[j] && keyedB[j]
                     && sameKeys(a.entries[i], mappedKeys[i].parts, b.entries[j])) {
-                    unitOf[i] = static_cast<int32_t>(j);
+                    unitOf[i] = EntryOfB(j);
                     unitClaimed[j] = 1;
                 }
             }
@@ -316,9 +316,9 @@ DiffResult diffMapped(const Source& a, const Source& b, std::vector<MappedKey> m
         const Entry& e = b.entries[j];
         if (!unitClaimed[j] && keyedB[j])
             for (size_t p = 0; p < e.parts.size(); ++p)
-                keysB.push_back({ static_cast<int32_t>(j), static_cast<int32_t>(p) });
+                keysB.push_back({ EntryOfB(j), PartIndex(p) });
         else
-            keysB.push_back({ static_cast<int32_t>(j), -1 });
+            keysB.push_back({ EntryOfB(j), PartIndex() });
     }
     auto keyOfB = [&](size_t k) -> std::string_view { return sideKey(b, keysB[k].entry, keysB[k].part); };
     NameIndex byName;
@@ -329,18 +329,18 @@ DiffResult diffMapped(const Source& a, const Source& b, std::vector<MappedKey> m
     std::vector<int32_t> claimedBy(keysB.size(), -1); // the row that matched each key of B
     result.rows.reserve(a.entries.size() + b.entries.size() / 8);
     // One of A's keys (an entry, or part `part` of a keyed group) through the join.
-    auto addKey = [&](size_t i, int32_t part, CompiledRules::Result& mapped) {
-        const Entry* ea = part >= 0 ? &a.entries[i].parts[static_cast<size_t>(part)] : &a.entries[i];
+    auto addKey = [&](size_t i, PartIndex part, CompiledRules::Result& mapped) {
+        const Entry* ea = part.valid() ? &a.entries[i].parts[part.get()] : &a.entries[i];
         DiffRow row;
-        row.a = static_cast<int32_t>(i);
+        row.a = EntryOfA(i);
         row.aPart = part;
-        row.rule = mapped.lastRule;
+        row.rule = ruleIndex(mapped.lastRule);
         if (mapped.dropped) {
             row.status = RowStatus::Dropped;
             result.rows.push_back(std::move(row));
             return;
         }
-        const std::string& key = part >= 0 ? *ea->attribute("key") : ea->name;
+        const std::string& key = part.valid() ? *ea->attribute("key") : ea->name;
         const bool renamed = mapped.name != key;
         const size_t k = byName.find(mapped.name, keyOfB);
         if (k != NameIndex::npos && claimedBy[k] < 0) {
@@ -359,15 +359,15 @@ DiffResult diffMapped(const Source& a, const Source& b, std::vector<MappedKey> m
     for (size_t i = 0; i < a.entries.size(); ++i) {
         MappedKey& m = mappedKeys[i];
         const Entry& ea = a.entries[i];
-        if (unitOf[i] >= 0) {
+        if (unitOf[i].valid()) {
             countHits(m.matched);
             const size_t k = byName.find(m.result.name, keyOfB);
             DiffRow row;
-            row.a = static_cast<int32_t>(i);
+            row.a = EntryOfA(i);
             row.b = unitOf[i];
-            row.rule = m.result.lastRule;
+            row.rule = ruleIndex(m.result.lastRule);
             const bool renamed = m.result.name != ea.name;
-            row.status = classify(ea, b.entries[static_cast<size_t>(unitOf[i])], renamed);
+            row.status = classify(ea, b.entries[unitOf[i].get()], renamed);
             if (k != NameIndex::npos)
                 claimedBy[k] = static_cast<int32_t>(result.rows.size());
             if (renamed)
@@ -376,11 +376,11 @@ DiffResult diffMapped(const Source& a, const Source& b, std::vector<MappedKey> m
         } else if (m.keyed) {
             for (size_t p = 0; p < ea.parts.size(); ++p) {
                 countHits(m.partsMatched[p]);
-                addKey(i, static_cast<int32_t>(p), m.parts[p]);
+                addKey(i, PartIndex(p), m.parts[p]);
             }
         } else {
             countHits(m.matched);
-            addKey(i, -1, m.result);
+            addKey(i, PartIndex(), m.result);
         }
     }
     for (size_t k = 0; k < keysB.size(); ++k) {

@@ -21,6 +21,7 @@
 #include "model/source.h"
 #include "rules/rule.h"
 #include "rules/rule_engine.h"
+#include "util/typed_index.h"
 
 #include <array>
 #include <cstdint>
@@ -56,23 +57,34 @@ enum class Reason : uint8_t {
 constexpr Reason kLastReason = Reason::SuggestedRename;
 std::string_view reasonName(Reason r); // "wrapper_prefix", ...
 
+// The index spaces a diff row points into.
+using EntryOfA = TypedIndex<struct EntryOfATag>; // A's entries
+using EntryOfB = TypedIndex<struct EntryOfBTag>; // B's entries
+using PartIndex = TypedIndex<struct PartTag>; // an entry's parts
+using RuleIndex = TypedIndex<struct RuleTag>; // the rule set's rules
+using RowIndex = TypedIndex<struct RowTag>; // the diff's rows
+using SuggestionIndex = TypedIndex<struct SuggestionTag>; // the suggestions made for the diff
+
+// The rule engine's "last rule" (-1: none) as a row's rule index.
+inline RuleIndex ruleIndex(int lastRule) { return lastRule >= 0 ? RuleIndex(static_cast<size_t>(lastRule)) : RuleIndex(); }
+
 struct DiffRow {
     RowStatus status = RowStatus::Match;
-    int32_t a = -1; // index into A's entries
-    int32_t b = -1; // index into B's entries
+    EntryOfA a;
+    EntryOfB b;
     // When the row is one stored key of a group kept under several keys: the index of that part in
-    // entries[a].parts (entries[b].parts); -1 when the row is the whole entry.
-    int32_t aPart = -1;
-    int32_t bPart = -1;
-    int32_t rule = -1; // the last rule that renamed or dropped the A key
+    // entries[a].parts (entries[b].parts); none when the row is the whole entry.
+    PartIndex aPart;
+    PartIndex bPart;
+    RuleIndex rule; // the last rule that renamed or dropped the A key
     // The row of the counterpart on the other side that the reason names: an unexpected key and the missing
     // key it corresponds to (a wrapper prefix, a quantized key and its weight, a pending suggestion) point
     // at each other; many-to-one reasons (fused projections, stacked experts) point each of the many at the
-    // one and the one at the first of them. -1 when no row is the counterpart.
-    int32_t partner = -1;
-    // The pending suggestion (index into the suggestions) that would rename or drop this row's key: the
-    // last one along the chain when several apply. -1 when none does or suggestions were not made.
-    int32_t suggestion = -1;
+    // one and the one at the first of them. None when no row is the counterpart.
+    RowIndex partner;
+    // The pending suggestion that would rename or drop this row's key: the last one along the chain when
+    // several apply. None when none does or suggestions were not made.
+    SuggestionIndex suggestion;
     Reason reason = Reason::None;
     std::string mapped; // A's name after the rules (empty for missing rows)
     std::string explanation; // one line, when there is a reason
@@ -121,8 +133,8 @@ struct RowLines;
 std::vector<FoldedRow> foldRows(const DiffResult& diff, const Source& a, const Source& b, const RowLines& lines);
 
 // The partner of `row` when the two point at each other one to one and are an unexpected and a missing row,
-// else -1. (Fused projections and stacked experts, many to one, are lines of their own: rowLines.)
-int32_t pairedRow(const DiffResult& diff, size_t row);
+// else none. (Fused projections and stacked experts, many to one, are lines of their own: rowLines.)
+RowIndex pairedRow(const DiffResult& diff, size_t row);
 
 // Which rows share a line in the window and the reports. A pair's unexpected row is shown on its missing
 // partner's line; the many rows of a many-to-one counterpart (per-expert weights, split projections) are

@@ -171,8 +171,8 @@ private:
     const Entry* entryA(const DiffRow& r) const { return rowEntryA(r, m_a); }
     const Entry* entryB(const DiffRow& r) const { return rowEntryB(r, m_b); }
     // The keyed group a part row belongs to, on its side; nullptr for whole entries.
-    const Entry* groupOfA(const DiffRow& r) const { return r.aPart >= 0 ? &m_a.entries[static_cast<size_t>(r.a)] : nullptr; }
-    const Entry* groupOfB(const DiffRow& r) const { return r.bPart >= 0 ? &m_b.entries[static_cast<size_t>(r.b)] : nullptr; }
+    const Entry* groupOfA(const DiffRow& r) const { return r.aPart.valid() ? &m_a.entries[r.a.get()] : nullptr; }
+    const Entry* groupOfB(const DiffRow& r) const { return r.bPart.valid() ? &m_b.entries[r.b.get()] : nullptr; }
     const Entry* entryOf(size_t row) const
     {
         const DiffRow& r = m_diff.rows[row];
@@ -190,8 +190,8 @@ private:
     // `row`'s counterpart is `other` (reasons.h: DiffRow::partner); a row keeps the first one it is given.
     void point(size_t row, size_t other)
     {
-        if (m_diff.rows[row].partner < 0)
-            m_diff.rows[row].partner = static_cast<int32_t>(other);
+        if (!m_diff.rows[row].partner.valid())
+            m_diff.rows[row].partner = RowIndex(other);
     }
     void pair(size_t x, size_t y)
     {
@@ -279,7 +279,7 @@ private:
     {
         for (size_t i = 0; i < m_diff.rows.size(); ++i) {
             DiffRow& r = m_diff.rows[i];
-            if (r.a < 0 || r.b < 0)
+            if (!r.a.valid() || !r.b.valid())
                 continue;
             const Entry& ea = *entryA(r);
             const Entry& eb = *entryB(r);
@@ -741,10 +741,10 @@ private:
     void ruleNotes()
     {
         for (auto& r : m_diff.rows) {
-            if (!r.explanation.empty() || r.rule < 0 || r.a < 0)
+            if (!r.explanation.empty() || !r.rule.valid() || !r.a.valid())
                 continue;
             const std::string& original = rowKeyA(r, m_a);
-            const std::string rule = "rule " + std::to_string(r.rule + 1);
+            const std::string rule = "rule " + std::to_string(r.rule.get() + 1);
             if (r.status == RowStatus::Dropped)
                 r.explanation = "dropped by " + rule;
             else if (r.status == RowStatus::Unexpected && r.mapped != original)

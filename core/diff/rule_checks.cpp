@@ -123,10 +123,10 @@ std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const S
     if (diff && diff->ruleHits.size() == hits.size()) {
         std::copy(diff->ruleHits.begin(), diff->ruleHits.end(), hits.begin());
         for (const auto& row : diff->rows) {
-            if (row.a < 0)
+            if (!row.a.valid())
                 continue;
-            const size_t i = static_cast<size_t>(row.a);
-            if (row.aPart >= 0) // one key of a keyed group: the group's own name is mapped below
+            const size_t i = row.a.get();
+            if (row.aPart.valid()) // one key of a keyed group: the group's own name is mapped below
                 mappedNames[i] = compiled.apply(a.entries[i].name).name;
             else if (row.status == RowStatus::Dropped)
                 dropped[i] = 1;

@@ -31,8 +31,8 @@ std::string diffToCsv(const DiffReportInput& in)
         out += ',';
         out += reasonName(row.reason);
         out += ',';
-        if (row.rule >= 0)
-            appendNumber(out, static_cast<int64_t>(row.rule));
+        if (row.rule.valid())
+            appendNumber(out, row.rule.number());
         for (const Entry* e : { ea, eb }) {
             out += ',';
             if (e && e->shapeKnown) {

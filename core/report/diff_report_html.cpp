@@ -191,8 +191,8 @@ std::string diffToHtml(const DiffReportInput& in)
             appendSideCells(out, ea);
             appendSideCells(out, eb);
             out += "<td>";
-            if (rowA.rule >= 0)
-                appendNumber(out, static_cast<int64_t>(rowA.rule + 1));
+            if (rowA.rule.valid())
+                appendNumber(out, static_cast<int64_t>(rowA.rule.get() + 1));
             out += "</td><td>";
             appendXml(out, (rowA.explanation.empty() ? row : rowA).explanation, false, true); // A's side reads first
             out += "</td></tr>\n";

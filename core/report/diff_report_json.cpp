@@ -247,11 +247,11 @@ void diffToJson(const DiffReportInput& in, const TextSink& sink)
             raw.put(",\"explanation\":");
             !row.explanation.empty() ? raw.string(row.explanation) : raw.null();
             raw.put(",\"rule\":");
-            row.rule >= 0 ? raw.number(row.rule) : raw.null();
+            row.rule.valid() ? raw.number(row.rule.number()) : raw.null();
             raw.put(",\"partner\":");
-            row.partner >= 0 ? raw.number(row.partner) : raw.null();
+            row.partner.valid() ? raw.number(row.partner.number()) : raw.null();
             raw.put(",\"suggestion\":");
-            row.suggestion >= 0 ? raw.number(row.suggestion) : raw.null();
+            row.suggestion.valid() ? raw.number(row.suggestion.number()) : raw.null();
             raw.shape(ea, ",\"a_shape\":");
             raw.shape(eb, ",\"b_shape\":");
             raw.dtype(ea, ",\"a_dtype\":");

@@ -35,7 +35,7 @@ ValueSummary summariseValues(const DiffReportInput& in)
     for (size_t i = 0; i < in.diff.rows.size() && i < in.values->size(); ++i) {
         const DiffRow& row = in.diff.rows[i];
         const values::ValueComparison& c = (*in.values)[i];
-        if ((row.a < 0 || row.b < 0) && !c.compared) // a one-sided row compared only against a group stored otherwise
+        if ((!row.a.valid() || !row.b.valid()) && !c.compared) // a one-sided row compared only against a group stored otherwise
             continue;
         if (!c.compared) {
             ++v.notCompared;
@@ -129,8 +129,8 @@ const std::string& ReportContext::lineExplanation(const FoldedRow& f) const
 {
     const DiffRow& head = in.diff.rows[f.rows.front()];
     const DiffRow& other = in.diff.rows[f.partnerRows.front()];
-    const DiffRow& a = head.a >= 0 ? head : other;
-    return a.explanation.empty() ? (head.a >= 0 ? other : head).explanation : a.explanation;
+    const DiffRow& a = head.a.valid() ? head : other;
+    return a.explanation.empty() ? (head.a.valid() ? other : head).explanation : a.explanation;
 }
 
 size_t ReportContext::estimate(size_t perRow, size_t fixed) const
@@ -138,9 +138,9 @@ size_t ReportContext::estimate(size_t perRow, size_t fixed) const
     size_t bytes = fixed;
     for (const DiffRow& row : in.diff.rows) {
         bytes += perRow + row.explanation.size();
-        if (row.a >= 0)
+        if (row.a.valid())
             bytes += rowKeyA(row, in.a).size();
-        if (row.b >= 0)
+        if (row.b.valid())
             bytes += rowKeyB(row, in.b).size();
     }
     return bytes + bytes / 16;

@@ -98,7 +98,7 @@ struct ReportContext {
     // A line's names on A's side and on B's: the head's own, and the folded names of the rows shown with it.
     std::pair<const std::string&, const std::string&> pairNames(const FoldedRow& f) const
     {
-        const bool headOnA = in.diff.rows[f.rows.front()].a >= 0;
+        const bool headOnA = in.diff.rows[f.rows.front()].a.valid();
         return headOnA ? std::pair<const std::string&, const std::string&> { f.name, f.partnerName }
                        : std::pair<const std::string&, const std::string&> { f.partnerName, f.name };
     }
@@ -111,8 +111,8 @@ struct ReportContext {
     // The pending suggestion behind a pair's rows, numbered from 1 as people read them; 0 when none.
     size_t suggestionNumber(const FoldedRow& f) const
     {
-        const int32_t s = in.diff.rows[f.rows.front()].suggestion;
-        return s >= 0 ? static_cast<size_t>(s) + 1 : 0;
+        const SuggestionIndex s = in.diff.rows[f.rows.front()].suggestion;
+        return s.valid() ? s.get() + 1 : 0;
     }
     bool loadSucceeds() const { return in.diff.summary.loadSucceeds(in.failOnDtype); }
 

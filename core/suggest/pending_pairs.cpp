@@ -34,7 +34,7 @@ PendingRules compilePending(RuleMode mode, const std::vector<Suggestion>& sugges
 std::optional<CompiledRules::Result> applyPending(const PendingRules& pending, const DiffRow& row, RuleMode mode,
     std::vector<uint32_t>* matched = nullptr)
 {
-    if (row.status != RowStatus::Unexpected || (mode == RuleMode::FirstMatch && row.rule >= 0))
+    if (row.status != RowStatus::Unexpected || (mode == RuleMode::FirstMatch && row.rule.valid()))
         return std::nullopt;
     try {
         CompiledRules::Result r = pending.compiled.apply(row.mapped, matched);
@@ -63,11 +63,11 @@ void markPendingSuggestions(DiffResult& diff, const Source& a, const Source& b, 
     auto& rows = diff.rows;
     // A row that leaves an earlier pair for this one: the row it left no longer points at it.
     auto leave = [&](size_t row, size_t staying) {
-        const int32_t old = pairedRow(diff, row);
-        if (old < 0 || static_cast<size_t>(old) == staying)
+        const RowIndex old = pairedRow(diff, row);
+        if (!old.valid() || old.get() == staying)
             return;
-        DiffRow& o = rows[static_cast<size_t>(old)];
-        o.partner = -1;
+        DiffRow& o = rows[old.get()];
+        o.partner = {};
         o.reason = Reason::None; // its explanation named this row
         o.explanation.clear();
     };
@@ -77,7 +77,7 @@ void markPendingSuggestions(DiffResult& diff, const Source& a, const Source& b, 
             continue;
         const size_t suggestion = pending.owner[static_cast<size_t>(result->lastRule)];
         if (result->dropped) {
-            rows[u].suggestion = static_cast<int32_t>(suggestion);
+            rows[u].suggestion = SuggestionIndex(suggestion);
             continue;
         }
         auto it = missing.find(result->name);
@@ -85,13 +85,13 @@ void markPendingSuggestions(DiffResult& diff, const Source& a, const Source& b, 
             continue;
         const size_t m = it->second;
         missing.erase(it); // one key of A per key of B, as the load would see it
-        rows[u].suggestion = rows[m].suggestion = static_cast<int32_t>(suggestion);
-        if (pairedRow(diff, u) == static_cast<int32_t>(m))
+        rows[u].suggestion = rows[m].suggestion = SuggestionIndex(suggestion);
+        if (pairedRow(diff, u) == RowIndex(m))
             continue; // the reason already names this counterpart (a wrapper prefix)
         leave(u, m);
         leave(m, u);
-        rows[u].partner = static_cast<int32_t>(m);
-        rows[m].partner = static_cast<int32_t>(u);
+        rows[u].partner = RowIndex(m);
+        rows[m].partner = RowIndex(u);
         rows[u].reason = rows[m].reason = Reason::SuggestedRename;
         const std::string number = std::to_string(suggestion + 1);
         const Entry* ea = rowEntryA(rows[u], a);
@@ -110,8 +110,8 @@ std::vector<size_t> suggestionChain(const DiffResult& diff, size_t row, RuleMode
     if (row >= diff.rows.size() || suggestions.empty())
         return out;
     const DiffRow* r = &diff.rows[row];
-    if (r->status == RowStatus::Missing && pairedRow(diff, row) >= 0)
-        r = &diff.rows[static_cast<size_t>(r->partner)]; // the rules act on the checkpoint's key
+    if (r->status == RowStatus::Missing && pairedRow(diff, row).valid())
+        r = &diff.rows[r->partner.get()]; // the rules act on the checkpoint's key
     const PendingRules pending = compilePending(mode, suggestions);
     std::vector<uint32_t> matched;
     if (!applyPending(pending, *r, mode, &matched))

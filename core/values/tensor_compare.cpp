@@ -241,8 +241,8 @@ std::vector<ValueComparison> compareDiffRows(const Source& a, const Source& b, c
     std::vector<size_t> rowOf;
     // A row that is one key of a keyed group compares the whole group's values when the key is the group's
     // weight itself (an FP8 or bitsandbytes weight against a float one); its scales and codes are not weights.
-    auto mainKey = [](const Source& s, int32_t entry, int32_t part) {
-        return part < 0 || s.entries[static_cast<size_t>(entry)].parts[static_cast<size_t>(part)].name == "weight";
+    auto mainKey = [](const Source& s, auto entry, PartIndex part) {
+        return !part.valid() || s.entries[entry.get()].parts[part.get()].name == "weight";
     };
     // A weight whose counterpart is a keyed group stored under other keys (GPTQ's `P.weight` is qweight,
     // qzeros and scales): the load sees an unexpected and missing keys, but the values still compare, and the
@@ -259,17 +259,17 @@ std::vector<ValueComparison> compareDiffRows(const Source& a, const Source& b, c
     const auto groupsA = groupsByName(a), groupsB = groupsByName(b);
     for (size_t i = 0; i < diff.rows.size(); ++i) {
         const DiffRow& row = diff.rows[i];
-        if (row.a >= 0 && row.b >= 0 && mainKey(a, row.a, row.aPart) && mainKey(b, row.b, row.bPart)) {
-            pairs.emplace_back(static_cast<size_t>(row.a), static_cast<size_t>(row.b));
+        if (row.a.valid() && row.b.valid() && mainKey(a, row.a, row.aPart) && mainKey(b, row.b, row.bPart)) {
+            pairs.emplace_back(row.a.get(), row.b.get());
             rowOf.push_back(i);
-        } else if (row.status == RowStatus::Unexpected && row.aPart < 0) {
+        } else if (row.status == RowStatus::Unexpected && !row.aPart.valid()) {
             if (auto it = groupsB.find(rowName(row, a, b)); it != groupsB.end()) {
-                pairs.emplace_back(static_cast<size_t>(row.a), it->second);
+                pairs.emplace_back(row.a.get(), it->second);
                 rowOf.push_back(i);
             }
-        } else if (row.status == RowStatus::Missing && row.bPart < 0) {
+        } else if (row.status == RowStatus::Missing && !row.bPart.valid()) {
             if (auto it = groupsA.find(rowName(row, a, b)); it != groupsA.end()) {
-                pairs.emplace_back(it->second, static_cast<size_t>(row.b));
+                pairs.emplace_back(it->second, row.b.get());
                 rowOf.push_back(i);
             }
         }

@@ -208,7 +208,7 @@ QVariant AlignedTreeModel::valuesCell(const Node& n, int role) const
         return describe(*c);
     }
     const size_t i = static_cast<size_t>(row - m_snap->diff.rows.data());
-    if (row->a >= 0 && row->b >= 0 && i < m_values->size())
+    if (row->a.valid() && row->b.valid() && i < m_values->size())
         return role == Qt::ToolTipRole ? QString::fromStdString((*m_values)[i].why) : tr("not compared");
     return {};
 }
@@ -282,7 +282,7 @@ bool AlignedTreeModel::passes(const Leaf& leaf) const
         return true;
     // A's original name and B's name too, for every row a folded leaf holds.
     auto keysMatch = [&](const DiffRow& row) {
-        return (row.a >= 0 && textMatches(rowKeyA(row, *m_snap->a))) || (row.b >= 0 && textMatches(rowKeyB(row, *m_snap->b)));
+        return (row.a.valid() && textMatches(rowKeyA(row, *m_snap->a))) || (row.b.valid() && textMatches(rowKeyB(row, *m_snap->b)));
     };
     auto rowMatches = [&](size_t r) { // the row's keys, and those of the rows on its line
         if (keysMatch(diff.rows[r]))
@@ -517,7 +517,7 @@ QString AlignedTreeModel::pairName(const Node& n, bool sideA) const
 {
     const DiffRow* head = rowOf(n);
     const size_t headIndex = static_cast<size_t>(head - m_snap->diff.rows.data());
-    const bool headOnThisSide = sideA ? head->a >= 0 : head->b >= 0;
+    const bool headOnThisSide = sideA ? head->a.valid() : head->b.valid();
     if (n.kind == NodeKind::Leaf) {
         const Leaf& leaf = m_leaves[static_cast<size_t>(n.ref)];
         if (leaf.folded >= 0) {
@@ -797,7 +797,7 @@ QVariant AlignedTreeModel::display(const Node& n, int column) const
     const bool pair = lineRows(row) > 0;
     if (column == StatusColumn) {
         const RowStatus status = folded ? m_snap->folded[static_cast<size_t>(m_leaves[static_cast<size_t>(n.ref)].folded)].status : row.status;
-        QString text = pair ? (row.suggestion >= 0 ? tr("pending: suggestion %1").arg(row.suggestion + 1) : tr("unexpected ↔ missing"))
+        QString text = pair ? (row.suggestion.valid() ? tr("pending: suggestion %1").arg(row.suggestion.get() + 1) : tr("unexpected ↔ missing"))
                             : StatusStyle::label(status);
         if (row.reason != Reason::None && !(pair && row.reason == Reason::SuggestedRename)) // "pending" says it
             text += QStringLiteral(" · ") + StatusStyle::label(row.reason);
@@ -849,16 +849,16 @@ QString AlignedTreeModel::tooltip(const Node& n) const
     if (!row)
         return qs(n.segment);
     QStringList lines;
-    if (row->a >= 0)
+    if (row->a.valid())
         lines << tr("A: %1").arg(QString::fromStdString(rowKeyA(*row, *m_snap->a)));
-    if (row->b >= 0)
+    if (row->b.valid())
         lines << tr("B: %1").arg(QString::fromStdString(rowKeyB(*row, *m_snap->b)));
     lines << StatusStyle::label(row->status) + QStringLiteral(": ") + StatusStyle::description(row->status);
     if (!row->explanation.empty())
         lines << QString::fromStdString(row->explanation);
-    if (row->rule >= 0 && static_cast<size_t>(row->rule) < m_snap->rules.rules.size()) {
-        const Rule& r = m_snap->rules.rules[static_cast<size_t>(row->rule)];
-        lines << tr("rule %1: %2 → %3").arg(row->rule + 1).arg(QString::fromStdString(r.pattern),
+    if (row->rule.valid() && row->rule.get() < m_snap->rules.rules.size()) {
+        const Rule& r = m_snap->rules.rules[row->rule.get()];
+        lines << tr("rule %1: %2 → %3").arg(row->rule.get() + 1).arg(QString::fromStdString(r.pattern),
                      r.drop ? tr("(drop)") : QString::fromStdString(r.replacement));
     }
     return lines.join(QLatin1Char('\n'));
@@ -937,7 +937,7 @@ QVariant AlignedTreeModel::data(const QModelIndex& index, int role) const
     }
     case SuggestionRole: {
         const DiffRow* row = rowOf(n);
-        return row ? row->suggestion : -1;
+        return row ? static_cast<int>(row->suggestion.number()) : -1;
     }
     case HighlightRole: {
         const DiffRow* row = rowOf(n);

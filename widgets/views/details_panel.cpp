@@ -154,10 +154,10 @@ void DetailsPanel::showIndex(const AlignedTreeModel* model, const QModelIndex& i
     const bool line = snap->lines.count(rows.front()) > 0;
     const DiffRow& rA = snap->diff.rows[snap->lines.rowA(snap->diff, rows.front())];
     const DiffRow& rB = snap->diff.rows[snap->lines.rowB(snap->diff, rows.front())];
-    if (r.suggestion >= 0 && static_cast<size_t>(r.suggestion) < snap->suggestions.size())
+    if (r.suggestion.valid() && r.suggestion.get() < snap->suggestions.size())
         html += QStringLiteral("<p><a href='accept:%1'><b>%2</b></a> — %3</p>")
                     .arg(rows.front())
-                    .arg(tr("Accept suggestion %1").arg(r.suggestion + 1), esc(snap->suggestions[static_cast<size_t>(r.suggestion)].title));
+                    .arg(tr("Accept suggestion %1").arg(r.suggestion.get() + 1), esc(snap->suggestions[r.suggestion.get()].title));
     if (line)
         html += QStringLiteral("<p>%1 <code>%2</code> → <code>%3</code>%4</p>")
                     .arg(tr("Pair:"), esc(rowKeyA(rA, *snap->a)), esc(rowKeyB(rB, *snap->b)),
@@ -176,13 +176,13 @@ void DetailsPanel::showIndex(const AlignedTreeModel* model, const QModelIndex& i
     }
     if (r.reason != Reason::None)
         html += QStringLiteral("<p><b>%1</b>: %2</p>").arg(StatusStyle::label(r.reason).toHtmlEscaped(), esc(r.explanation));
-    if (r.rule >= 0 && static_cast<size_t>(r.rule) < snap->rules.rules.size()) {
-        const Rule& rule = snap->rules.rules[static_cast<size_t>(r.rule)];
+    if (r.rule.valid() && r.rule.get() < snap->rules.rules.size()) {
+        const Rule& rule = snap->rules.rules[r.rule.get()];
         html += QStringLiteral("<p>%1 <code>%2</code> → <code>%3</code>%4</p>")
-                    .arg(tr("Rule %1:").arg(r.rule + 1), esc(rule.pattern), rule.drop ? tr("(drop)") : esc(rule.replacement),
+                    .arg(tr("Rule %1:").arg(r.rule.get() + 1), esc(rule.pattern), rule.drop ? tr("(drop)") : esc(rule.replacement),
                         rule.note.empty() ? QString() : QStringLiteral(" — ") + esc(rule.note));
     }
-    if (r.a >= 0 && !r.mapped.empty() && rowKeyA(r, *snap->a) != r.mapped)
+    if (r.a.valid() && !r.mapped.empty() && rowKeyA(r, *snap->a) != r.mapped)
         html += QStringLiteral("<p>%1 <code>%2</code></p>").arg(tr("A's name after the rules:"), esc(r.mapped));
     // A row that is one key of a quantized group shows the group too: the key alone is codes or scales.
     for (bool sideA : { true, false }) {
@@ -192,11 +192,11 @@ void DetailsPanel::showIndex(const AlignedTreeModel* model, const QModelIndex& i
             continue;
         const Source& s = sideA ? *snap->a : *snap->b;
         const QString label = sideA ? tr("A") : tr("B");
-        if ((sideA ? row.aPart : row.bPart) >= 0) {
+        if ((sideA ? row.aPart : row.bPart).valid()) {
             Entry key = *e;
             key.name = sideA ? rowKeyA(row, s) : rowKeyB(row, s);
             html += entryHtml(key, s, label);
-            html += entryHtml(s.entries[static_cast<size_t>(sideA ? row.a : row.b)], s, tr("%1's group").arg(label));
+            html += entryHtml(s.entries[sideA ? row.a.get() : row.b.get()], s, tr("%1's group").arg(label));
         } else {
             html += entryHtml(*e, s, label);
         }

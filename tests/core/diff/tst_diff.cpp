@@ -63,8 +63,8 @@ Outcome outcomeOf(const DiffResult& d, const Source& a, const Source& b)
         case RowStatus::DtypeMismatch: o.dtypeMismatch.insert(name); break;
         default: break;
         }
-        if (row.a >= 0)
-            o.mapped[a.entries[size_t(row.a)].name] = row.status == RowStatus::Dropped ? std::string() : name;
+        if (row.a.valid())
+            o.mapped[a.entries[row.a.get()].name] = row.status == RowStatus::Dropped ? std::string() : name;
     }
     return o;
 }
@@ -170,10 +170,10 @@ private slots:
         // Every A entry and every B entry appears in exactly one row.
         std::vector<int> seenA(a.entries.size()), seenB(b.entries.size());
         for (const auto& row : d.rows) {
-            if (row.a >= 0)
-                ++seenA[size_t(row.a)];
-            if (row.b >= 0)
-                ++seenB[size_t(row.b)];
+            if (row.a.valid())
+                ++seenA[row.a.get()];
+            if (row.b.valid())
+                ++seenB[row.b.get()];
         }
         QVERIFY(std::all_of(seenA.begin(), seenA.end(), [](int n) { return n == 1; }));
         QVERIFY(std::all_of(seenB.begin(), seenB.end(), [](int n) { return n == 1; }));
@@ -280,17 +280,17 @@ private slots:
             const DiffRow& row = d.rows[i];
             if (row.status != RowStatus::Unexpected)
                 continue;
-            const int32_t p = pairedRow(d, i);
-            if (p >= 0) {
-                const DiffRow& m = d.rows[size_t(p)];
+            const RowIndex p = pairedRow(d, i);
+            if (p.valid()) {
+                const DiffRow& m = d.rows[p.get()];
                 ours.insert({ rowKeyA(row, a), rowKeyB(m, b) });
                 // The pair's two rows agree: same reason, same suggestion, each explained.
                 QCOMPARE(m.reason, row.reason);
-                QVERIFY(row.suggestion >= 0 && row.suggestion == m.suggestion);
+                QVERIFY(row.suggestion.valid() && row.suggestion == m.suggestion);
                 QVERIFY(!row.explanation.empty() && !m.explanation.empty());
             }
             if (dropped.count(rowKeyA(row, a)))
-                QVERIFY2(row.suggestion >= 0, rowKeyA(row, a).c_str());
+                QVERIFY2(row.suggestion.valid(), rowKeyA(row, a).c_str());
         }
         QVERIFY2(ours == expected, qPrintable(QString::number(ours.size()) + " pairs, torch " + QString::number(expected.size())));
         QVERIFY(!expected.empty() || !dropped.empty());
@@ -301,7 +301,7 @@ private slots:
             if (!f.partnerName.empty())
                 pairs += f.rows.size();
             for (size_t r : f.rows)
-                QVERIFY(d.rows[r].status != RowStatus::Unexpected || pairedRow(d, r) < 0);
+                QVERIFY(d.rows[r].status != RowStatus::Unexpected || !pairedRow(d, r).valid());
         }
         QCOMPARE(pairs, expected.size());
     }
@@ -369,11 +369,11 @@ private slots:
         for (size_t i = 0; i < d.rows.size(); ++i) {
             if (d.rows[i].status != RowStatus::Unexpected)
                 continue;
-            const int32_t p = pairedRow(d, i);
-            QVERIFY(p >= 0);
+            const RowIndex p = pairedRow(d, i);
+            QVERIFY(p.valid());
             const std::string key = rowKeyA(d.rows[i], a);
             QVERIFY(key.rfind("_orig_mod.", 0) == 0);
-            QCOMPARE(rowKeyB(d.rows[size_t(p)], b), key.substr(10));
+            QCOMPARE(rowKeyB(d.rows[p.get()], b), key.substr(10));
             QCOMPARE(d.rows[i].reason, Reason::WrapperPrefix);
             ++paired;
         }

@@ -213,7 +213,7 @@ std::optional<QString> codeSpanText(QString cell)
 
 QString shapeText(const Entry* e) { return e && e->shapeKnown ? q(shapeToString(e->shape)) : QString(); }
 
-const Entry* entryAt(const Source& s, int32_t i) { return i >= 0 ? &s.entries[size_t(i)] : nullptr; }
+template <typename Index> const Entry* entryAt(const Source& s, Index i) { return i.valid() ? &s.entries[i.get()] : nullptr; }
 
 QString dtypeText(const Entry* e)
 {
@@ -422,17 +422,17 @@ private slots:
             QCOMPARE(o["explanation"].isNull(), row.explanation.empty());
             if (!row.explanation.empty())
                 QCOMPARE(o["explanation"].toString(), q(row.explanation));
-            QCOMPARE(o["partner"].isNull(), row.partner < 0);
-            if (row.partner >= 0)
-                QCOMPARE(o["partner"].toInteger(), qint64(row.partner));
-            QCOMPARE(o["suggestion"].isNull(), row.suggestion < 0);
-            QCOMPARE(o["rule"].isNull(), row.rule < 0);
-            if (row.rule >= 0) {
+            QCOMPARE(o["partner"].isNull(), !row.partner.valid());
+            if (row.partner.valid())
+                QCOMPARE(o["partner"].toInteger(), row.partner.number());
+            QCOMPARE(o["suggestion"].isNull(), !row.suggestion.valid());
+            QCOMPARE(o["rule"].isNull(), !row.rule.valid());
+            if (row.rule.valid()) {
                 // 0-based into "rules"; explanations number rules from 1.
-                QCOMPARE(o["rule"].toInteger(), qint64(row.rule));
-                QVERIFY(row.rule < rules.size());
+                QCOMPARE(o["rule"].toInteger(), row.rule.number());
+                QVERIFY(row.rule.number() < rules.size());
                 if (row.status == RowStatus::Renamed)
-                    QVERIFY2(o["explanation"].toString().contains(QStringLiteral("rule %1").arg(row.rule + 1)), qPrintable(o["explanation"].toString()));
+                    QVERIFY2(o["explanation"].toString().contains(QStringLiteral("rule %1").arg(row.rule.get() + 1)), qPrintable(o["explanation"].toString()));
             }
             for (const auto& [side, e] : { std::pair { QStringLiteral("a"), ea }, std::pair { QStringLiteral("b"), eb } }) {
                 const QJsonValue shape = o[side + "_shape"];
@@ -720,7 +720,7 @@ private slots:
             QVERIFY2(expectCell(r[1], ea ? ea->name : std::string()), qPrintable(r[1]));
             QVERIFY2(expectCell(r[2], eb ? eb->name : std::string()), qPrintable(r[2]));
             QCOMPARE(r[3], q(reasonName(row.reason)));
-            QCOMPARE(r[4], row.rule >= 0 ? QString::number(row.rule) : QString());
+            QCOMPARE(r[4], row.rule.valid() ? QString::number(row.rule.number()) : QString());
             QCOMPARE(r[5], shapeText(ea));
             QCOMPARE(r[6], shapeText(eb));
             QCOMPARE(r[7], dtypeText(ea));

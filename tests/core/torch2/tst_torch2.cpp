@@ -391,7 +391,7 @@ private slots:
         QStringList mapped;
         for (const DiffRow& row : d.rows) {
             have[row.status] << q(rowName(row, a, b));
-            if (row.a >= 0 && row.b >= 0)
+            if (row.a.valid() && row.b.valid())
                 mapped << q(rowKeyA(row, a)) + QStringLiteral(" -> ") + q(rowName(row, a, b));
         }
         auto list = [&](const char* key) { return keyList(kase.value(QLatin1String(key))); };
