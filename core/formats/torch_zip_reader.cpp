@@ -187,25 +187,7 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
                 out.addFinding(Severity::Danger, std::to_string(groups) + " duplicated record names in all");
         }
 
-        // Small text records: versions and byte order.
-        for (const char* rec : { "version", ".data/version", "byteorder", ".format_version", ".storage_alignment",
-                 ".data/serialization_id" }) {
-            const ZipEntry* e = zip.findAsTorch(prefix + rec);
-            if (!e || e->size > 64)
-                continue;
-            // Re-zipped archives deflate these too, and torch.load still reads them.
-            std::vector<uint8_t> inflated;
-            Bytes bytes;
-            try {
-                bytes = zip.contents(*e, inflated, 64);
-            } catch (const FormatError&) {
-                continue;
-            }
-            std::string text(asText(bytes));
-            while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
-                text.pop_back();
-            out.metadata.emplace_back(rec, text);
-        }
+        readTorchTextRecords(zip, prefix, out.metadata);
         auto meta = [&](const char* key) -> const std::string* {
             for (const auto& [k, v] : out.metadata)
                 if (k == key)
@@ -322,6 +304,29 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
         throw LoadError(file->path(), safety.withDangers(e.what()));
     }
     return out;
+}
+
+void readTorchTextRecords(const ZipArchive& zip, const std::string& prefix,
+    std::vector<std::pair<std::string, std::string>>& out)
+{
+    for (const char* rec : { "version", ".data/version", "byteorder", ".format_version", ".storage_alignment",
+             ".data/serialization_id" }) {
+        const ZipEntry* e = zip.findAsTorch(prefix + rec);
+        if (!e || e->size > 64)
+            continue;
+        // Re-zipped archives deflate these too, and torch.load still reads them.
+        std::vector<uint8_t> inflated;
+        Bytes bytes;
+        try {
+            bytes = zip.contents(*e, inflated, 64);
+        } catch (const FormatError&) {
+            continue;
+        }
+        std::string text(asText(bytes));
+        while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
+            text.pop_back();
+        out.emplace_back(rec, text);
+    }
 }
 
 } // namespace sl

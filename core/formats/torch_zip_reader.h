@@ -17,6 +17,9 @@
 #include "model/source.h"
 
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace sl {
 
@@ -29,5 +32,13 @@ bool isTorchScriptArchive(const ZipArchive& zip, const std::string& prefix);
 // Whether torch.load hands the archive to torch.jit.load: only when it has constants.pkl (or, pre-1.4, no
 // data.pkl at all). Any other archive with a data.pkl is unpickled as a torch.save file, code/ or not.
 bool loadsAsTorchScript(const ZipArchive& zip, const std::string& prefix);
+
+class ZipArchive;
+// The small text records of a torch archive (version, .data/version, byteorder, .format_version,
+// .storage_alignment, .data/serialization_id) under `prefix`, trailing whitespace removed, appended to
+// `out` in that order. Records over 64 bytes or unreadable are left out; torch.save and torch.jit.save
+// write the same ones.
+void readTorchTextRecords(const ZipArchive& zip, const std::string& prefix,
+    std::vector<std::pair<std::string, std::string>>& out);
 
 } // namespace sl

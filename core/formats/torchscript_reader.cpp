@@ -52,8 +52,6 @@ constexpr int kMaxPickleDepth = 64;
 std::mutex g_workerMutex;
 TorchScriptWorker g_worker;
 
-std::string_view asText(Bytes b) { return { reinterpret_cast<const char*>(b.data()), b.size() }; }
-
 std::string trimmed(std::string s)
 {
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t'))
@@ -169,17 +167,7 @@ ArchiveFacts inspectArchive(const InputFile& file, Source& out, Timings* timings
         throw FormatError("the zip archive is empty");
     std::string_view first = zip.entries().front().name;
     const std::string prefix(first.substr(0, first.find('/') + 1));
-    for (const char* rec : { "version", ".data/version", "byteorder", ".format_version", ".storage_alignment",
-             ".data/serialization_id" }) {
-        const ZipEntry* e = zip.findAsTorch(prefix + rec);
-        if (!e || e->size > 64)
-            continue;
-        std::vector<uint8_t> inflated;
-        try {
-            out.metadata.emplace_back(rec, trimmed(std::string(asText(zip.contents(*e, inflated, 64)))));
-        } catch (const FormatError&) {
-        }
-    }
+    readTorchTextRecords(zip, prefix, out.metadata);
     facts.legacyLayout = zip.find(prefix + "model.json") != nullptr;
     facts.mobile = zip.find(prefix + "bytecode.pkl") != nullptr;
     timer.stop();
@@ -422,14 +410,7 @@ void reportSharedStorage(Source& out)
     for (const auto& [storage, members] : byStorage) {
         if (members.size() < 2)
             continue;
-        std::string names;
-        for (size_t k = 0; k < members.size() && k < 6; ++k)
-            names += (k ? ", " : "") + out.entries[members[k]].name;
-        if (members.size() > 6)
-            names += ", ...";
-        out.addFinding(Severity::Info,
-            std::to_string(members.size()) + " entries share storage " + storage + ": " + names,
-            out.entries[members[0]].name);
+        out.addFinding(Severity::Info, torch::sharedStorageMessage(out.entries, storage, members), out.entries[members[0]].name);
         for (size_t a : members) {
             const Entry& ea = out.entries[a];
             std::string partners;

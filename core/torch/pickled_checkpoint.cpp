@@ -2,6 +2,7 @@
 
 #include "quant/quantized_tensors.h"
 #include "torch/optimizer_labels.h"
+#include "torch/tensor_entries.h"
 #include "util/error.h"
 #include "util/name_index.h"
 #include "util/name_list.h"
@@ -89,15 +90,9 @@ void reportSharedStorage(Source& out)
             }
         }
         if (reported++ < 20) {
-            std::string names;
-            for (size_t k = 0; k < members.size() && k < 6; ++k)
-                names += (k ? ", " : "") + out.entries[members[k]].name;
-            if (members.size() > 6)
-                names += ", ...";
             // Attached to the first member so that selecting another container drops it.
             out.addFinding(Severity::Info,
-                std::to_string(members.size()) + " entries share storage "
-                    + out.entries[members[0]].location.storageId + ": " + names,
+                sharedStorageMessage(out.entries, out.entries[members[0]].location.storageId, members),
                 out.entries[members[0]].name);
         }
     }

@@ -237,4 +237,15 @@ void fillTensorEntry(Entry& e, const TensorValue& t, std::string_view name, cons
     return;
 }
 
+std::string sharedStorageMessage(const std::vector<Entry>& entries, std::string_view storage,
+    const std::vector<size_t>& members)
+{
+    std::string names;
+    for (size_t k = 0; k < members.size() && k < 6; ++k)
+        names += (k ? ", " : "") + entries[members[k]].name;
+    if (members.size() > 6)
+        names += ", ...";
+    return std::to_string(members.size()) + " entries share storage " + std::string(storage) + ": " + names;
+}
+
 } // namespace sl::torch

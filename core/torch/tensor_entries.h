@@ -44,4 +44,9 @@ void fillTensorEntry(Entry& e, const pickle::TensorValue& t, std::string_view na
     WalkBudget& budget);
 Entry tensorEntryAt(const pickle::TensorValue& t, std::string name, const EntryContext& ctx, int depth, WalkBudget& budget);
 
+// The finding on entries that share one storage (tied weights, views): "3 entries share storage 0: a, b, c",
+// naming the first six members.
+std::string sharedStorageMessage(const std::vector<Entry>& entries, std::string_view storage,
+    const std::vector<size_t>& members);
+
 } // namespace sl::torch
