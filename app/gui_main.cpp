@@ -85,6 +85,11 @@ static int run(int argc, char** argv)
     QApplication::setApplicationName(QStringLiteral("StateLens"));
     QApplication::setOrganizationName(QStringLiteral("StateLens"));
     QApplication::setApplicationVersion(QStringLiteral(STATELENS_VERSION));
+#ifdef STATELENS_APP_ID
+    // The installed desktop entry's name (packaging/CMakeLists.txt): Wayland shells match the window to
+    // the menu entry and its icon by it.
+    QGuiApplication::setDesktopFileName(QStringLiteral(STATELENS_APP_ID));
+#endif
 
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral("Shows why a checkpoint will not load into a model."));

@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "heap_tuning.h"
+#include "install_layout.h"
 #include "formats/torchscript_reader.h"
 #include "util/terminal_text.h"
 
@@ -20,25 +21,13 @@
 
 namespace {
 
-// This executable, through /proc/self/exe (symlinks resolved).
-std::string selfExecutable()
-{
-    char buf[4096];
-    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("./statelens");
-}
+using sl::app::selfExecutable;
 
 #ifdef STATELENS_HAVE_GUI
-// libstatelens-gui.so beside the executable.
-std::string guiModulePath()
-{
-    std::string exe = selfExecutable();
-    return exe.substr(0, exe.rfind('/') + 1) + "libstatelens-gui.so";
-}
-
 int runGui(int argc, char** argv)
 {
-    const std::string path = guiModulePath();
+    // Beside the executable (a build tree) or in the installed module folder (install_layout.h).
+    const std::string path = sl::app::findModule("libstatelens-gui.so");
     void* module = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!module) {
         std::fprintf(stderr, "statelens: cannot load the GUI (%s); headless commands still work: statelens --help\n",
@@ -88,7 +77,7 @@ int main(int argc, char** argv)
         return sl::cli::run(argc, argv);
     if (argc > 1 && looksLikeMistypedCommand(argv[1])) {
         std::fprintf(stderr,
-            "statelens: '%s' is neither a command nor a file (commands: ls, diff, suggest, rules, stats, demo; "
+            "statelens: '%s' is neither a command nor a file (commands: ls, diff, suggest, rules, stats, demo, dump-helper; "
             "see statelens --help)\n",
             sl::terminalText(argv[1]).c_str());
         return 2;

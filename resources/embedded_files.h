@@ -17,3 +17,12 @@ struct EmbeddedFile {
 const std::vector<EmbeddedFile>& files();
 
 } // namespace sl::demo
+
+namespace sl::helper {
+
+using demo::EmbeddedFile;
+
+// statelens_dump.py (resources/python), the live-dump helper `statelens dump-helper DIR` writes out.
+const std::vector<EmbeddedFile>& files();
+
+} // namespace sl::helper

@@ -16,7 +16,7 @@
 namespace sl::cli {
 
 namespace {
-constexpr std::string_view kSubcommands[] = { "ls", "diff", "suggest", "rules", "stats", "demo", "__torchscript-worker" };
+constexpr std::string_view kSubcommands[] = { "ls", "diff", "suggest", "rules", "stats", "demo", "dump-helper", "__torchscript-worker" };
 }
 
 bool wantsCommandLine(std::string_view arg)
@@ -85,6 +85,7 @@ int run(int argc, char** argv)
         { "rules", addRulesCommand },
         { "stats", addStatsCommand },
         { "demo", addDemoCommand },
+        { "dump-helper", addDumpHelperCommand },
         { "__torchscript-worker", addTorchScriptWorkerCommand },
     };
     std::vector<std::pair<CLI::App*, Runner>> commands;

@@ -24,6 +24,7 @@ Runner addDiffCommand(CLI::App& app);
 Runner addSuggestCommand(CLI::App& app);
 Runner addRulesCommand(CLI::App& app); // rules export | rules import
 Runner addStatsCommand(CLI::App& app); // tensor values
+Runner addDumpHelperCommand(CLI::App& app); // statelens_dump.py into a Python environment
 
 // One source on the command line: a path (a file, a folder, a quoted pattern such as 'ckpt/model_rank*.pt')
 // or the rank files of one set, and optionally the container to select ("" keeps the picked one).

@@ -2,12 +2,14 @@
 //
 // core/formats/torchscript_reader.cpp starts it with a deadline and an address-space limit, because
 // torch::jit::load runs code from the archive and may crash or hang on a malformed one. It dlopens the
-// LibTorch plugin (libstatelens-torch.so beside this executable, or $STATELENS_TORCH_PLUGIN), lets it
+// LibTorch plugin (libstatelens-torch.so beside this executable or in the installed module folder,
+// app/install_layout.h, or $STATELENS_TORCH_PLUGIN), lets it
 // describe the archive and writes the plugin's JSON to stdout; errors are JSON too
 // ({"statelens_torchscript": 1, "error": ..., "error_kind": "plugin_missing" | "plugin_load" | "plugin_abi" | "load"}).
 
 #include "cli/commands.h"
 
+#include "install_layout.h"
 #include "torchscript/torchscript_plugin.h"
 
 #include <cerrno>
@@ -74,10 +76,20 @@ std::string pluginPath()
 {
     if (const char* env = std::getenv("STATELENS_TORCH_PLUGIN"); env && *env)
         return env;
-    char buf[4096];
-    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    std::string exe = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("./statelens");
-    return exe.substr(0, exe.rfind('/') + 1) + STATELENS_TORCH_PLUGIN_FILE;
+    return sl::app::findModule(STATELENS_TORCH_PLUGIN_FILE);
+}
+
+// The .deb only recommends LibTorch (packaging/CMakeLists.txt), so an installed plugin whose LibTorch was
+// left out or removed is expected: the error says what to install, not only what dlopen could not find.
+std::string missingLibTorchHint(const std::string& dlopenError)
+{
+    if (dlopenError.find("libtorch") == std::string::npos && dlopenError.find("libc10") == std::string::npos)
+        return {};
+#ifdef STATELENS_LIBTORCH_PACKAGE
+    return " (LibTorch is not installed: apt install " STATELENS_LIBTORCH_PACKAGE ")";
+#else
+    return " (LibTorch is not installed)";
+#endif
 }
 
 [[noreturn]] void runWorker(const std::string& archive)
@@ -90,11 +102,13 @@ std::string pluginPath()
     const std::string plugin = pluginPath();
     void* module = ::dlopen(plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!module) {
-        const char* why = ::dlerror();
+        const char* error = ::dlerror();
+        const std::string why = error ? error : "dlopen failed";
         // A plugin that is there but does not load (LibTorch uninstalled, out of address space) is not
         // a missing one: building it again would not help.
-        fail(answer, ::access(plugin.c_str(), F_OK) == 0 ? "plugin_load" : "plugin_missing",
-            why ? why : "dlopen failed", plugin);
+        if (::access(plugin.c_str(), F_OK) == 0)
+            fail(answer, "plugin_load", why + missingLibTorchHint(why), plugin);
+        fail(answer, "plugin_missing", why, plugin);
     }
     using AbiFn = int (*)();
     using DescribeFn = int (*)(const char*, statelens_torch_write_fn, void*);

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Draws statelens.png, the application icon: a lens over two offset parameter columns, one row of each
-highlighted. Pure Python (zlib + struct), so it needs nothing beyond the standard library; run it again
-after changing the drawing and commit the PNG."""
+highlighted, and its smaller sizes for the desktop's icon theme (hicolor/statelens-N.png, averaged down from
+the 128-pixel drawing; the install puts each under share/icons/hicolor/NxN/apps). Pure Python (zlib +
+struct), so it needs nothing beyond the standard library; run it again after changing the drawing and commit
+the PNGs."""
 import math
 import struct
 import zlib
@@ -63,17 +65,61 @@ def draw():
     return px
 
 
+HICOLOR_SIZES = (16, 24, 32, 48, 64)  # and 128: statelens.png itself
+
+
+def downscale(px, size):
+    """Area average (each target pixel is the coverage-weighted mean of the source pixels under it), with
+    colours weighted by alpha so transparent pixels do not darken the edges."""
+    scale = SIZE / size
+    out = []
+    for ty in range(size):
+        row = []
+        for tx in range(size):
+            acc = [0.0, 0.0, 0.0, 0.0]
+            area = 0.0
+            y0, y1 = ty * scale, (ty + 1) * scale
+            x0, x1 = tx * scale, (tx + 1) * scale
+            for sy in range(int(y0), min(SIZE, math.ceil(y1))):
+                wy = min(y1, sy + 1) - max(y0, sy)
+                for sx in range(int(x0), min(SIZE, math.ceil(x1))):
+                    w = wy * (min(x1, sx + 1) - max(x0, sx))
+                    r, g, b, a = px[sy][sx]
+                    acc[0] += r * a * w
+                    acc[1] += g * a * w
+                    acc[2] += b * a * w
+                    acc[3] += a * w
+                    area += w
+            alpha = acc[3] / area
+            if acc[3] > 0:
+                rgb = tuple(min(255, round(c / acc[3])) for c in acc[:3])
+            else:
+                rgb = (0, 0, 0)
+            row.append((*rgb, min(255, round(alpha))))
+        out.append(row)
+    return out
+
+
 def png(px):
+    size = len(px)
     raw = b"".join(b"\0" + b"".join(struct.pack("BBBB", *p) for p in row) for row in px)
 
     def chunk(tag, data):
         return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", SIZE, SIZE, 8, 6, 0, 0, 0))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", size, size, 8, 6, 0, 0, 0))
             + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
 
 
 if __name__ == "__main__":
     import os
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "statelens.png"), "wb") as f:
-        f.write(png(draw()))
+    here = os.path.dirname(os.path.abspath(__file__))
+    drawing = draw()
+    outputs = {os.path.join(here, "statelens.png"): drawing}
+    for n in HICOLOR_SIZES:
+        outputs[os.path.join(here, "hicolor", f"statelens-{n}.png")] = downscale(drawing, n)
+    os.makedirs(os.path.join(here, "hicolor"), exist_ok=True)
+    for path, px in outputs.items():
+        with open(path + ".tmp", "wb") as f:  # renamed into place: never a half-written icon
+            f.write(png(px))
+        os.replace(path + ".tmp", path)

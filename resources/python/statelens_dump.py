@@ -5,6 +5,11 @@ every key the model's state_dict() has, after whatever wrapping the script appli
 _orig_mod, DDP/DataParallel's module., FSDP, activation checkpointing, FSDP2 fully_shard), with shapes,
 dtypes and how each is held, without copying any tensor data.
 
+Getting it: the StateLens .deb installs it for the system Python, so `import statelens_dump` works there
+(with Debian's torch, python3-torch, which the package recommends). For any other environment (conda, a
+venv, a cluster image), `statelens dump-helper DIR` writes this file into DIR: the environment's
+site-packages, or the training project's folder.
+
 Use it from a training script:
 
     import statelens_dump
