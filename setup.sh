@@ -3,6 +3,8 @@
 #   ./setup.sh gui     install what is missing, build, open the GUI on the bundled demo pair
 #   ./setup.sh test    install what is missing, build, run the whole test suite (what CI runs)
 # Also: ./setup.sh build | fuzz [SECONDS] | bench | screenshots [DIR]
+#       ./setup.sh package        build the .deb (build-package/statelens_*.deb)
+#       ./setup.sh package-test   build it, then install and check it in a clean Debian 12 root (slow)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -16,10 +18,15 @@ PACKAGES=(
   clang libfuzzer-14-dev libclang-rt-14-dev
   xvfb xauth time
 )
+# Only for `package` and `package-test`, so `test` does not install them: dpkg-shlibdeps (dpkg-dev) for the
+# .deb's dependencies, help2man for the man page, desktop-file-utils and appstream to validate the desktop
+# files, debootstrap for package-test's clean root (HACKING.md "Dependencies").
+PACKAGE_PACKAGES=(dpkg-dev help2man desktop-file-utils appstream)
+PACKAGE_TEST_PACKAGES=(debootstrap)
 
-install_missing() {
+install_missing() { # install_missing [EXTRA_PACKAGE...]
   local missing=()
-  for p in "${PACKAGES[@]}"; do
+  for p in "${PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -87,13 +94,27 @@ case "${1:-}" in
     build dev
     tests/screenshots/take_screenshots.sh build/app/statelens "${2:-screenshots}"
     ;;
+  package)
+    install_missing "${PACKAGE_PACKAGES[@]}"
+    build package
+    cpack --preset package
+    ls -l build-package/statelens_*.deb
+    ;;
+  package-test)
+    install_missing "${PACKAGE_PACKAGES[@]}" "${PACKAGE_TEST_PACKAGES[@]}"
+    build package
+    cpack --preset package
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo tests/package/package_test.sh "$(ls -t build-package/statelens_*.deb | head -1)"
+    ;;
   bench)
     install_missing
     build dev
     /usr/bin/python3 tests/bench/bench.py --statelens build/app/statelens
     ;;
   *)
-    sed -n '2,6p' "$0"
+    sed -n '2,8p' "$0"
     exit 2
     ;;
 esac
