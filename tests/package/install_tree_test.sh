@@ -26,6 +26,10 @@ if ! DESTDIR="$tmp/dest" cmake --install "$build" >"$tmp/install.log" 2>&1; then
 fi
 root="$tmp/dest$prefix"
 bin="$root/bin/statelens"
+# In the asan preset the installed binary is the sanitized one: this test is about where things are
+# installed and found, so what Qt and fontconfig keep until exit is not reported here (other suites check
+# StateLens's own leaks).
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 
 # The installed files, exactly.
 (cd "$root" && find . \( -type f -o -type l \) | sed 's|^\./||' | LC_ALL=C sort) >"$tmp/actual"
