@@ -103,6 +103,8 @@ if [ -n "$security" ]; then
   printf '\nTypes: deb\nURIs: %s\nSuites: bookworm-security\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
     "$security" >>"$root/etc/apt/sources.list.d/debian.sources"
 fi
+# The `apt` command deletes what it downloaded once installed; kept, for the next run's cache.
+echo 'Binary::apt::APT::Keep-Downloaded-Packages "true";' >"$root/etc/apt/apt.conf.d/01statelens-keep-debs"
 printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 chmod +x "$root/usr/sbin/policy-rc.d"
 mount_into /proc -t proc proc || exit 2
