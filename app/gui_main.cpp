@@ -86,7 +86,7 @@ static int run(int argc, char** argv)
     QApplication::setOrganizationName(QStringLiteral("StateLens"));
     QApplication::setApplicationVersion(QStringLiteral(STATELENS_VERSION));
 #ifdef STATELENS_APP_ID
-    // The installed desktop entry's name (packaging/CMakeLists.txt): Wayland shells match the window to
+    // The installed desktop entry's name (resources/packaging/CMakeLists.txt): Wayland shells match the window to
     // the menu entry and its icon by it.
     QGuiApplication::setDesktopFileName(QStringLiteral(STATELENS_APP_ID));
 #endif

@@ -79,7 +79,7 @@ std::string pluginPath()
     return sl::app::findModule(STATELENS_TORCH_PLUGIN_FILE);
 }
 
-// The .deb only recommends LibTorch (packaging/CMakeLists.txt), so an installed plugin whose LibTorch was
+// The .deb only recommends LibTorch (resources/packaging/CMakeLists.txt), so an installed plugin whose LibTorch was
 // left out or removed is expected: the error says what to install, not only what dlopen could not find.
 std::string missingLibTorchHint(const std::string& dlopenError)
 {

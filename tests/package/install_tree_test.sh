@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tst_install_tree: `cmake --install` of this build into a temporary DESTDIR, then the installed files and
 # the installed statelens run from there, a few seconds in all (the slow test of the .deb in a clean Debian
-# root is package_test.sh). Checks: the file list is exactly packaging/CMakeLists.txt's expected list (a
+# root is package_test.sh). Checks: the file list is exactly resources/packaging/CMakeLists.txt's expected list (a
 # missing rule, or a stray file such as a test binary, fails); the installed statelens finds its GUI module
 # and LibTorch plugin in the install layout (a screenshot through the GUI module, a TorchScript archive
 # listed through the plugin) and its installed dump helper; the man page has every subcommand and formats
@@ -94,7 +94,7 @@ if [ -n "$desktop" ]; then
   fi
   metainfo=$(grep '/metainfo/.*\.xml$' "$expected")
   if command -v appstreamcli >/dev/null; then
-    # --no-net: the screenshot's URL is a placeholder (packaging/CMakeLists.txt), not reachable yet.
+    # --no-net: the screenshot's URL is a placeholder (resources/packaging/CMakeLists.txt), not reachable yet.
     out=$(appstreamcli validate --no-net "$root/$metainfo" 2>&1) && pass "appstreamcli validate" || fail "appstreamcli validate: $out"
   else
     skip "appstreamcli validate (apt install appstream)"

@@ -19,7 +19,7 @@
 #
 # Usage, as root: tests/package/package_test.sh [DEB]   (./setup.sh package-test builds the .deb, then runs this)
 # Slow (a few minutes, and network for the root and its packages): run it before a release and after
-# changing install rules or packaging/. Work folder: $STATELENS_PACKAGE_TEST_DIR (default
+# changing install rules or resources/packaging/. Work folder: $STATELENS_PACKAGE_TEST_DIR (default
 # /var/tmp/statelens-package-test); the debootstrap and apt download caches there are reused by later runs
 # (the root itself is made fresh every time), and the screenshot is left there as window.png.
 set -uo pipefail
@@ -229,7 +229,7 @@ desktop=$(in_root 'ls /usr/share/applications/*.desktop | xargs grep -l "^Exec=s
 note "desktop entry: $desktop"
 
 check "desktop-file-validate" in_root "desktop-file-validate $desktop"
-# --no-net: the screenshot's URL is a placeholder until the project has a home page (packaging/CMakeLists.txt).
+# --no-net: the screenshot's URL is a placeholder until the project has a home page (resources/packaging/CMakeLists.txt).
 check "appstreamcli validate" in_root 'appstreamcli validate --no-net /usr/share/metainfo/*.metainfo.xml'
 
 mime_types() {
