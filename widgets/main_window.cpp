@@ -12,7 +12,6 @@
 #include "suggest/pending_pairs.h"
 #include "suggest/suggestions.h"
 #include "util/atomic_file.h"
-#include "util/load_control.h"
 #include "views/details_panel.h"
 #include "views/diff_view.h"
 #include "views/rule_editor.h"
