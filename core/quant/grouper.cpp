@@ -81,19 +81,36 @@ size_t Grouper::findFreeBeside(size_t beside, std::string_view name)
     return findFree(name);
 }
 
-bool Grouper::addPlan(Plan p)
+std::string_view Grouper::role(std::string_view text)
 {
-    m_plans.push_back(std::move(p));
+    return *m_roles.emplace(text).first;
+}
+
+bool Grouper::addPlan(Plan& p)
+{
     const auto planName = [this](size_t i) -> std::string_view { return m_plans[i].name; };
-    if (m_planNames.insert(m_plans.size() - 1, planName) != m_plans.size() - 1) {
+    m_plans.push_back(Planned { p.anchor, static_cast<uint32_t>(m_parts.size()), static_cast<uint32_t>(p.parts.size()),
+        std::move(p.name), std::move(p.q), std::move(p.shape), p.typeName, p.dtype, p.shapeKnown });
+    const bool kept = m_planNames.insert(m_plans.size() - 1, planName) == m_plans.size() - 1;
+    if (!kept) {
         m_plans.pop_back(); // two schemes claim one logical name: keep the first
-        return false;
+    } else {
+        if (m_claimed.empty())
+            m_claimed.assign(m_e.size(), false);
+        for (const Part& part : p.parts) {
+            m_claimed[part.index] = true;
+            m_parts.push_back(part);
+        }
     }
-    if (m_claimed.empty())
-        m_claimed.assign(m_e.size(), false);
-    for (const Part& part : m_plans.back().parts)
-        m_claimed[part.index] = true;
-    return true;
+    p.name.clear();
+    p.parts.clear();
+    p.q.reset();
+    p.shape.clear();
+    p.typeName = {};
+    p.dtype = DType::Unknown;
+    p.shapeKnown = true;
+    p.anchor = npos;
+    return kept;
 }
 
 void Grouper::report(Concern c, Severity s, std::string message, std::string entry)
@@ -115,7 +132,7 @@ void Grouper::apply()
     // Each group is built where its anchor was (the anchor is one of its parts, so its slot is free once
     // the parts have moved out), then one in-place compaction: unclaimed entries keep their order.
     std::vector<bool> isGroup(m_e.size());
-    for (Plan& plan : m_plans) {
+    for (Planned& plan : m_plans) {
         Entry group = buildGroup(plan);
         m_e[plan.anchor] = std::move(group);
         isGroup[plan.anchor] = true;
@@ -130,7 +147,7 @@ void Grouper::apply()
     m_indexed = false;
 }
 
-Entry Grouper::buildGroup(Plan& plan)
+Entry Grouper::buildGroup(Planned& plan)
 {
     Entry g;
     g.name = std::move(plan.name);
@@ -138,17 +155,18 @@ Entry Grouper::buildGroup(Plan& plan)
     g.dtype = plan.dtype;
     g.shape = std::move(plan.shape);
     g.shapeKnown = plan.shapeKnown;
-    g.typeName = std::move(plan.typeName);
+    g.typeName = plan.typeName;
     const Entry& anchor = m_e[plan.anchor];
     g.isParameter = anchor.isParameter;
     g.requiresGrad = anchor.requiresGrad;
     g.device = anchor.device;
     g.quantization = std::move(plan.q);
-    g.parts.reserve(plan.parts.size());
-    for (Part& part : plan.parts) {
+    g.parts.reserve(plan.partCount);
+    for (uint32_t k = 0; k < plan.partCount; ++k) {
+        const Part& part = m_parts[plan.firstPart + k];
         Entry& p = g.parts.emplace_back(std::move(m_e[part.index]));
         p.attributes.emplace_back(kPartKeyAttribute, std::move(p.name));
-        p.name = std::move(part.role);
+        p.name = std::string(part.role);
     }
     return g;
 }

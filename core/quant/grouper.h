@@ -25,6 +25,8 @@
 #include "grouper_names.h"
 #include "torchao_metadata.h"
 
+#include <unordered_set>
+
 namespace sl::quant::grouping {
 
 enum class Concern : uint8_t { MissingPart, Orphan, Inconsistent, Unscaled, Count_ };
@@ -36,10 +38,13 @@ public:
     void run();
 
 private:
+    // A part's role is a literal, or text the Grouper keeps (role()): a plan holds no string of its own
+    // but its name, so the 45,000 plans of a DeepSeek-V3 index cost a few MB, not 17.
     struct Part {
-        std::string role;
+        std::string_view role;
         size_t index;
     };
+    // What a scheme fills in: one reused draft per scheme is cheap (its parts keep their capacity).
     struct Plan {
         size_t anchor = npos;
         std::string name;
@@ -50,8 +55,23 @@ private:
         DType dtype = DType::Unknown;
         Shape shape;
         bool shapeKnown = true;
-        std::string typeName;
+        std::string_view typeName; // a literal or role() text
     };
+    // A plan as kept until apply(): its parts sit in m_parts, one flat array for all plans.
+    struct Planned {
+        size_t anchor;
+        uint32_t firstPart;
+        uint32_t partCount;
+        std::string name;
+        std::shared_ptr<const Quantization> q;
+        Shape shape;
+        std::string_view typeName;
+        DType dtype;
+        bool shapeKnown;
+    };
+
+    // Text that lives as long as the Grouper, each distinct text once (roles and type names are few).
+    std::string_view role(std::string_view text);
 
     // Which patterns occur at all. A float state dict without any of them returns at once.
     bool scan();
@@ -71,7 +91,8 @@ private:
     // repeats, the copy beside the weight is the one paired.
     size_t findFreeBeside(size_t beside, std::string_view name);
 
-    bool addPlan(Plan p);
+    // Keeps the plan unless another claimed its name; the draft is left cleared for reuse.
+    bool addPlan(Plan& p);
 
     void report(Concern c, Severity s, std::string message, std::string entry);
 
@@ -169,7 +190,7 @@ private:
 
     void apply();
 
-    Entry buildGroup(Plan& plan);
+    Entry buildGroup(Planned& plan);
 
     void flushFindings();
 
@@ -180,7 +201,9 @@ private:
     NameIndex m_index;
     bool m_indexed = false;
     std::vector<bool> m_claimed; // empty until the first plan
-    std::vector<Plan> m_plans;
+    std::vector<Planned> m_plans;
+    std::vector<Part> m_parts;
+    std::unordered_set<std::string> m_roles; // role() texts (node-based: views stay valid)
     NameIndex m_planNames; // positions in m_plans by name
     std::string m_key; // scratch for lookups (withSuffix, fp8Quantization)
     std::unordered_map<std::string, std::shared_ptr<const Quantization>> m_fp8Descriptions;

@@ -86,16 +86,16 @@ void Grouper::bnb4Group(const Bnb4& b)
     plan.name = std::string(b.base);
     plan.parts.push_back({ "weight", w });
     std::vector<std::string> missing;
-    auto part = [&](const char* role, size_t idx) {
+    auto part = [&](std::string_view partRole, size_t idx) {
         if (idx != npos)
-            plan.parts.push_back({ role, idx });
+            plan.parts.push_back({ partRole, idx });
     };
     part("absmax", b.absmax);
     part("quant_map", b.quantMap);
     part("nested_absmax", b.nestedAbsmax);
     part("nested_quant_map", b.nestedQuantMap);
     const std::string stateRole = "quant_state.bitsandbytes__" + std::string(b.quantType.empty() ? "nf4" : b.quantType);
-    part(stateRole.c_str(), b.state);
+    part(role(stateRole), b.state);
     if (b.absmax == npos)
         missing.push_back("absmax");
     if (b.quantMap == npos)
@@ -168,7 +168,7 @@ void Grouper::bnb4Group(const Bnb4& b)
     q.params.emplace_back("quant_storage", std::string(dtypeName(weight.dtype)));
     plan.q = std::make_shared<const Quantization>(std::move(q));
     const std::string name = plan.name;
-    if (!addPlan(std::move(plan)))
+    if (!addPlan(plan))
         return;
     ++m_bnb4Groups;
     if (!missing.empty()) {
@@ -270,7 +270,7 @@ void Grouper::bitsandbytes8()
         q.params.emplace_back("layout", "row-major int8, per-row absmax scales (SCB)");
         q.params.emplace_back("original_dtype", "not stored");
         plan.q = std::make_shared<const Quantization>(std::move(q));
-        if (addPlan(std::move(plan))) {
+        if (addPlan(plan)) {
             ++groups;
             if (b.scb == npos)
                 report(Concern::MissingPart, Severity::Warning,

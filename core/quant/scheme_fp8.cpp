@@ -70,6 +70,17 @@ void Grouper::fp8()
         return e.quantization && e.quantization->scheme.starts_with("fp8.");
     }));
     std::vector<size_t> unscaled;
+    Plan plan;
+    // A checkpoint has a handful of layouts over thousands of weights: the last few are kept, so most
+    // weights skip describing their blocks.
+    struct Layout {
+        DType dtype;
+        bool weightKnown, scaleKnown, inverse, input;
+        Shape weight, scale;
+        std::shared_ptr<const Quantization> q;
+    };
+    std::array<Layout, 8> recent {};
+    size_t nextRecent = 0;
     for (size_t i = 0; i < m_e.size(); ++i) {
         if (!isFree(i))
             continue;
@@ -100,7 +111,6 @@ void Grouper::fp8()
         const size_t input = last == "weight" && m_hasInputScale ? findFree(joinedKey(prefixOf(e.name, last), "input_scale")) : npos;
         const size_t scale = inv != npos ? inv : sc;
         const Entry& s = m_e[scale];
-        Plan plan;
         plan.anchor = i;
         plan.name = e.name;
         plan.parts.push_back({ "weight", i });
@@ -110,23 +120,34 @@ void Grouper::fp8()
         plan.shape = e.shape;
         plan.shapeKnown = e.shapeKnown;
         plan.dtype = e.dtype; // the original dtype is not stored: show the key's own, as torch does
-        std::string_view granularity = "scaled";
-        std::string block;
-        if (e.shapeKnown && s.shapeKnown) {
-            const uint64_t sn = s.numel();
-            if (sn == 1 && inv == npos)
-                granularity = "per_tensor";
-            else if (!e.shape.empty() && inv == npos && (s.shape == Shape { e.shape[0], 1 } || s.shape == Shape { e.shape[0] }))
-                granularity = "per_channel";
-            else if (s.shape.size() == e.shape.size() && sn < e.numel()) {
+        const auto same = [&](const Layout& l) {
+            return l.q && l.dtype == e.dtype && l.weightKnown == e.shapeKnown && l.scaleKnown == s.shapeKnown
+                && l.inverse == (inv != npos) && l.input == (input != npos) && l.weight == e.shape && l.scale == s.shape;
+        };
+        if (auto hit = std::find_if(recent.begin(), recent.end(), same); hit != recent.end()) {
+            plan.q = hit->q;
+        } else {
+            std::string_view granularity = "scaled";
+            std::string block;
+            if (e.shapeKnown && s.shapeKnown) {
+                const uint64_t sn = s.numel();
+                if (sn == 1 && inv == npos)
+                    granularity = "per_tensor";
+                else if (!e.shape.empty() && inv == npos
+                    && (s.shape == Shape { e.shape[0], 1 } || s.shape == Shape { e.shape[0] }))
+                    granularity = "per_channel";
+                else if (s.shape.size() == e.shape.size() && sn < e.numel()) {
+                    granularity = "block";
+                    block = blockOf(e.shape, s.shape);
+                }
+            } else if (inv != npos) {
                 granularity = "block";
-                block = blockOf(e.shape, s.shape);
             }
-        } else if (inv != npos) {
-            granularity = "block";
+            plan.q = fp8Quantization(e.dtype, granularity, block, inv != npos, input != npos);
+            recent[nextRecent++ % recent.size()]
+                = Layout { e.dtype, e.shapeKnown, s.shapeKnown, inv != npos, input != npos, e.shape, s.shape, plan.q };
         }
-        plan.q = fp8Quantization(e.dtype, granularity, block, inv != npos, input != npos);
-        if (addPlan(std::move(plan)))
+        if (addPlan(plan))
             ++scaled;
     }
     // Scales whose weight is gone.

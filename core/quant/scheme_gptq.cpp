@@ -106,7 +106,7 @@ void Grouper::gptq()
         if (gi != npos)
             q.params.emplace_back("g_idx", "present (group of each input channel; act-order when permuted)");
         plan.q = std::make_shared<const Quantization>(std::move(q));
-        if (!addPlan(std::move(plan)))
+        if (!addPlan(plan))
             continue;
         std::string missing;
         if (sc == npos)

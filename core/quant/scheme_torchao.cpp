@@ -220,7 +220,7 @@ void Grouper::torchaoGroup(const std::string& name, const TorchaoInfo& info)
             i = findFree(underscorePrefix + std::string(inner));
         if (i == npos)
             return false;
-        parts.push_back({ std::string(inner), i });
+        parts.push_back({ role(inner), i });
         return true;
     };
     const bool plain = info.type == "Tensor" || info.type == "torch.Tensor";
@@ -259,7 +259,7 @@ void Grouper::torchaoGroup(const std::string& name, const TorchaoInfo& info)
     Plan plan;
     plan.anchor = primary;
     plan.name = name;
-    plan.typeName = info.qualified.empty() ? info.type : info.qualified;
+    plan.typeName = role(info.qualified.empty() ? info.type : info.qualified);
     const Entry& data = m_e[primary];
     if (plain) {
         plan.dtype = data.dtype;
@@ -289,7 +289,7 @@ void Grouper::torchaoGroup(const std::string& name, const TorchaoInfo& info)
     for (Part& p : parts)
         plan.parts.push_back(std::move(p));
     const std::string typeLabel = info.type.empty() ? std::string("torchao tensor") : "torchao " + info.type;
-    if (addPlan(std::move(plan)) && !missing.empty()) {
+    if (addPlan(plan) && !missing.empty()) {
         std::string list;
         for (const auto& m : missing)
             list += (list.empty() ? "" : ", ") + m;
