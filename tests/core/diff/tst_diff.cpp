@@ -568,6 +568,13 @@ private slots:
             { R"(\.rotary_emb\.inv_freq$)", "", true },
             { "\\\\", "\\\\\\\\" },
             { "'", "\"" },
+            // Shapes the required-text prefilter must read right (quantified, grouped and escaped literals).
+            { R"(^blocks\.(\d+)\.attn\.qkv\.)", R"(b.\1.qkv.)" },
+            { R"(layers?\.lin_x+ear\b)", "LIN" },
+            { R"(\.ab{0}cde\.)", ".ACDE." },
+            { R"(\.gam(?:ma)?_one)", ".G1" },
+            { R"(post#?_no\-rm)", "pnorm" },
+            { R"(\.d\d+xyz[.]tail)", ".T" },
         };
         QStringList keys;
         for (int l : { 0, 7, 31 })
@@ -576,7 +583,10 @@ private slots:
                     keys << QStringLiteral("%1model.layers.%2.self_attn.%3_proj.weight").arg(pre).arg(l).arg(p);
         keys << "model.layers.3.mlp.up_proj.weight" << "model.experts.12.w1.weight" << "model.norm.bias" << "a.biased.Norm"
              << QString::fromUtf8("modèle.çà.weight") << "aaaa.zzz.aa" << "x.xy.x" << "encoder.block.3.layer.1.DenseReluDense.wi.weight"
-             << "model.layers.0.self_attn.rotary_emb.inv_freq" << "odd\\name" << "quote'd" << "" << "1.2.3";
+             << "model.layers.0.self_attn.rotary_emb.inv_freq" << "odd\\name" << "quote'd" << "" << "1.2.3"
+             << "blocks.4.attn.qkv.weight" << "blocks.x.attn.qkv.weight" << "layer.lin_xxear.w" << "layers.lin_ear.w"
+             << "m.acde.w" << "m.abcde.w" << "m.gam_one" << "m.gamma_one" << "post_no-rm" << "post#_no-rm" << "pos_no-rm"
+             << "a.d12xyz.tail" << "a.dxyz.tail" << "a.d1xyz_tail";
         const CompiledRules compiled = CompiledRules::compile(rs);
         QVERIFY(!compiled.empty());
 
