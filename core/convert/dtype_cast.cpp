@@ -55,11 +55,12 @@ float bfloat16ToFloat(uint16_t b)
     return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
 }
 
-// c10/util/BFloat16.h: round_to_nearest_even.
+// c10/util/BFloat16.h: round_to_nearest_even; NaN as ATen's vectorized conversion (the path Tensor.to takes
+// for float32 tensors of any size, and float64 ones past a few elements) writes it: 0xFFFF.
 uint16_t floatToBfloat16(float f)
 {
     if (std::isnan(f))
-        return UINT16_C(0x7FC0);
+        return UINT16_C(0xFFFF);
     const uint32_t u = std::bit_cast<uint32_t>(f);
     const uint32_t bias = ((u >> 16) & 1) + UINT32_C(0x7FFF);
     return static_cast<uint16_t>((u + bias) >> 16);

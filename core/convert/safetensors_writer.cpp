@@ -281,10 +281,12 @@ std::optional<uint64_t> parseByteSize(std::string_view text)
     if (digits == 0)
         return std::nullopt;
     std::string number(text.substr(0, digits));
+    std::string_view suffix = text.substr(digits);
+    while (!suffix.empty() && suffix.front() == ' ')
+        suffix.remove_prefix(1);
     std::string unit;
-    for (char c : text.substr(digits))
-        if (c != ' ')
-            unit += static_cast<char>(c >= 'a' && c <= 'z' ? c - 32 : c);
+    for (char c : suffix)
+        unit += static_cast<char>(c >= 'a' && c <= 'z' ? c - 32 : c);
     static const std::pair<const char*, double> kUnits[] = { { "", 1 }, { "B", 1 }, { "KB", 1e3 }, { "MB", 1e6 },
         { "GB", 1e9 }, { "TB", 1e12 }, { "KIB", 1024.0 }, { "MIB", 1048576.0 }, { "GIB", 1073741824.0 },
         { "TIB", 1099511627776.0 } };
