@@ -10,11 +10,12 @@ hand (u64 header length, JSON header, raw bytes), as torch 1.13 has no safetenso
       tied), extras.pt (a module with `_extra_state`, a bytes value and an int beside tensors), views.pt
       (slices, a transpose, an expanded tensor), collide.pt (two keys that one rule maps onto one name) and
       bin_index/ (a pytorch_model.bin.index.json with two shards).
-  convert_truth.py check --out OUT --source SRC [--kind pt|safetensors|bin-index|dcp] [--container C]
+  convert_truth.py check --out OUT --source SRC [--kind pt|safetensors|bin-index|dcp|per-rank-truth] [--container C]
                          [--strip PREFIX] [--drop REGEX] [--only REGEX] [--dtype keep|bf16|fp16|fp32]
                          [--model NAME] [--shard-size BYTES]
       reads OUT (a .safetensors file or a folder with model.safetensors or shards and their index) and checks
-      every tensor against the source: names (the source's, PREFIX removed, keys matching --drop or not
+      every tensor against the source (per-rank-truth: SRC is a *.per-rank.truth.json of torch 2.6's
+      full_tensor() values, from make_torch2_fixtures.py): names (the source's, PREFIX removed, keys matching --drop or not
       matching --only left out, non-tensors left out), dtype, shape and the bytes (after torch's .to() for
       --dtype), tied names recorded in __metadata__ as safetensors.torch.save_model records them, the index
       as transformers writes it, and with --model a strict load_state_dict into that model. Prints a JSON
@@ -36,7 +37,7 @@ import torch.nn as nn
 ST_DTYPES = {
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
     "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
-    "BOOL": torch.bool,
+    "BOOL": torch.bool, "C64": torch.complex64,
 }
 TORCH_TO_ST = {v: k for k, v in ST_DTYPES.items()}
 CASTS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -237,6 +238,12 @@ def load_reference(args):
             dcp_values_truth.main(args.source)
         truth = json.loads(buf.getvalue())["tensors"]
         return {k: ("sha256", v["sha256"]) for k, v in truth.items()}, []
+    if args.kind == "per-rank-truth":
+        # torch 2.6's full_tensor() of each DTensor, recorded by make_torch2_fixtures.py (values as float64).
+        with open(args.source) as f:
+            entries = json.load(f)["entries"]
+        return {e["name"]: ("f64sha", e["values"]["sha256_values_f64"], e["dtype"], e["shape"])
+                for e in entries if "values" in e}, [e["name"] for e in entries if "values" not in e]
     if args.kind == "bin-index":
         with open(os.path.join(args.source, "pytorch_model.bin.index.json")) as f:
             files = list(dict.fromkeys(json.load(f)["weight_map"].values()))
@@ -324,6 +331,14 @@ def main():
         if isinstance(want, tuple) and want[0] == "sha256":
             if hashlib.sha256(data).hexdigest() != want[1]:
                 raise SystemExit(f"{name}: bytes differ from torch's assembly of the DCP chunks")
+        elif isinstance(want, tuple) and want[0] == "f64sha":
+            t = torch.frombuffer(bytearray(data), dtype=ST_DTYPES[dt]) if data else torch.zeros(0, dtype=ST_DTYPES[dt])
+            if str(ST_DTYPES[dt]).replace("torch.", "") != want[2] or shape != want[3]:
+                raise SystemExit(f"{name}: {dt} {shape}, torch's full_tensor() is {want[2]} {want[3]}")
+            if t.is_complex():
+                t = torch.view_as_real(t)
+            if hashlib.sha256(t.reshape(-1).to(torch.float64).numpy().astype("<f8").tobytes()).hexdigest() != want[1]:
+                raise SystemExit(f"{name}: values differ from torch's full_tensor()")
         elif isinstance(want, tuple):
             if (dt, shape, data) != want[1:]:
                 raise SystemExit(f"{name}: differs from the source's {want[1]} bytes")

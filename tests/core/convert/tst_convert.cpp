@@ -213,6 +213,27 @@ private slots:
         QCOMPARE(back.countFindings(Severity::Danger), size_t(0));
     }
 
+    // A torch 2.6 FSDP2 save, one file per rank (plain and torch.compile'd), assembled from the ranks'
+    // pieces: the values torch's full_tensor() gave when the fixture was made (tests/fixtures/torch2).
+    void perRankFsdp2Set()
+    {
+        const QString dir = test::fixturesDir() + QStringLiteral("/torch2/fsdp2/");
+        for (const bool compiled : { false, true }) {
+            const QString set = compiled ? QStringLiteral("compiled_model") : QStringLiteral("model");
+            const QString o = out("fsdp2_") + set + QStringLiteral(".safetensors");
+            QStringList args { dir + set + QStringLiteral("_rank*.pt"), QStringLiteral("-o"), o };
+            if (compiled)
+                args << QStringLiteral("--rules") << m_dir.filePath(QStringLiteral("strip.yaml"));
+            const auto r = runConvert(args);
+            QVERIFY2(r.exitCode == 0, r.err.constData());
+            QStringList c { QStringLiteral("--out"), o, QStringLiteral("--source"), dir + set + QStringLiteral(".per-rank.truth.json"),
+                QStringLiteral("--kind"), QStringLiteral("per-rank-truth") };
+            if (compiled)
+                c << QStringLiteral("--strip") << QStringLiteral("_orig_mod.");
+            QCOMPARE(check(c).value(QStringLiteral("checked")).toInt(), 23);
+        }
+    }
+
     void onlyAndDropRules()
     {
         writeText(m_dir.filePath(QStringLiteral("drop.yaml")),
