@@ -16,7 +16,7 @@
 namespace sl::cli {
 
 namespace {
-constexpr std::string_view kSubcommands[] = { "ls", "diff", "suggest", "rules", "stats", "demo", "dump-helper", "__torchscript-worker" };
+constexpr std::string_view kSubcommands[] = { "ls", "diff", "suggest", "rules", "stats", "convert", "demo", "dump-helper", "__torchscript-worker" };
 }
 
 bool wantsCommandLine(std::string_view arg)
@@ -84,6 +84,7 @@ int run(int argc, char** argv)
         { "suggest", addSuggestCommand },
         { "rules", addRulesCommand },
         { "stats", addStatsCommand },
+        { "convert", addConvertCommand },
         { "demo", addDemoCommand },
         { "dump-helper", addDumpHelperCommand },
         { "__torchscript-worker", addTorchScriptWorkerCommand },

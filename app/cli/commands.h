@@ -24,6 +24,7 @@ Runner addDiffCommand(CLI::App& app);
 Runner addSuggestCommand(CLI::App& app);
 Runner addRulesCommand(CLI::App& app); // rules export | rules import
 Runner addStatsCommand(CLI::App& app); // tensor values
+Runner addConvertCommand(CLI::App& app); // the fixed checkpoint, written as safetensors
 Runner addDumpHelperCommand(CLI::App& app); // statelens_dump.py into a Python environment
 
 // One source on the command line: a path (a file, a folder, a quoted pattern such as 'ckpt/model_rank*.pt')

@@ -1,0 +1,384 @@
+// `statelens convert` against torch: sources written by Debian's torch 1.13 at test time
+// (tests/tools/convert_truth.py make) and the repository's torch 1.13 fixtures are converted, and
+// convert_truth.py check reads the output by hand (no safetensors module in torch 1.13) and compares it with
+// torch.load of the source (or torch's own assembly of a DCP checkpoint's chunks), names from Python's own
+// string handling, values byte for byte, --dtype against torch's .to(), shards against huggingface_hub's cut,
+// and a strict load_state_dict into the model the rules were made for. The torch 2.6 pair in
+// tests/fixtures/convert is the safetensors library's own save_model output, which the conversion must equal.
+// Refusals (a rule collision, an output onto an input, a non-empty folder, a dtype safetensors lacks, a
+// cancel) must leave nothing behind.
+
+#include "common/test_files.h"
+#include "common/test_paths.h"
+#include "convert/convert_plan.h"
+#include "convert/safetensors_writer.h"
+#include "formats/loader.h"
+#include "util/error.h"
+#include "util/load_control.h"
+
+#include <QCryptographicHash>
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace sl;
+
+namespace {
+
+QString tool()
+{
+    return test::sourceDir() + QStringLiteral("/tests/tools/convert_truth.py");
+}
+
+// convert_truth.py check ARGS: its JSON summary; fails the test with its message otherwise.
+QJsonObject check(const QStringList& args)
+{
+    const auto r = test::run(test::torchPython(), QStringList { tool(), QStringLiteral("check") } + args);
+    if (r.exitCode != 0) {
+        QTest::qFail(("convert_truth.py check: " + r.err.trimmed()).constData(), __FILE__, __LINE__);
+        return {};
+    }
+    return QJsonDocument::fromJson(r.out).object();
+}
+
+test::RunResult runConvert(const QStringList& args)
+{
+    return test::runStatelens(QStringList { QStringLiteral("convert") } + args);
+}
+
+QByteArray sha256(const QString& path)
+{
+    return QCryptographicHash::hash(test::readAll(path), QCryptographicHash::Sha256).toHex();
+}
+
+QStringList entries(const QString& folder)
+{
+    return QDir(folder).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot, QDir::Name);
+}
+
+void writeText(const QString& path, const QByteArray& text)
+{
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(text);
+}
+
+const QByteArray kStripCompile = "rules:\n  - pattern: \"^_orig_mod\\\\.\"\n    replace: \"\"\n    note: torch.compile's wrapper\n";
+
+} // namespace
+
+class TestConvert : public QObject {
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_dir;
+    QString m_src; // convert_truth.py make's sources
+
+    QString src(const char* name) const { return m_src + QLatin1Char('/') + QLatin1String(name); }
+    QString out(const char* name) const { return m_dir.filePath(QLatin1String(name)); }
+
+private slots:
+    void initTestCase()
+    {
+        if (!test::haveTorchPython())
+            QSKIP("no /usr/bin/python3 with torch");
+        QVERIFY(m_dir.isValid());
+        m_src = m_dir.filePath(QStringLiteral("src"));
+        const auto r = test::run(test::torchPython(), { tool(), QStringLiteral("make"), m_src });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        writeText(m_dir.filePath(QStringLiteral("strip.yaml")), kStripCompile);
+    }
+
+    // The seed workflow: a torch.compile'd training checkpoint, a rule stripping `_orig_mod.`, and the plain
+    // model loads the output strictly.
+    void compiledCheckpointIntoPlainModel()
+    {
+        const auto r = runConvert({ src("compiled.pt"), QStringLiteral("--rules"), m_dir.filePath(QStringLiteral("strip.yaml")),
+            QStringLiteral("-o"), out("compiled.safetensors") });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY2(r.out.contains("wrote 20 tensors"), r.out.constData());
+        QVERIFY(r.err.contains("converting: 100%"));
+        const QJsonObject c = check({ QStringLiteral("--out"), out("compiled.safetensors"), QStringLiteral("--source"),
+            src("compiled.pt"), QStringLiteral("--container"), QStringLiteral("model"), QStringLiteral("--strip"),
+            QStringLiteral("_orig_mod."), QStringLiteral("--model"), QStringLiteral("net") });
+        QCOMPARE(c.value(QStringLiteral("checked")).toInt(), 20);
+        QCOMPARE(c.value(QStringLiteral("strict_load")).toBool(), true);
+    }
+
+    // Without the rule the names keep the prefix, and the same model refuses them: the check can fail.
+    void withoutTheRuleTheStrictLoadFails()
+    {
+        const auto r = runConvert({ src("compiled.pt"), QStringLiteral("-o"), out("unfixed.safetensors") });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const auto c = test::run(test::torchPython(),
+            { tool(), QStringLiteral("check"), QStringLiteral("--out"), out("unfixed.safetensors"), QStringLiteral("--source"),
+                src("compiled.pt"), QStringLiteral("--container"), QStringLiteral("model"), QStringLiteral("--model"),
+                QStringLiteral("net") });
+        QVERIFY(c.exitCode != 0);
+        QVERIFY2(c.err.contains("Missing key") || c.err.contains("Unexpected key"), c.err.constData());
+    }
+
+    void tiedWeightsWrittenOnce()
+    {
+        const auto r = runConvert({ src("tied.pt"), QStringLiteral("-o"), out("tied") });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QCOMPARE(entries(out("tied")), QStringList { QStringLiteral("model.safetensors") });
+        const QJsonObject c = check({ QStringLiteral("--out"), out("tied"), QStringLiteral("--source"), src("tied.pt"),
+            QStringLiteral("--model"), QStringLiteral("tied") });
+        QCOMPARE(c.value(QStringLiteral("tied")).toInt(), 1);
+        QCOMPARE(c.value(QStringLiteral("strict_load")).toBool(), true);
+        // The plan says the same: one tensor for the two names, the other recorded.
+        const Source s = openSource(src("tied.pt").toStdString());
+        const convert::ConvertPlan plan = convert::planConversion(s, {});
+        QCOMPARE(plan.tensors.size(), s.entries.size() - 1);
+        const auto& md = plan.metadata;
+        QVERIFY(std::find(md.begin(), md.end(), std::pair<std::string, std::string> { "head.weight", "embed.weight" }) != md.end());
+    }
+
+    void nonTensorsListed()
+    {
+        const auto r = runConvert({ src("extras.pt"), QStringLiteral("-o"), out("extras.safetensors") });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        for (const char* name : { "'_extra_state'", "'train_state'", "'step'" })
+            QVERIFY2(r.out.contains(name), r.out.constData());
+        QVERIFY(r.out.contains("3 entries are not a tensor"));
+        const QJsonObject c = check({ QStringLiteral("--out"), out("extras.safetensors"), QStringLiteral("--source"), src("extras.pt") });
+        QCOMPARE(c.value(QStringLiteral("checked")).toInt(), 2);
+        QCOMPARE(c.value(QStringLiteral("objects")).toArray().size(), 3);
+    }
+
+    void viewsAndDtypes_data()
+    {
+        QTest::addColumn<QString>("dtype");
+        for (const char* d : { "keep", "bf16", "fp16", "fp32" })
+            QTest::newRow(d) << QString::fromLatin1(d);
+    }
+    // Slices, a transpose, an expanded tensor, NaN/Inf/denormals, empty and 0-d tensors; cast as torch casts.
+    void viewsAndDtypes()
+    {
+        QFETCH(QString, dtype);
+        const QString o = out("views_") + dtype + QStringLiteral(".safetensors");
+        const auto r = runConvert({ src("views.pt"), QStringLiteral("--dtype"), dtype, QStringLiteral("-o"), o });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const QJsonObject c = check({ QStringLiteral("--out"), o, QStringLiteral("--source"), src("views.pt"),
+            QStringLiteral("--dtype"), dtype });
+        QCOMPARE(c.value(QStringLiteral("checked")).toInt(), 11);
+    }
+
+    void repositoryFixtures_data()
+    {
+        QTest::addColumn<QString>("path");
+        QTest::addColumn<QString>("kind");
+        const QString f = test::fixturesDir();
+        // zip, legacy and deflated torch.save files, every whole-byte dtype, views with offsets and strides,
+        // tied storages, DCP folders assembled from their chunks.
+        for (const char* name : { "dtypes.pt", "dtypes.legacy.pt", "deflated.pt", "edge.pt", "views.pt", "large.pt" })
+            QTest::newRow(name) << f + QStringLiteral("/values/") + QLatin1String(name) << QStringLiteral("pt");
+        QTest::newRow("dtypes.safetensors") << f + QStringLiteral("/values/dtypes.safetensors") << QStringLiteral("safetensors");
+        for (const char* name : { "t113_two_ranks", "t113_flat", "t113_per_item" })
+            QTest::newRow(name) << f + QStringLiteral("/dcp/") + QLatin1String(name) << QStringLiteral("dcp");
+    }
+    void repositoryFixtures()
+    {
+        QFETCH(QString, path);
+        QFETCH(QString, kind);
+        const QString o = out("fixture_") + QFileInfo(path).fileName() + QStringLiteral(".safetensors");
+        const auto r = runConvert({ path, QStringLiteral("-o"), o });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const QJsonObject c = check({ QStringLiteral("--out"), o, QStringLiteral("--source"), path, QStringLiteral("--kind"), kind });
+        QVERIFY(c.value(QStringLiteral("checked")).toInt() > 0);
+        QVERIFY(QFile::remove(o));
+    }
+
+    // A .bin index in, safetensors shards out: the cut as huggingface_hub's, the index as transformers
+    // writes it, and the model loads strictly from the shards.
+    void binIndexIntoShards()
+    {
+        const auto r = runConvert({ src("bin_index"), QStringLiteral("--shard-size"), QStringLiteral("300B"),
+            QStringLiteral("-o"), out("shards") });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY2(r.out.contains("in 4 files"), r.out.constData());
+        const QJsonObject c = check({ QStringLiteral("--out"), out("shards"), QStringLiteral("--source"), src("bin_index"),
+            QStringLiteral("--kind"), QStringLiteral("bin-index"), QStringLiteral("--shard-size"), QStringLiteral("300"),
+            QStringLiteral("--model"), QStringLiteral("net") });
+        QCOMPARE(c.value(QStringLiteral("files")).toInt(), 4);
+        QCOMPARE(c.value(QStringLiteral("strict_load")).toBool(), true);
+        // StateLens reads its own output back as an index.
+        const Source back = openSource(out("shards").toStdString());
+        QCOMPARE(back.entries.size(), size_t(20));
+        QCOMPARE(back.countFindings(Severity::Danger), size_t(0));
+    }
+
+    // A torch 2.6 FSDP2 save, one file per rank (plain and torch.compile'd), assembled from the ranks'
+    // pieces: the values torch's full_tensor() gave when the fixture was made (tests/fixtures/torch2).
+    void perRankFsdp2Set()
+    {
+        const QString dir = test::fixturesDir() + QStringLiteral("/torch2/fsdp2/");
+        for (const bool compiled : { false, true }) {
+            const QString set = compiled ? QStringLiteral("compiled_model") : QStringLiteral("model");
+            const QString o = out("fsdp2_") + set + QStringLiteral(".safetensors");
+            QStringList args { dir + set + QStringLiteral("_rank*.pt"), QStringLiteral("-o"), o };
+            if (compiled)
+                args << QStringLiteral("--rules") << m_dir.filePath(QStringLiteral("strip.yaml"));
+            const auto r = runConvert(args);
+            QVERIFY2(r.exitCode == 0, r.err.constData());
+            QStringList c { QStringLiteral("--out"), o, QStringLiteral("--source"), dir + set + QStringLiteral(".per-rank.truth.json"),
+                QStringLiteral("--kind"), QStringLiteral("per-rank-truth") };
+            if (compiled)
+                c << QStringLiteral("--strip") << QStringLiteral("_orig_mod.");
+            QCOMPARE(check(c).value(QStringLiteral("checked")).toInt(), 23);
+        }
+    }
+
+    void onlyAndDropRules()
+    {
+        writeText(m_dir.filePath(QStringLiteral("drop.yaml")),
+            kStripCompile + "  - pattern: \"\\\\.num_batches_tracked$\"\n    drop: true\n");
+        const auto r = runConvert({ src("compiled.pt"), QStringLiteral("--rules"), m_dir.filePath(QStringLiteral("drop.yaml")),
+            QStringLiteral("--only"), QStringLiteral("layers\\.1\\."), QStringLiteral("--shard-size"), QStringLiteral("0.2KB"),
+            QStringLiteral("-o"), out("only") });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY2(r.out.contains("dropped by the rules: '_orig_mod.layers.1.bn.num_batches_tracked'"), r.out.constData());
+        check({ QStringLiteral("--out"), out("only"), QStringLiteral("--source"), src("compiled.pt"), QStringLiteral("--container"),
+            QStringLiteral("model"), QStringLiteral("--strip"), QStringLiteral("_orig_mod."), QStringLiteral("--only"),
+            QStringLiteral("layers\\.1\\."), QStringLiteral("--drop"), QStringLiteral("\\.num_batches_tracked$"),
+            QStringLiteral("--shard-size"), QStringLiteral("200") });
+    }
+
+    // The safetensors library's own file for the same model: the conversion of the compiled torch 2.6
+    // checkpoint must hold the same header (tensor order, offsets, dtypes, the tied name in __metadata__;
+    // the library's metadata order is a hash map's, so headers compare as JSON) and the same bytes.
+    void equalsSafetensorsSaveModel()
+    {
+        const QString dir = test::fixturesDir() + QStringLiteral("/convert");
+        const auto r = runConvert({ dir + QStringLiteral("/t2_compiled_tied.pt"), QStringLiteral("--rules"),
+            m_dir.filePath(QStringLiteral("strip.yaml")), QStringLiteral("-o"), out("t2.safetensors") });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const QByteArray got = test::readAll(out("t2.safetensors"));
+        const QByteArray want = test::readAll(dir + QStringLiteral("/t2_compiled_tied.expected.safetensors"));
+        QVERIFY(want.size() > 8);
+        QCOMPARE(got.size(), want.size());
+        quint64 n = 0;
+        std::memcpy(&n, want.constData(), 8);
+        QCOMPARE(got.left(8), want.left(8));
+        QCOMPARE(QJsonDocument::fromJson(got.mid(8, qsizetype(n))).object(), QJsonDocument::fromJson(want.mid(8, qsizetype(n))).object());
+        QVERIFY(QJsonDocument::fromJson(want.mid(8, qsizetype(n))).object().value(QStringLiteral("__metadata__")).toObject().contains(QStringLiteral("head.weight")));
+        QVERIFY(got.mid(8 + qsizetype(n)) == want.mid(8 + qsizetype(n)));
+    }
+
+    void collisionWritesNothing()
+    {
+        writeText(m_dir.filePath(QStringLiteral("collide.yaml")), "rules:\n  - pattern: \"^[ab]\\\\.\"\n    replace: \"\"\n");
+        const QString parent = m_dir.filePath(QStringLiteral("collision"));
+        QVERIFY(QDir().mkpath(parent));
+        for (const QString& o : { parent + QStringLiteral("/x.safetensors"), parent + QStringLiteral("/folder") }) {
+            const auto r = runConvert({ src("collide.pt"), QStringLiteral("--rules"), m_dir.filePath(QStringLiteral("collide.yaml")),
+                QStringLiteral("--shard-size"), QStringLiteral("1KB"), QStringLiteral("-o"), o });
+            QCOMPARE(r.exitCode, 2);
+            QCOMPARE(r.err.count('\n'), 1);
+            QVERIFY2(r.err.contains("'a.weight' and 'b.weight'") && r.err.contains("'weight'") && r.err.contains("nothing was written"),
+                r.err.constData());
+            QCOMPARE(entries(parent), QStringList());
+        }
+    }
+
+    void refusalsLeaveNothing()
+    {
+        const QString parent = m_dir.filePath(QStringLiteral("refusals"));
+        QVERIFY(QDir().mkpath(parent + QStringLiteral("/full")));
+        writeText(parent + QStringLiteral("/full/keep.txt"), "mine");
+        const QString input = parent + QStringLiteral("/input.safetensors");
+        QVERIFY(QFile::copy(test::fixturesDir() + QStringLiteral("/values/dtypes.safetensors"), input));
+        const QByteArray inputSha = sha256(input);
+        struct Case {
+            QStringList args;
+            const char* says;
+        };
+        const QList<Case> cases {
+            { { src("views.pt"), QStringLiteral("-o"), parent + QStringLiteral("/full") }, "not empty" },
+            { { input, QStringLiteral("-o"), input }, "input" },
+            { { src("views.pt"), QStringLiteral("--shard-size"), QStringLiteral("1MB"), QStringLiteral("-o"), parent + QStringLiteral("/a.safetensors") }, "folder" },
+            { { src("views.pt"), QStringLiteral("--shard-size"), QStringLiteral("lots"), QStringLiteral("-o"), parent + QStringLiteral("/b") }, "not a size" },
+            { { src("views.pt"), QStringLiteral("--only"), QStringLiteral("nothing-matches"), QStringLiteral("-o"), parent + QStringLiteral("/c") }, "no tensor" },
+            // qint8 has no safetensors dtype
+            { { test::fixturesDir() + QStringLiteral("/values/quantized.pt"), QStringLiteral("-o"), parent + QStringLiteral("/d") }, "safetensors dtype" },
+            // dequantizing for --dtype is not done yet, and says so
+            { { test::fixturesDir() + QStringLiteral("/values/quantized_groups.safetensors"), QStringLiteral("--dtype"), QStringLiteral("bf16"),
+                  QStringLiteral("-o"), parent + QStringLiteral("/e") }, "dequantize" },
+        };
+        for (const Case& c : cases) {
+            const auto r = runConvert(c.args);
+            QVERIFY2(r.exitCode == 2, qPrintable(c.args.join(QLatin1Char(' ')) + QStringLiteral(": ") + QString::fromUtf8(r.err)));
+            QCOMPARE(r.err.count('\n'), 1);
+            QVERIFY2(r.err.contains(c.says), r.err.constData());
+            QCOMPARE(entries(parent), (QStringList { QStringLiteral("full"), QStringLiteral("input.safetensors") }));
+            QCOMPARE(entries(parent + QStringLiteral("/full")), QStringList { QStringLiteral("keep.txt") });
+        }
+        QCOMPARE(sha256(input), inputSha);
+    }
+
+    // Quantized groups are written part by part under their own keys (scales included), bytes unchanged.
+    void quantizedGroupsKeptAsStored()
+    {
+        const QString path = test::fixturesDir() + QStringLiteral("/values/quantized_groups.safetensors");
+        const Source s = openSource(path.toStdString());
+        QVERIFY(std::any_of(s.entries.begin(), s.entries.end(), [](const Entry& e) { return e.kind == EntryKind::Group; }));
+        const auto r = runConvert({ path, QStringLiteral("-o"), out("quant.safetensors") });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const QJsonObject c = check({ QStringLiteral("--out"), out("quant.safetensors"), QStringLiteral("--source"), path,
+            QStringLiteral("--kind"), QStringLiteral("safetensors") });
+        QVERIFY(c.value(QStringLiteral("checked")).toInt() > 0);
+    }
+
+    void cancelledLeavesNothing()
+    {
+        const Source s = openSource(src("views.pt").toStdString());
+        const convert::ConvertPlan plan = convert::planConversion(s, {});
+        const QString parent = m_dir.filePath(QStringLiteral("cancel"));
+        QVERIFY(QDir().mkpath(parent));
+        for (const char* name : { "/one.safetensors", "/folder" }) {
+            LoadControl control;
+            control.cancel();
+            convert::WriteOptions w;
+            w.output = (parent + QLatin1String(name)).toStdString();
+            w.control = &control;
+            QVERIFY_THROWS_EXCEPTION(LoadCancelled, convert::writeSafetensors(s, plan, w));
+            QCOMPARE(entries(parent), QStringList());
+        }
+    }
+
+    // huggingface_hub's parse_size_to_int: decimal units; transformers also takes the binary ones.
+    void byteSizes()
+    {
+        QCOMPARE(convert::parseByteSize("5GB").value_or(0), uint64_t(5'000'000'000));
+        QCOMPARE(convert::parseByteSize("500MB").value_or(0), uint64_t(500'000'000));
+        QCOMPARE(convert::parseByteSize("2GiB").value_or(0), uint64_t(2) << 30);
+        QCOMPARE(convert::parseByteSize("0.5kb").value_or(0), uint64_t(500));
+        QCOMPARE(convert::parseByteSize("4096").value_or(0), uint64_t(4096));
+        for (const char* bad : { "", "GB", "0", "-1GB", "5XB", "1e3", "5 G B" })
+            QVERIFY2(!convert::parseByteSize(bad), bad);
+    }
+
+    // Memory is bounded by the copy buffer: a 256 MB tensor converts at a peak far below its size.
+    void boundedMemory()
+    {
+        const QString big = m_dir.filePath(QStringLiteral("big.pt"));
+        const auto made = test::run(test::torchPython(),
+            { QStringLiteral("-c"), QStringLiteral("import torch,sys; torch.save({'w': torch.ones(64 << 20)}, sys.argv[1])"), big });
+        QVERIFY2(made.exitCode == 0, made.err.constData());
+        const auto r = test::runMeasured(test::statelensBinary(),
+            { QStringLiteral("convert"), big, QStringLiteral("--dtype"), QStringLiteral("bf16"), QStringLiteral("-o"), out("big.safetensors") });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY(QFileInfo(out("big.safetensors")).size() > (128 << 20));
+        QVERIFY2(r.peakKb > 0 && r.peakKb < 96 * 1024, qPrintable(QString::number(r.peakKb) + QStringLiteral(" kB peak")));
+        QFile::remove(big);
+        QFile::remove(out("big.safetensors"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestConvert)
+#include "tst_convert.moc"
