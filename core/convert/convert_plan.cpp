@@ -4,6 +4,7 @@
 #include "rules/rule_engine.h"
 #include "util/error.h"
 #include "util/utf8.h"
+#include "values/value_reader.h"
 
 #include <algorithm>
 #include <map>
@@ -106,10 +107,9 @@ ConvertPlan planConversion(const Source& source, const ConvertOptions& options)
     std::map<TieKey, size_t> byBytes; // -> index in plan.tensors
     std::vector<std::pair<size_t, std::string>> tied; // (kept tensor, the other output name)
 
-    auto addTensor = [&](const Entry& e, const std::string& sourceKey, const std::string& groupName) {
-        auto label = [&] {
-            return groupName.empty() ? quoted(sourceKey) : quoted(sourceKey) + " (a part of " + quoted(groupName) + ")";
-        };
+    // The name a source key is written under: nullopt when --only leaves it out or a rule drops it. Refuses
+    // names safetensors cannot hold and a second key on one name.
+    auto outputName = [&](const std::string& sourceKey, const std::string& label) -> std::optional<std::string> {
         if (only) {
             bool keep = false;
             try {
@@ -119,26 +119,72 @@ ConvertPlan planConversion(const Source& source, const ConvertOptions& options)
             }
             if (!keep) {
                 ++plan.leftOutByOnly;
-                return;
+                return std::nullopt;
             }
         }
-        const CompiledRules::Result mapped = rules.apply(sourceKey);
+        CompiledRules::Result mapped = rules.apply(sourceKey);
         if (mapped.dropped) {
             plan.droppedByRules.push_back(sourceKey);
-            return;
+            return std::nullopt;
         }
         const std::string& name = mapped.name;
         if (name.empty())
-            refuse("the rules map " + label() + " to an empty name");
+            refuse("the rules map " + label + " to an empty name");
         if (name == "__metadata__")
-            refuse("the rules map " + label() + " to '__metadata__', which safetensors reserves for its metadata");
+            refuse("the rules map " + label + " to '__metadata__', which safetensors reserves for its metadata");
         if (!isValidUtf8(name))
-            refuse(label() + ": its name is not valid UTF-8, which a safetensors header must be");
+            refuse(label + ": its name is not valid UTF-8, which a safetensors header must be");
         const auto [at, fresh] = taken.emplace(name, sourceKey);
         if (!fresh)
-            refuse("two keys would be written as " + quoted(name) + ": " + quoted(at->second) + " and " + label()
+            refuse("two keys would be written as " + quoted(name) + ": " + quoted(at->second) + " and " + label
                 + (mapped.lastRule >= 0 ? " (rule " + std::to_string(mapped.lastRule + 1) + ")" : std::string())
                 + "; a rule collides");
+        return std::move(mapped.name);
+    };
+
+    // A quantized group under --dtype: its logical values, made by the value reader with the libraries'
+    // dequantization recipes, written in the dtype asked for under the group's own name.
+    values::FileCache files;
+    std::vector<std::string> dequantized;
+    std::string firstNote;
+    auto addDequantized = [&](const Entry& g) {
+        const std::string label = quoted(g.name);
+        std::optional<std::string> name = outputName(g.name, label);
+        if (!name)
+            return;
+        if (!g.shapeKnown || !g.quantization->logicalShapeKnown)
+            refuse(label + ": a quantized weight whose logical shape is not known, so it cannot be dequantized; "
+                "use --dtype keep to write its parts as stored");
+        std::string why;
+        const auto reader = values::ValueReader::open(source, g, files, why);
+        if (!reader || reader->numel() != g.numel())
+            refuse(label + ": cannot be dequantized (" + (why.empty() ? "its values do not match its shape" : why)
+                + "); use --dtype keep to write its parts as stored");
+        if (firstNote.empty())
+            firstNote = reader->note();
+        PlannedTensor t;
+        t.name = std::move(*name);
+        t.sourceName = g.name;
+        t.entry = &g;
+        t.dequantize = true;
+        t.sourceDType = DType::Float32; // the reader's values, each a float32 (or narrower) result
+        t.dtype = castTo(DType::Float32, options.dtype);
+        t.shape = g.shape;
+        if (__builtin_mul_overflow(g.numel(), static_cast<uint64_t>(dtypeItemSize(t.dtype)), &t.nbytes)
+            || __builtin_add_overflow(plan.totalBytes, t.nbytes, &plan.totalBytes))
+            refuse(label + ": its shape is too large");
+        dequantized.push_back(g.name);
+        plan.tensors.push_back(std::move(t));
+    };
+
+    auto addTensor = [&](const Entry& e, const std::string& sourceKey, const std::string& groupName) {
+        auto label = [&] {
+            return groupName.empty() ? quoted(sourceKey) : quoted(sourceKey) + " (a part of " + quoted(groupName) + ")";
+        };
+        std::optional<std::string> mappedName = outputName(sourceKey, label());
+        if (!mappedName)
+            return;
+        const std::string& name = *mappedName;
         if (e.kind != EntryKind::Tensor)
             refuse(label() + ": not a tensor");
         if (!e.shapeKnown)
@@ -187,9 +233,10 @@ ConvertPlan planConversion(const Source& source, const ConvertOptions& options)
             continue;
         }
         if (e.kind == EntryKind::Group) {
-            if (options.dtype != TargetDType::Keep && e.quantization)
-                refuse(quoted(e.name) + ": a quantized weight; --dtype would dequantize it, which convert does not do "
-                    "yet (use --dtype keep to write its parts as stored)");
+            if (options.dtype != TargetDType::Keep && e.quantization) {
+                addDequantized(e);
+                continue;
+            }
             for (const Entry& part : e.parts) {
                 const std::string* key = part.attribute(quant::kPartKeyAttribute);
                 addTensor(part, key ? *key : e.name + "." + part.name, e.name);
@@ -224,6 +271,12 @@ ConvertPlan planConversion(const Source& source, const ConvertOptions& options)
     for (auto& m : tiedMetadata)
         plan.metadata.push_back(std::move(m));
 
+    if (!dequantized.empty())
+        plan.findings.push_back(Finding { Severity::Info,
+            std::to_string(dequantized.size()) + " quantized weight" + (dequantized.size() == 1 ? "" : "s")
+                + " written dequantized, as " + std::string(dtypeName(castTo(DType::Float32, options.dtype)))
+                + ", by StateLens's value reader with the library's recipe (" + firstNote + "): " + someNames(dequantized),
+            dequantized.front() });
     if (!plan.notTensors.empty())
         plan.findings.push_back(Finding { Severity::Warning,
             std::to_string(plan.notTensors.size()) + " entr" + (plan.notTensors.size() == 1 ? "y is" : "ies are")

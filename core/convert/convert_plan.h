@@ -20,7 +20,8 @@
 namespace sl::convert {
 
 // --dtype: floating tensors (float16, bfloat16, float32, float64) cast as torch's Tensor.to casts them;
-// everything else (integers, bool, float8, quantized parts) is written as stored.
+// quantized groups dequantized (the value reader's recipes, float32) and then cast; everything else
+// (integers, bool, float8 tensors that are no group's weight) is written as stored.
 enum class TargetDType : uint8_t { Keep, BFloat16, Float16, Float32 };
 std::optional<TargetDType> targetDTypeFromName(std::string_view name); // "keep", "bf16", "fp16", "fp32"
 
@@ -34,6 +35,9 @@ struct PlannedTensor {
     std::string name; // the key written
     std::string sourceName; // the key in the source (a quantized part's own key)
     const Entry* entry = nullptr; // the tensor in the source (a group's part), read when written
+    // A quantized group written as its logical values (--dtype): `entry` is the group, read through
+    // values::ValueReader; sourceDType is then float32, what the reader's values are.
+    bool dequantize = false;
     DType sourceDType = DType::Unknown;
     DType dtype = DType::Unknown; // as written
     Shape shape;

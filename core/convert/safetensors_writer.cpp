@@ -7,6 +7,7 @@
 #include "util/error.h"
 #include "util/load_control.h"
 #include "values/tensor_bytes.h"
+#include "values/value_reader.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -454,17 +455,10 @@ WriteReport writeSafetensors(const Source& source, const ConvertPlan& plan, cons
         out.write(f.header);
         for (size_t i : f.order) {
             const PlannedTensor& t = plan.tensors[i];
-            const values::TensorBytes bytes = values::TensorBytes::open(source, *t.entry, files);
-            if (bytes.numel() != t.entry->numel() || bytes.itemSize() != dtypeItemSize(t.sourceDType))
-                throw LoadError(source.path, "'" + t.sourceName + "': its elements cannot be read as listed; nothing was written");
-            const uint64_t perRead = std::max<uint64_t>(1, options.bufferBytes / std::max(1u, bytes.itemSize()));
-            for (uint64_t first = 0; first < bytes.numel(); first += perRead) {
-                if (options.control)
-                    options.control->checkpoint(output);
-                const uint64_t count = std::min(perRead, bytes.numel() - first);
-                const uint8_t* p = bytes.read(first, count, in);
+            // Each read's elements, as stored or cast to the dtype written.
+            const auto emit = [&](const uint8_t* p, uint64_t count) {
                 if (t.dtype == t.sourceDType) {
-                    out.write(p, static_cast<size_t>(count * bytes.itemSize()));
+                    out.write(p, static_cast<size_t>(count * dtypeItemSize(t.dtype)));
                 } else {
                     cast.resize(static_cast<size_t>(count * dtypeItemSize(t.dtype)));
                     castElements(t.sourceDType, p, t.dtype, cast.data(), static_cast<size_t>(count));
@@ -475,6 +469,39 @@ WriteReport writeSafetensors(const Source& source, const ConvertPlan& plan, cons
                     options.control->advance(count * dtypeItemSize(t.dtype));
                 if (options.progress)
                     options.progress(done, total, t.name);
+            };
+            if (t.dequantize) {
+                // The reader's values are float32 results held as float64: narrowed to float32 exactly, then
+                // cast as torch's .to() casts a float32 tensor.
+                std::string why;
+                const auto reader = values::ValueReader::open(source, *t.entry, files, why);
+                if (!reader || reader->numel() != t.entry->numel())
+                    throw LoadError(source.path, "'" + t.sourceName + "': cannot be dequantized (" + why + "); nothing was written");
+                const uint64_t perRead = std::max<uint64_t>(1, options.bufferBytes / sizeof(double));
+                std::vector<double> values;
+                std::vector<float> narrowed;
+                for (uint64_t first = 0; first < reader->numel(); first += perRead) {
+                    if (options.control)
+                        options.control->checkpoint(output);
+                    const uint64_t count = std::min(perRead, reader->numel() - first);
+                    values.resize(static_cast<size_t>(count));
+                    narrowed.resize(static_cast<size_t>(count));
+                    reader->read(first, count, values.data());
+                    for (size_t k = 0; k < values.size(); ++k)
+                        narrowed[k] = static_cast<float>(values[k]);
+                    emit(reinterpret_cast<const uint8_t*>(narrowed.data()), count);
+                }
+            } else {
+                const values::TensorBytes bytes = values::TensorBytes::open(source, *t.entry, files);
+                if (bytes.numel() != t.entry->numel() || bytes.itemSize() != dtypeItemSize(t.sourceDType))
+                    throw LoadError(source.path, "'" + t.sourceName + "': its elements cannot be read as listed; nothing was written");
+                const uint64_t perRead = std::max<uint64_t>(1, options.bufferBytes / std::max(1u, bytes.itemSize()));
+                for (uint64_t first = 0; first < bytes.numel(); first += perRead) {
+                    if (options.control)
+                        options.control->checkpoint(output);
+                    const uint64_t count = std::min(perRead, bytes.numel() - first);
+                    emit(bytes.read(first, count, in), count);
+                }
             }
             ++report.tensorsWritten;
             report.bytesWritten += t.nbytes;

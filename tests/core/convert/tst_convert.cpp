@@ -17,6 +17,8 @@
 #include "util/load_control.h"
 
 #include <QCryptographicHash>
+#include <cstring>
+
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -306,9 +308,6 @@ private slots:
             { { src("views.pt"), QStringLiteral("--only"), QStringLiteral("nothing-matches"), QStringLiteral("-o"), parent + QStringLiteral("/c") }, "no tensor" },
             // qint8 has no safetensors dtype
             { { test::fixturesDir() + QStringLiteral("/values/quantized.pt"), QStringLiteral("-o"), parent + QStringLiteral("/d") }, "safetensors dtype" },
-            // dequantizing for --dtype is not done yet, and says so
-            { { test::fixturesDir() + QStringLiteral("/values/quantized_groups.safetensors"), QStringLiteral("--dtype"), QStringLiteral("bf16"),
-                  QStringLiteral("-o"), parent + QStringLiteral("/e") }, "dequantize" },
         };
         for (const Case& c : cases) {
             const auto r = runConvert(c.args);
@@ -332,6 +331,87 @@ private slots:
         const QJsonObject c = check({ QStringLiteral("--out"), out("quant.safetensors"), QStringLiteral("--source"), path,
             QStringLiteral("--kind"), QStringLiteral("safetensors") });
         QVERIFY(c.value(QStringLiteral("checked")).toInt() > 0);
+    }
+
+    // --dtype on quantized groups: each group written under its own name as its logical values. Truth: the
+    // libraries' dequantization recipes run with torch by make_values_fixtures.py (sha256 of every value as
+    // float64); bf16 and fp16 are then torch 1.13's .to() of those float32 values.
+    void quantizedGroupsDequantized()
+    {
+        const QString path = test::fixturesDir() + QStringLiteral("/values/quantized_groups.safetensors");
+        const QJsonObject truth = test::readJson(path + QStringLiteral(".expected.json")).value(QStringLiteral("tensors")).toObject();
+        const QString f32 = out("dequantized_f32.safetensors");
+        auto r = runConvert({ path, QStringLiteral("--dtype"), QStringLiteral("fp32"), QStringLiteral("-o"), f32 });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY2(r.out.contains("written dequantized"), r.out.constData());
+        // The output read by hand: u64 header length, the JSON header, the bytes.
+        const QByteArray file = test::readAll(f32);
+        QVERIFY(file.size() >= 8);
+        quint64 headerLength = 0;
+        std::memcpy(&headerLength, file.constData(), 8);
+        QVERIFY(headerLength + 8 <= quint64(file.size()));
+        const QJsonObject header = QJsonDocument::fromJson(file.mid(8, qsizetype(headerLength))).object();
+        int checked = 0;
+        for (auto it = truth.begin(); it != truth.end(); ++it) {
+            const QJsonObject want = it.value().toObject();
+            if (!want.contains(QStringLiteral("sha256_values_f64")))
+                continue;
+            const QJsonObject got = header.value(it.key()).toObject();
+            QVERIFY2(!got.isEmpty(), qPrintable(it.key() + QStringLiteral(" is not in the output")));
+            QCOMPARE(got.value(QStringLiteral("dtype")).toString(), QStringLiteral("F32"));
+            QCOMPARE(got.value(QStringLiteral("shape")).toArray(), want.value(QStringLiteral("shape")).toArray());
+            const QJsonArray range = got.value(QStringLiteral("data_offsets")).toArray();
+            const qsizetype begin = qsizetype(8 + headerLength) + qsizetype(range[0].toInteger());
+            const qsizetype count = qsizetype(range[1].toInteger() - range[0].toInteger()) / 4;
+            QCOMPARE(qint64(count), want.value(QStringLiteral("numel")).toInteger());
+            std::vector<double> widened(static_cast<size_t>(count));
+            for (qsizetype k = 0; k < count; ++k) {
+                float v;
+                std::memcpy(&v, file.constData() + begin + 4 * k, 4);
+                widened[static_cast<size_t>(k)] = v;
+            }
+            const QByteArray sha = QCryptographicHash::hash(QByteArrayView(reinterpret_cast<const char*>(widened.data()),
+                                                               qsizetype(widened.size() * sizeof(double))),
+                QCryptographicHash::Sha256)
+                                       .toHex();
+            QVERIFY2(sha == want.value(QStringLiteral("sha256_values_f64")).toString().toLatin1(), qPrintable(it.key()));
+            ++checked;
+        }
+        QVERIFY(checked >= 8);
+
+        // bf16 and fp16: torch's own cast of the float32 output just checked.
+        for (const char* dtype : { "bf16", "fp16" }) {
+            const QString o = out("dequantized_") + QLatin1String(dtype) + QStringLiteral(".safetensors");
+            r = runConvert({ path, QStringLiteral("--dtype"), QLatin1String(dtype), QStringLiteral("-o"), o });
+            QVERIFY2(r.exitCode == 0, r.err.constData());
+            const QString py = QStringLiteral(R"(
+import json, struct, sys, torch
+def tensors(path):
+    data = open(path, 'rb').read()
+    (n,) = struct.unpack('<Q', data[:8])
+    header = json.loads(data[8:8 + n])
+    names = {'F32': torch.float32, 'BF16': torch.bfloat16, 'F16': torch.float16}
+    out = {}
+    for k, v in header.items():
+        if k == '__metadata__':
+            continue
+        b, e = v['data_offsets']
+        t = torch.frombuffer(bytearray(data[8 + n + b:8 + n + e]), dtype=names[v['dtype']]) if e > b else torch.zeros(0)
+        out[k] = t.reshape(v['shape'])
+    return out
+f32, low = tensors(sys.argv[1]), tensors(sys.argv[2])
+target = {'bf16': torch.bfloat16, 'fp16': torch.float16}[sys.argv[3]]
+assert sorted(f32) == sorted(low), 'keys differ'
+for k in f32:
+    want = f32[k].to(target) if f32[k].dtype == torch.float32 else f32[k]
+    assert low[k].dtype == want.dtype and low[k].shape == want.shape, k
+    assert torch.equal(low[k].view(torch.int16), want.view(torch.int16)), k
+print(len(f32))
+)");
+            const auto c = test::run(test::torchPython(), { QStringLiteral("-c"), py, f32, o, QLatin1String(dtype) });
+            QVERIFY2(c.exitCode == 0, c.err.constData());
+            QVERIFY(c.out.trimmed().toInt() >= checked);
+        }
     }
 
     void cancelledLeavesNothing()
