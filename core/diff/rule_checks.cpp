@@ -3,6 +3,7 @@
 #include "diff/diff.h"
 #include "rules/rule_engine.h"
 #include "rules/rule_inverse.h"
+#include "util/name_index.h"
 
 #include <algorithm>
 #include <future>
@@ -37,8 +38,20 @@ std::string_view ruleIssueKindName(RuleIssue::Kind k)
 
 namespace {
 
+// A's keys as the forward rules map them, where already known (the diff mapped them): the round trip's
+// second leg looks a key up here instead of running the rules again when B -> A lands on one of A's keys,
+// as it does for every key the rules pair.
+struct KnownMapping {
+    const Source& a;
+    const std::vector<std::string>& mapped;
+    const std::vector<uint8_t>& dropped;
+    const std::vector<uint8_t>& known;
+    NameIndex index;
+    std::string_view nameAt(size_t i) const { return a.entries[i].name; }
+};
+
 // Where every rename can be inverted: B -> A -> B must give back each of B's keys.
-std::vector<RuleIssue> roundTripIssues(const RuleSet& rules, const Source& b)
+std::vector<RuleIssue> roundTripIssues(const RuleSet& rules, const Source& b, const KnownMapping& fromA)
 {
     std::vector<RuleIssue> out;
     InvertedRules inverse = invertRules(rules);
@@ -60,14 +73,24 @@ std::vector<RuleIssue> roundTripIssues(const RuleSet& rules, const Source& b)
         size_t failures = 0;
         std::vector<std::string> examples;
     };
-    auto check = [&rules, &inverse, &b](size_t begin, size_t end) {
+    auto check = [&rules, &inverse, &b, &fromA](size_t begin, size_t end) {
         const CompiledRules forward = CompiledRules::compile(rules);
         const CompiledRules backward = CompiledRules::compile(inverse.rules);
+        const auto nameOf = [&fromA](size_t k) { return fromA.nameAt(k); };
         Half h;
         for (size_t i = begin; i < end; ++i) {
             const std::string& name = b.entries[i].name;
             CompiledRules::Result toA = backward.apply(name);
-            CompiledRules::Result back = forward.apply(toA.name);
+            const size_t inA = fromA.index.find(toA.name, nameOf);
+            CompiledRules::Result back;
+            if (inA != NameIndex::npos && fromA.known[inA]) {
+                back.dropped = fromA.dropped[inA] != 0;
+                if (!back.dropped && fromA.mapped[inA] == name)
+                    continue;
+                back.name = fromA.mapped[inA];
+            } else {
+                back = forward.apply(toA.name);
+            }
             if (!back.dropped && back.name == name)
                 continue;
             if (h.failures++ < kExamples)
@@ -120,18 +143,23 @@ std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const S
     std::vector<size_t> hits(rules.rules.size(), 0);
     std::vector<std::string> mappedNames(a.entries.size());
     std::vector<uint8_t> dropped(a.entries.size(), 0);
+    std::vector<uint8_t> known(a.entries.size(), 0); // mappedNames[i] or dropped[i] is set
     if (diff && diff->ruleHits.size() == hits.size()) {
         std::copy(diff->ruleHits.begin(), diff->ruleHits.end(), hits.begin());
         for (const auto& row : diff->rows) {
             if (!row.a.valid())
                 continue;
             const size_t i = row.a.get();
-            if (row.aPart.valid()) // one key of a keyed group: the group's own name is mapped below
-                mappedNames[i] = compiled.apply(a.entries[i].name).name;
-            else if (row.status == RowStatus::Dropped)
+            if (row.aPart.valid()) { // one key of a keyed group: the group's own name is mapped below
+                CompiledRules::Result r = compiled.apply(a.entries[i].name);
+                dropped[i] = r.dropped;
+                mappedNames[i] = std::move(r.name);
+            } else if (row.status == RowStatus::Dropped) {
                 dropped[i] = 1;
-            else
+            } else {
                 mappedNames[i] = row.mapped.empty() ? a.entries[i].name : row.mapped;
+            }
+            known[i] = 1;
         }
     } else {
         std::vector<uint32_t> matched;
@@ -144,6 +172,7 @@ std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const S
                 dropped[i] = 1;
             else
                 mappedNames[i] = std::move(r.name);
+            known[i] = 1;
         }
     }
     std::unordered_map<std::string_view, size_t> landed; // mapped name -> first A entry that got it
@@ -235,7 +264,9 @@ std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const S
         out.push_back(std::move(issue));
     }
 
-    for (auto& issue : roundTripIssues(rules, b))
+    KnownMapping fromA { a, mappedNames, dropped, known, {} };
+    fromA.index.insertAll(a.entries.size(), [&fromA](size_t k) { return fromA.nameAt(k); });
+    for (auto& issue : roundTripIssues(rules, b, fromA))
         out.push_back(std::move(issue));
     return out;
 }

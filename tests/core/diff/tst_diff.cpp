@@ -536,6 +536,37 @@ private slots:
         }
     }
 
+    // The round trip's second leg reuses the diff's mapping of A's keys: a key that does not come back must
+    // be found the same way with the diff as without it. Here 'b.x' -> 'a.x' (inverse of rule 1; rule 2's
+    // inverse needs 'b.y') and 'a.x' -> 'b.x' -> 'b.y' forward.
+    void roundTripThroughTheDiffsMapping()
+    {
+        const auto tensorSource = [](std::initializer_list<const char*> names) {
+            Source s;
+            s.path = "memory";
+            for (const char* n : names) {
+                Entry e;
+                e.name = n;
+                e.dtype = DType::Float32;
+                e.shape = { 2 };
+                s.entries.push_back(std::move(e));
+            }
+            return s;
+        };
+        const Source a = tensorSource({ "a.x", "a.z", "c.k" });
+        const Source b = tensorSource({ "b.x", "b.z", "c.k" });
+        RuleSet rs;
+        rs.rules = { { R"(^a\.)", "b." }, { R"(^b\.x$)", "b.y" } };
+        const DiffResult d = diffSources(a, b, rs);
+        for (const DiffResult* with : { static_cast<const DiffResult*>(nullptr), &d }) {
+            const auto issues = checkRules(rs, a, b, with);
+            const auto it = std::find_if(issues.begin(), issues.end(), [](const RuleIssue& i) { return i.kind == RuleIssue::Kind::RoundTrip; });
+            QVERIFY2(it != issues.end(), with ? "with the diff" : "without the diff");
+            QVERIFY2(it->message.find("changes 1 of the model's keys") != std::string::npos, it->message.c_str());
+            QCOMPARE(it->examples, std::vector<std::string> { "b.x -> a.x -> b.y" });
+        }
+    }
+
     void engineAgreesWithPythonRe_data()
     {
         QTest::addColumn<QString>("mode");
