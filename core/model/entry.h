@@ -4,6 +4,7 @@
 // Readers fill what their format knows; later stages (sharding, quantization, values) add to `attributes`
 // and `parts` instead of reshaping this struct.
 
+#include "compact_dims.h"
 #include "compact_string.h"
 #include "dims.h"
 #include "dtype.h"
@@ -38,7 +39,7 @@ struct TensorLocation {
     uint64_t storageByteOffset = 0; // absolute offset of the storage's first byte
     uint64_t storageNbytes = 0;
     int64_t storageOffset = 0;
-    Dims strides; // empty when the reader only knows the tensor is contiguous
+    CompactDims strides; // empty when the reader only knows the tensor is contiguous
 };
 
 // How a tensor is split across ranks or files. `Entry::shape` is always the global (logical) shape; the
@@ -53,7 +54,7 @@ struct ShardChunk {
     bool inItem = false;
     uint64_t byteOffset = 0; // its bytes in that file (byteLength 0 when not known)
     uint64_t byteLength = 0;
-    Dims strides; // in elements, when the piece is stored as a view (a rank's local tensor); empty: row-major
+    CompactDims strides; // in elements, when the piece is stored as a view (a rank's local tensor); empty: row-major
     std::string label; // "rank 1", "__0_0.distcp", ...
 };
 

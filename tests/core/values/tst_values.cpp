@@ -289,10 +289,7 @@ template <typename F> Entry withPart(const Entry& g, const std::string& role, F 
 // The first piece of a 2-D per-rank tensor as a transposed view: the same bytes in column-major order.
 void storeFirstPieceTransposed(Sharding& sh)
 {
-    Dims& strides = sh.chunks[0].strides;
-    strides = sh.chunks[0].sizes;
-    strides[0] = 1;
-    strides[1] = sh.chunks[0].sizes[0];
+    sh.chunks[0].strides = { 1, sh.chunks[0].sizes[0] };
 }
 
 Entry withPartShape(const Entry& g, const std::string& role, const Shape& shape)
