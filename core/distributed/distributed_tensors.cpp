@@ -127,7 +127,7 @@ void addProblem(std::vector<std::string>& problems, std::string p)
 
 void eraseAttributes(Entry& e, std::initializer_list<std::string_view> keys)
 {
-    std::erase_if(e.attributes, [&](const auto& kv) {
+    erase_if(e.attributes, [&](const auto& kv) {
         return std::find(keys.begin(), keys.end(), std::string_view(kv.first)) != keys.end();
     });
 }

@@ -6,6 +6,7 @@
 
 #include "compact_dims.h"
 #include "compact_string.h"
+#include "compact_vector.h"
 #include "dims.h"
 #include "dtype.h"
 
@@ -110,9 +111,9 @@ struct Entry {
     CompactString value; // short repr of an Object entry's value
 
     // Format- and stage-specific facts shown as-is (qscheme, scale, placements, "header_shape", ...).
-    std::vector<std::pair<std::string, std::string>> attributes;
+    CompactVector<std::pair<std::string, std::string>> attributes;
     // Component tensors of a Group, or the inner tensors of a wrapper subclass; `name` holds the role.
-    std::vector<Entry> parts;
+    CompactVector<Entry> parts;
     // Set when the tensor is sharded or quantized; shared so copying an entry stays cheap.
     std::shared_ptr<const Sharding> sharding;
     std::shared_ptr<const Quantization> quantization;

@@ -227,7 +227,7 @@ void describeWrapper(const TensorValue& t, const Spec& spec, Entry& e, Quantizat
     e.parts.erase(e.parts.begin() + static_cast<std::ptrdiff_t>(at));
     if (const std::string* missing = inner.attribute(kMissingPartsAttribute))
         noteMissing(e, *missing);
-    std::vector<Entry> own = std::move(e.parts); // the wrapper's own tensors (activation scales)
+    CompactVector<Entry> own = std::move(e.parts); // the wrapper's own tensors (activation scales)
     e.parts.clear();
     if (inner.quantization) {
         // A quantized weight inside: the group is that weight, with the wrapper's activation handling noted.

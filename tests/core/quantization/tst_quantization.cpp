@@ -61,7 +61,7 @@ QString shapeText(const QJsonValue& v)
     return "[" + parts.join(", ") + "]";
 }
 
-const Entry* findEntry(const std::vector<Entry>& entries, const QString& name)
+template <typename Entries> const Entry* findEntry(const Entries& entries, const QString& name)
 {
     for (const Entry& e : entries)
         if (q(e.name) == name)

@@ -13,7 +13,9 @@
 #include "model/source.h"
 #include "report/source_report.h"
 #include "util/error.h"
+#include "model/compact_dims.h"
 #include "model/compact_string.h"
+#include "model/compact_vector.h"
 #include "io/json_writer.h"
 #include "util/name_index.h"
 
@@ -634,6 +636,8 @@ private slots:
     void deflatedSizesThatLie();
     void nameIndexAgreesWithAMap();
     void compactStringKeepsText();
+    void compactDimsKeepStrides();
+    void compactVectorBehavesAsVector();
     void jsonStringsRoundTrip();
 };
 
@@ -1565,6 +1569,104 @@ void TstCorrupt::compactStringKeepsText()
         QVERIFY(assigned.view() == want.substr(n / 2));
         QCOMPARE(std::string("<") + a + ">", "<" + want + ">");
     }
+}
+
+// Strides in 8 bytes: lists packed into the word (1 to 3 values under 2^60, 2^30, 2^20) and lists on the
+// heap (longer, larger or negative) read back as written, through copies, moves, push_back and ordering.
+void TstCorrupt::compactDimsKeepStrides()
+{
+    const std::vector<std::vector<int64_t>> lists { {}, { 0 }, { 1 }, { (int64_t(1) << 60) - 1 }, { int64_t(1) << 60 },
+        { 4096, 1 }, { (int64_t(1) << 30) - 1, 0 }, { int64_t(1) << 30, 1 }, { 28672, 7, 1 }, { (1 << 20) - 1, 3, 1 },
+        { 1 << 20, 3, 1 }, { 8, 4, 2, 1 }, { -1, 1 }, { 0, 0, 0 }, { 5, 4, 3, 2, 1, 0 }, { INT64_MAX, INT64_MIN } };
+    for (const auto& want : lists) {
+        const sl::Dims d(want.begin(), want.end());
+        sl::CompactDims c = d;
+        QCOMPARE(c.size(), want.size());
+        QCOMPARE(c.empty(), want.empty());
+        QVERIFY(std::equal(c.begin(), c.end(), want.begin(), want.end()));
+        for (size_t i = 0; i < want.size(); ++i)
+            QCOMPARE(c[i], want[i]);
+        QVERIFY(sl::Dims(c) == d);
+        sl::CompactDims copy = c;
+        sl::CompactDims moved = std::move(copy);
+        QVERIFY(moved == c);
+        sl::CompactDims assigned { 9, 9 };
+        assigned = moved; // over a value of another shape
+        QVERIFY(assigned == c);
+        sl::CompactDims grown = c;
+        grown.push_back(7);
+        std::vector<int64_t> longer = want;
+        longer.push_back(7);
+        QVERIFY(std::equal(grown.begin(), grown.end(), longer.begin(), longer.end()));
+        for (const auto& other : lists) {
+            const sl::CompactDims o = sl::Dims(other.begin(), other.end());
+            QCOMPARE(c == o, want == other);
+            QCOMPARE(c < o, want < other);
+        }
+    }
+}
+
+// An entry's attributes and parts in 8 bytes: the same results as std::vector for every operation the
+// model uses, with elements that own heap memory (run under the sanitizers in CI).
+void TstCorrupt::compactVectorBehavesAsVector()
+{
+    sl::CompactVector<std::string> c;
+    std::vector<std::string> v;
+    const auto same = [&] { return c.size() == v.size() && std::equal(c.begin(), c.end(), v.begin(), v.end()); };
+    QVERIFY(c.empty() && same());
+    for (int i = 0; i < 40; ++i) {
+        const std::string s = "a value long enough to live on the heap, number " + std::to_string(i);
+        c.push_back(s);
+        v.push_back(s);
+        QVERIFY(same());
+    }
+    // An argument that is itself an element, when the block must grow (the new one is built first).
+    while (c.size() < c.capacity()) {
+        c.emplace_back("filler");
+        v.emplace_back("filler");
+    }
+    c.emplace_back(c[0]);
+    v.emplace_back(v[0]);
+    QVERIFY(same());
+    c.erase(c.begin() + 3);
+    v.erase(v.begin() + 3);
+    c.erase(c.begin() + 5, c.begin() + 9);
+    v.erase(v.begin() + 5, v.begin() + 9);
+    QVERIFY(same());
+    const std::vector<std::string> more { "x", "y", "z" };
+    c.insert(c.begin() + 2, more.begin(), more.end());
+    v.insert(v.begin() + 2, more.begin(), more.end());
+    QVERIFY(same());
+    QCOMPARE(sl::erase_if(c, [](const std::string& s) { return s.size() == 1; }), size_t(3));
+    std::erase_if(v, [](const std::string& s) { return s.size() == 1; });
+    QVERIFY(same());
+    sl::CompactVector<std::string> copy = c;
+    sl::CompactVector<std::string> moved = std::move(copy);
+    QVERIFY(copy.empty() && moved == c);
+    copy = { "one", "two" };
+    QCOMPARE(copy.size(), size_t(2));
+    QCOMPARE(copy.back(), std::string("two"));
+    copy = moved;
+    QVERIFY(copy == c);
+    QVERIFY_THROWS_EXCEPTION(std::out_of_range, c.at(c.size()));
+    c.pop_back();
+    v.pop_back();
+    QVERIFY(same());
+    c.clear();
+    QVERIFY(c.empty());
+    // Entries nest: an Entry's parts are Entries.
+    sl::Entry g;
+    g.name = "group";
+    for (int i = 0; i < 5; ++i) {
+        sl::Entry& p = g.parts.emplace_back();
+        p.name = "part " + std::to_string(i) + " with a long enough name";
+        p.attributes.emplace_back("key", "model.layers." + std::to_string(i) + ".weight");
+        p.parts.emplace_back().name = "inner";
+    }
+    const sl::Entry copied = g;
+    QCOMPARE(copied.parts.size(), size_t(5));
+    QCOMPARE(*copied.parts[4].attribute("key"), std::string("model.layers.4.weight"));
+    QCOMPARE(copied.parts[2].parts.front().name, std::string("inner"));
 }
 
 // Names and values from checkpoints go into JSON reports: every byte below 0x80 at every position of strings

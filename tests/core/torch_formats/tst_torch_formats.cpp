@@ -319,7 +319,7 @@ private:
     }
 };
 
-void flatten(const std::vector<Entry>& entries, std::vector<const Entry*>& out)
+template <typename Entries> void flatten(const Entries& entries, std::vector<const Entry*>& out)
 {
     for (const auto& e : entries) {
         if (e.kind != EntryKind::Object)
