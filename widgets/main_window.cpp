@@ -38,6 +38,7 @@
 #include <QKeySequence>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -1002,7 +1003,9 @@ void MainWindow::saveFixedCheckpoint()
     QString what = tr("Writes the checkpoint (A) %1").arg(label.fileName());
     if (!a->container.empty())
         what += tr(", container '%1',").arg(QString::fromStdString(a->container));
-    what += rules ? tr(" with the %n rule(s) of this window applied", nullptr, static_cast<int>(rules)) : tr(" without rules (names as stored)");
+    what += rules == 0 ? tr(" without rules (names as stored)")
+        : rules == 1   ? tr(" with the rule of this window applied")
+                       : tr(" with the %1 rules of this window applied").arg(rules);
     what += tr(" as safetensors: the same conversion as `statelens convert`. The checkpoint itself is not modified.");
     // Beside the checkpoint, named after it.
     QString base = label.isDir() ? label.absoluteFilePath() : label.absolutePath() + QLatin1Char('/') + label.completeBaseName();
@@ -1046,8 +1049,13 @@ bool MainWindow::startFixedCheckpoint(const QString& output, uint64_t shardBytes
             const double f = m_writer->progress();
             m_writeProgress->setValue(f < 0 ? 0 : static_cast<int>(f * 1000));
             const QString name = m_writer->currentTensor();
+            const LoadControl* c = m_writer->control();
+            const QLocale locale = QLocale::c();
+            auto size = [&](uint64_t b) { return locale.formattedDataSize(static_cast<qint64>(b), 1, QLocale::DataSizeSIFormat); };
             if (!m_writeProgress->wasCanceled())
-                m_writeProgress->setLabelText(name.isEmpty() ? tr("Planning…") : tr("Writing %1").arg(name.left(80)));
+                m_writeProgress->setLabelText(name.isEmpty() || !c
+                        ? tr("Planning…")
+                        : tr("Writing %1\n%2 of %3").arg(name.left(80), size(c->done()), size(c->total())));
         });
     }
     m_writeProgress->reset();
@@ -1086,8 +1094,7 @@ void MainWindow::fixedCheckpointWritten(const CheckpointWriter::Outcome& outcome
         statusBar()->showMessage(tr("Fixed checkpoint written to %1").arg(outcome.output), 8000);
         break;
     case CheckpointWriter::Outcome::Kind::Failed:
-        box = new QMessageBox(QMessageBox::Warning, title, tr("Nothing was written."), QMessageBox::Ok, this);
-        box->setInformativeText(outcome.summary());
+        box = new QMessageBox(QMessageBox::Warning, title, outcome.summary(), QMessageBox::Ok, this); // says nothing was written
         statusBar()->showMessage(tr("The fixed checkpoint could not be written."), 8000);
         break;
     case CheckpointWriter::Outcome::Kind::Cancelled:

@@ -52,6 +52,7 @@ public:
     bool isRunning() const { return m_job.running(); }
     double progress() const; // [0, 1] of the tensor bytes; negative before the plan has counted them
     QString currentTensor() const; // the key being written
+    const LoadControl* control() const { return m_job.running() ? m_job.control() : nullptr; } // bytes done, total
 
 signals:
     void finished(const sl::gui::CheckpointWriter::Outcome& outcome);
