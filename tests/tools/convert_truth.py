@@ -10,13 +10,14 @@ hand (u64 header length, JSON header, raw bytes), as torch 1.13 has no safetenso
       tied), extras.pt (a module with `_extra_state`, a bytes value and an int beside tensors), views.pt
       (slices, a transpose, an expanded tensor), collide.pt (two keys that one rule maps onto one name) and
       bin_index/ (a pytorch_model.bin.index.json with two shards).
-  convert_truth.py check --out OUT --source SRC [--kind pt|safetensors|bin-index|dcp|per-rank-truth] [--container C]
+  convert_truth.py check --out OUT --source SRC [--kind pt|safetensors|bin-index|dcp|per-rank-truth|parts] [--container C]
                          [--strip PREFIX] [--drop REGEX] [--only REGEX] [--dtype keep|bf16|fp16|fp32]
                          [--model NAME] [--shard-size BYTES] [--sub PATTERN REPLACEMENT]...
       reads OUT (a .safetensors file or a folder with model.safetensors or shards and their index) and checks
       every tensor against the source (per-rank-truth: SRC is a *.per-rank.truth.json of torch 2.6's
       full_tensor() values or a DCP save's, from make_torch2_fixtures.py, --container picking the keys under
-      one): names (the source's, PREFIX removed, each --sub applied with re.sub, keys matching --drop or not
+      one; parts: SRC is tests/fixtures/convert/quantized_parts.truth.json and --entry names the quantized
+      fixture, what torch 2.6 and torchao 0.9 hold as its tensors and subclasses' parts): names (the source's, PREFIX removed, each --sub applied with re.sub, keys matching --drop or not
       matching --only left out, non-tensors left out), dtype, shape and the bytes (after torch's .to() for
       --dtype), tied names recorded in __metadata__ as safetensors.torch.save_model records them, the index
       as transformers writes it, and with --model a strict load_state_dict into that model. Prints a JSON
@@ -41,6 +42,9 @@ ST_DTYPES = {
     "BOOL": torch.bool, "C64": torch.complex64,
 }
 TORCH_TO_ST = {v: k for k, v in ST_DTYPES.items()}
+# safetensors dtype -> torch 2.x's name, for truth recorded by torch 2.6 (float8 has no torch 1.13 dtype).
+ST_NAMES = {k: str(v).replace("torch.", "") for k, v in ST_DTYPES.items()}
+ST_NAMES.update({"F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "U16": "uint16", "U32": "uint32", "U64": "uint64"})
 CASTS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -316,6 +320,13 @@ def load_reference(args):
             entries = [dict(e, name=e["name"][len(prefix):]) for e in entries if e["name"].startswith(prefix)]
         return {e["name"]: ("f64sha", e["values"]["sha256_values_f64"], e["dtype"], e["shape"])
                 for e in entries if "values" in e}, [e["name"] for e in entries if "values" not in e]
+    if args.kind == "parts":
+        # A quantized checkpoint kept quantized: what torch 2.6 and torchao 0.9 hold for SRC's --entry (every
+        # plain tensor, every inner tensor of a subclass under the weight's key and the part's name), recorded by
+        # make_convert_fixtures_torch2.py --quant-truth: dtype, shape, sha256 of the bytes.
+        with open(args.source) as f:
+            entries = json.load(f)["files"][args.entry]
+        return {e["name"]: ("parts", e["dtype"], e["shape"], e["sha256"]) for e in entries}, []
     if args.kind == "bin-index":
         with open(os.path.join(args.source, "pytorch_model.bin.index.json")) as f:
             files = list(dict.fromkeys(json.load(f)["weight_map"].values()))
@@ -351,6 +362,7 @@ def main():
     c.add_argument("--out", required=True)
     c.add_argument("--source", required=True)
     c.add_argument("--kind", default="pt")
+    c.add_argument("--entry", default="", help="--kind parts: the fixture's entry in the truth file")
     c.add_argument("--container", default="")
     c.add_argument("--strip", default="")
     c.add_argument("--drop", default="")
@@ -407,6 +419,11 @@ def main():
         if isinstance(want, tuple) and want[0] == "sha256":
             if hashlib.sha256(data).hexdigest() != want[1]:
                 raise SystemExit(f"{name}: bytes differ from torch's assembly of the DCP chunks")
+        elif isinstance(want, tuple) and want[0] == "parts":
+            if (ST_NAMES.get(dt), shape) != (want[1], want[2]):
+                raise SystemExit(f"{name}: {dt} {shape}, torch says {want[1]} {want[2]}")
+            if hashlib.sha256(data).hexdigest() != want[3]:
+                raise SystemExit(f"{name}: bytes differ from torch's")
         elif isinstance(want, tuple) and want[0] == "f64sha":
             t = torch.frombuffer(bytearray(data), dtype=ST_DTYPES[dt]) if data else torch.zeros(0, dtype=ST_DTYPES[dt])
             if str(ST_DTYPES[dt]).replace("torch.", "") != want[2] or shape != want[3]:
