@@ -1340,7 +1340,7 @@ def ratio_row(case, peer, ours, target=None, note="", at_most=None, target_text=
             "statelens_cpu_s": ours.cpu_median, "cpu_ratio": cpu}
 
 
-def memory_row(case, ours, limit, peers):
+def peak_limit_row(case, ours, limit, peers):
     peak = max(ours.peaks)
     others = "; ".join(f"{p.label} {human(max(p.peaks))}" for p in peers)
     return {"case": case, "peer": f"target under {human(limit)}", "comparison": "absolute", "peer_s": limit,
@@ -1384,7 +1384,7 @@ def case_convert(args, workdir, sizes):
     run_interleaved(measures, reps)
     label = f"i. convert b's {human(size)} torch zip to safetensors"
     rows = [ratio_row(label, cp, ours, at_most=1.5, target_text="≤ 1.5x cp"),
-            memory_row(label, ours, limit, [cp, dd, peer]),
+            peak_limit_row(label, ours, limit, [cp, dd, peer]),
             ratio_row(label, dd, ours, note="context: the same bytes read and written"),
             ratio_row(label, ddsync, ours, note="context: and flushed to disk, as convert does"),
             ratio_row(label, peer, ours, note="context, no target")]
@@ -1409,7 +1409,7 @@ def case_convert(args, workdir, sizes):
     run_interleaved(dcp_measures, reps)
     dlabel = (f"i. convert a DCP save by {layout['ranks']} ranks ({layout['files']} files, {layout['chunks']} chunks, "
               f"{human(layout['tensor_bytes'])} of float32 values)")
-    drows = [memory_row(dlabel, dcp_ours, limit, [dcp_peer, dcp_cp]),
+    drows = [peak_limit_row(dlabel, dcp_ours, limit, [dcp_peer, dcp_cp]),
              ratio_row(dlabel, dcp_peer, dcp_ours, note="context, no target"),
              ratio_row(dlabel, dcp_cp, dcp_ours, note="context: the same bytes copied")]
     for m in dcp_measures:
