@@ -276,7 +276,7 @@ void MainWindow::buildMenus()
             QMessageBox::warning(this, tr("Save rules"), error);
     });
     file->addSeparator();
-    file->addAction(tr("Save &Fixed Checkpoint As…"), QKeySequence(tr("Ctrl+Shift+S")), this, &MainWindow::saveFixedCheckpoint);
+    file->addAction(tr("Save &Fixed Checkpoint As…"), QKeySequence(tr("Ctrl+Shift+E")), this, &MainWindow::saveFixedCheckpoint);
     file->addSeparator();
     QMenu* exportRules = file->addMenu(tr("&Export Rules"));
     const std::pair<QString, RuleExportFormat> ruleFormats[] = {
