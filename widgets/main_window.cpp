@@ -14,6 +14,7 @@
 #include "util/atomic_file.h"
 #include "views/details_panel.h"
 #include "views/diff_view.h"
+#include "views/fixed_checkpoint_dialog.h"
 #include "views/rule_editor.h"
 #include "views/source_pane.h"
 #include "views/suggestions_panel.h"
@@ -37,11 +38,13 @@
 #include <QKeySequence>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QProgressBar>
+#include <QProgressDialog>
 #include <QSplitter>
 #include <QTimer>
 #include <QToolButton>
@@ -116,6 +119,7 @@ MainWindow::MainWindow(QWidget* parent)
     , m_entryValues(new EntryValues(this))
     , m_pairValues(new PairValues(this))
     , m_valuesPanel(new ValuesPanel(m_entryValues))
+    , m_writer(new CheckpointWriter(this))
 {
     setWindowIcon(QIcon(QStringLiteral(":/statelens/statelens.png")));
     setObjectName(QStringLiteral("MainWindow"));
@@ -271,6 +275,9 @@ void MainWindow::buildMenus()
         if (!path.isEmpty() && !saveRules(path, &error))
             QMessageBox::warning(this, tr("Save rules"), error);
     });
+    file->addSeparator();
+    file->addAction(tr("Save &Fixed Checkpoint As…"), QKeySequence(tr("Ctrl+Shift+E")), this, &MainWindow::saveFixedCheckpoint);
+    file->addSeparator();
     QMenu* exportRules = file->addMenu(tr("&Export Rules"));
     const std::pair<QString, RuleExportFormat> ruleFormats[] = {
         { tr("Python (remap_state_dict)…"), RuleExportFormat::Python },
@@ -979,11 +986,137 @@ void MainWindow::chooseExportReport(DiffReportFormat format)
         statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
 }
 
+// --- the fixed checkpoint --------------------------------------------------------------------------------
+
+void MainWindow::saveFixedCheckpoint()
+{
+    auto a = m_sideA->source();
+    if (!a || m_sideA->isLoading()) {
+        QMessageBox::information(this, tr("Save Fixed Checkpoint"),
+            m_sideA->isLoading() ? tr("The checkpoint (A) is still loading.") : tr("Open a checkpoint (A) first: it is what is written."));
+        return;
+    }
+    if (m_writer->isRunning())
+        return;
+    const size_t rules = m_rules->rules().rules.size();
+    const QFileInfo label(m_sideA->label());
+    QString what = tr("Writes the checkpoint (A) %1").arg(label.fileName());
+    if (!a->container.empty())
+        what += tr(", container '%1',").arg(QString::fromStdString(a->container));
+    what += rules == 0 ? tr(" without rules (names as stored)")
+        : rules == 1   ? tr(" with the rule of this window applied")
+                       : tr(" with the %1 rules of this window applied").arg(rules);
+    what += tr(" as safetensors: the same conversion as `statelens convert`. The checkpoint itself is not modified.");
+    // Beside the checkpoint, named after it.
+    QString base = label.isDir() ? label.absoluteFilePath() : label.absolutePath() + QLatin1Char('/') + label.completeBaseName();
+    if (!label.exists())
+        base = QDir::homePath() + QStringLiteral("/fixed");
+    FixedCheckpointDialog dialog(what, base + QStringLiteral("-fixed.safetensors"), this);
+    if (dialog.exec() != QDialog::Accepted)
+        return;
+    QString error;
+    if (!startFixedCheckpoint(dialog.output(), dialog.shardBytes().value_or(0), &error))
+        QMessageBox::warning(this, tr("Save Fixed Checkpoint"), error);
+}
+
+bool MainWindow::startFixedCheckpoint(const QString& output, uint64_t shardBytes, QString* error)
+{
+    auto fail = [&](const QString& why) {
+        if (error)
+            *error = why;
+        return false;
+    };
+    auto a = m_sideA->source();
+    if (!a)
+        return fail(tr("Open a checkpoint (A) first: it is what is written."));
+    if (output.isEmpty())
+        return fail(tr("Name the output: a .safetensors file or a folder."));
+    if (!m_writer->start({ a, m_rules->rules(), output, shardBytes }))
+        return fail(tr("A checkpoint is being written already."));
+    if (!m_writeProgress) {
+        m_writeProgress = new QProgressDialog(this);
+        m_writeProgress->setWindowTitle(tr("Save Fixed Checkpoint"));
+        m_writeProgress->setRange(0, 1000);
+        m_writeProgress->setMinimumDuration(0);
+        m_writeProgress->setAutoClose(false);
+        m_writeProgress->setAutoReset(false);
+        m_writeProgress->setWindowModality(Qt::WindowModal);
+        m_writeProgress->setMinimumWidth(520);
+        connect(m_writeProgress, &QProgressDialog::canceled, this, &MainWindow::cancelFixedCheckpoint);
+        connect(m_writer, &CheckpointWriter::finished, this, &MainWindow::fixedCheckpointWritten);
+        m_writePoll = new QTimer(this);
+        connect(m_writePoll, &QTimer::timeout, this, [this] {
+            const double f = m_writer->progress();
+            m_writeProgress->setValue(f < 0 ? 0 : static_cast<int>(f * 1000));
+            const QString name = m_writer->currentTensor();
+            const LoadControl* c = m_writer->control();
+            const QLocale locale = QLocale::c();
+            auto size = [&](uint64_t b) { return locale.formattedDataSize(static_cast<qint64>(b), 1, QLocale::DataSizeSIFormat); };
+            if (!m_writeProgress->wasCanceled())
+                m_writeProgress->setLabelText(name.isEmpty() || !c
+                        ? tr("Planning…")
+                        : tr("Writing %1\n%2 of %3").arg(name.left(80), size(c->done()), size(c->total())));
+        });
+    }
+    m_writeProgress->reset();
+    m_writeProgress->setLabelText(tr("Planning…"));
+    m_writeProgress->setCancelButtonText(tr("Cancel"));
+    m_writeProgress->setValue(0);
+    m_writeProgress->show();
+    m_writePoll->start(100);
+    m_wasIdle = false;
+    statusBar()->showMessage(tr("Writing the fixed checkpoint to %1…").arg(output));
+    return true;
+}
+
+void MainWindow::cancelFixedCheckpoint()
+{
+    if (!m_writer->isRunning())
+        return;
+    m_writer->cancel();
+    // The dialog stays until the write has removed its temporary files; finished() closes it.
+    if (m_writeProgress) {
+        m_writeProgress->show();
+        m_writeProgress->setLabelText(tr("Cancelling: removing what was written…"));
+    }
+}
+
+void MainWindow::fixedCheckpointWritten(const CheckpointWriter::Outcome& outcome)
+{
+    m_writePoll->stop();
+    m_writeProgress->hide();
+    const QString title = tr("Save Fixed Checkpoint");
+    QMessageBox* box = nullptr;
+    switch (outcome.kind) {
+    case CheckpointWriter::Outcome::Kind::Written:
+        box = new QMessageBox(QMessageBox::Information, title, outcome.summary().section(QLatin1Char('\n'), 0, 0), QMessageBox::Ok, this);
+        box->setInformativeText(outcome.summary().section(QLatin1Char('\n'), 1));
+        statusBar()->showMessage(tr("Fixed checkpoint written to %1").arg(outcome.output), 8000);
+        break;
+    case CheckpointWriter::Outcome::Kind::Failed:
+        box = new QMessageBox(QMessageBox::Warning, title, outcome.summary(), QMessageBox::Ok, this); // says nothing was written
+        statusBar()->showMessage(tr("The fixed checkpoint could not be written."), 8000);
+        break;
+    case CheckpointWriter::Outcome::Kind::Cancelled:
+        statusBar()->showMessage(outcome.summary(), 8000);
+        break;
+    }
+    if (box) {
+        box->setTextFormat(Qt::PlainText);
+        box->setAttribute(Qt::WA_DeleteOnClose);
+        box->setObjectName(QStringLiteral("fixedCheckpointResult"));
+        box->open(); // not exec(): the window (and a test driving it) goes on
+    }
+    emit fixedCheckpointFinished(outcome);
+    checkIdle();
+}
+
 // --- state -----------------------------------------------------------------------------------------------
 
 bool MainWindow::isIdle() const
 {
-    return !m_sideA->isLoading() && !m_sideB->isLoading() && !m_comparison->isBusy() && !m_pairValues->isRunning();
+    return !m_sideA->isLoading() && !m_sideB->isLoading() && !m_comparison->isBusy() && !m_pairValues->isRunning()
+        && !m_writer->isRunning();
 }
 
 void MainWindow::checkIdle()

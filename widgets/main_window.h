@@ -6,6 +6,7 @@
 
 #include "rules/rule_export.h"
 #include "report/diff_report.h"
+#include "session/checkpoint_writer.h"
 #include "session/comparison.h"
 #include "session/entry_values.h"
 #include "session/pair_values.h"
@@ -19,6 +20,7 @@
 
 class QMenu;
 class QProgressBar;
+class QProgressDialog;
 class QTemporaryDir;
 class QTimer;
 class QToolButton;
@@ -82,6 +84,15 @@ public:
     void cancelCompareValues();
     bool comparingValues() const { return m_pairValues->isRunning(); }
 
+    // File > Save Fixed Checkpoint As…: asks for the output, then writes A with the current rules (and its
+    // current container) as `statelens convert` would, with a progress dialog and Cancel, and says what it
+    // wrote or why it could not. startFixedCheckpoint() starts the same write without asking (false, with
+    // why, when there is nothing to convert or a write is running); fixedCheckpointFinished() follows.
+    void saveFixedCheckpoint();
+    bool startFixedCheckpoint(const QString& output, uint64_t shardBytes, QString* error = nullptr);
+    void cancelFixedCheckpoint();
+    CheckpointWriter* checkpointWriter() const { return m_writer; }
+
     // Navigation and clipboard.
     void gotoDifference(bool forward);
     void copySelection(bool wholeRow);
@@ -110,6 +121,7 @@ public:
 
 signals:
     void idle(); // isIdle() became true
+    void fixedCheckpointFinished(const sl::gui::CheckpointWriter::Outcome& outcome); // after its message is up
 
 protected:
     void closeEvent(QCloseEvent* event) override;
@@ -118,6 +130,7 @@ protected:
 private:
     void valuesCompared(const std::shared_ptr<const DiffSnapshot>& snapshot, const PairValues::PerRow& perRow);
     void endCompareValues(); // hides the comparison's progress
+    void fixedCheckpointWritten(const CheckpointWriter::Outcome& outcome);
     void buildMenus();
     void snapshotChanged();
     void applyFilter();
@@ -151,6 +164,9 @@ private:
     EntryValues* m_entryValues;
     PairValues* m_pairValues; // Compare Values of All Pairs
     ValuesPanel* m_valuesPanel;
+    CheckpointWriter* m_writer; // Save Fixed Checkpoint As…
+    QProgressDialog* m_writeProgress = nullptr;
+    QTimer* m_writePoll = nullptr; // reads the write's progress into the dialog
     QProgressBar* m_valuesProgress = nullptr;
     QToolButton* m_valuesCancel = nullptr;
     QTimer* m_valuesPoll = nullptr; // reads the comparison's progress into the bar

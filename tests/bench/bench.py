@@ -31,6 +31,18 @@ Cases (targets from the issue):
      dequantized as the libraries do, against Python reading the file and applying the same recipes and
      reductions with torch (the 3x of g, by analogy; the issue sets no figure), and the peak resident set.
   (a to h together are the issue's s3.)
+  i  `statelens convert` (issue 17), two inputs. (1) b's 1.9 GB torch zip to one safetensors file: at most 1.5x
+     the time of `cp` of the same file, peak resident set under 64 MB; beside it, for context, the peer
+     torch.load + safetensors.torch.save_file (torch 2.6 and safetensors through --torch2-env, as Debian 12's
+     Python has no safetensors; its time and peak printed), and the plain read+write loops of the same bytes
+     (`dd bs=8M`, and `dd bs=8M conv=fsync`, since convert flushes its file to disk before renaming it into
+     place). (2) a DCP save of a Llama-like model (torchtitan names, hidden 2048, 8 layers, vocab 32000:
+     2.7 GB of float32 random values, not sparse) by 64 ranks, every tensor in 64 Shard(0) pieces, planned by
+     torch 2.6's DefaultSavePlanner and written by its FileSystemWriter rank by rank in one process
+     (DCP_GENERATE_SRC says why): converted to one safetensors file with a peak resident set under 64 MB,
+     against torch 2.6's dcp_to_torch_save (torch.distributed.checkpoint.format_utils, which loads every tensor
+     into memory) time and peak, and `cp -r` of the folder. Outputs are removed before each run. Repetitions:
+     --reps capped at 3.
 
 Scale cases (issue 13, "Real scale"; inputs are sparse, so they fit on any disk; not run by default):
   s1 a torchtitan DCP save of Llama-3-70B (80 layers, hidden 8192, FFN 28672, vocab 128256, GQA 64/8 heads
@@ -511,6 +523,119 @@ def main():
 
 main()
 '''
+
+CONVERT_PEER_SRC = r"""
+# bench.py case i's peer: what a user writes today to turn a .bin into safetensors (torch 2.6 + safetensors).
+import sys
+import torch
+from safetensors.torch import save_file
+sd = torch.load(sys.argv[1], map_location="cpu", weights_only=True)
+save_file(sd, sys.argv[2], metadata={"format": "pt"})
+"""
+
+DCP_PEER_SRC = r"""
+# bench.py case i's DCP peer: torch's own converter (loads every tensor into this process, then torch.save).
+import sys
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+dcp_to_torch_save(sys.argv[1], sys.argv[2])
+"""
+
+DCP_GENERATE_SRC = r"""
+# bench.py case i: a DCP save by RANKS ranks of a Llama-like model with real (random) float32 values, each
+# tensor a DTensor Shard(0) over the ranks. Each rank's local plan is made as create_default_local_save_plan
+# makes it (one WriteItem per local piece), torch's DefaultSavePlanner makes the global plan and the metadata,
+# and torch's FileSystemWriter writes each rank's __<rank>_0.distcp (write_data, the same code dcp.save runs on
+# every rank), then finish() writes .metadata as the coordinator does. One process instead of 64 gloo
+# processes: 64 interpreters with torch would not fit a small machine, and the files are the same.
+import json, os, sys, time
+from pathlib import Path
+import torch
+from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+from torch.distributed.checkpoint.filesystem import FileSystemWriter
+from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex, TensorProperties
+from torch.distributed.checkpoint.planner import SavePlan, TensorWriteData, WriteItem, WriteItemType
+
+HIDDEN, FFN, VOCAB, LAYERS = 2048, 8192, 32000, 8
+
+
+def model_parameters():
+    out = [("tok_embeddings.weight", (VOCAB, HIDDEN))]
+    for i in range(LAYERS):
+        p = f"layers.{i}."
+        out += [(p + "attention.wq.weight", (HIDDEN, HIDDEN)), (p + "attention.wk.weight", (HIDDEN, HIDDEN)),
+                (p + "attention.wv.weight", (HIDDEN, HIDDEN)), (p + "attention.wo.weight", (HIDDEN, HIDDEN)),
+                (p + "feed_forward.w1.weight", (FFN, HIDDEN)), (p + "feed_forward.w2.weight", (HIDDEN, FFN)),
+                (p + "feed_forward.w3.weight", (FFN, HIDDEN)), (p + "attention_norm.weight", (HIDDEN,)),
+                (p + "ffn_norm.weight", (HIDDEN,))]
+    return out + [("norm.weight", (HIDDEN,)), ("output.weight", (VOCAB, HIDDEN))]
+
+
+def shard0(size, ranks, rank):
+    # Shard(0)'s local size and offset on dim 0: torch.chunk's pieces (Shard._local_shard_size_on_dim)
+    if size % ranks == 0:
+        return size // ranks, size // ranks * rank
+    full = -(-size // ranks)
+    start = full * rank
+    if size < start:
+        return 0, size
+    return min(size, start + full) - start, start
+
+
+class Pieces:
+    # What FileSystemWriter.write_data asks of the planner: each item's tensor (the rank's local piece).
+    def __init__(self, tensors):
+        self.tensors = tensors
+
+    def resolve_data(self, wi):
+        c = wi.tensor_data.chunk
+        return self.tensors[wi.index.fqn].narrow(0, c.offsets[0], c.sizes[0]).clone()
+
+
+def main():
+    out, ranks = sys.argv[1], int(sys.argv[2])
+    t0 = time.perf_counter()
+    torch.manual_seed(0)
+    params = model_parameters()
+    tensors = {fqn: torch.randn(shape) for fqn, shape in params}
+    props = TensorProperties(dtype=torch.float32)
+    plans = []
+    for rank in range(ranks):
+        items = []
+        for fqn, shape in params:
+            local, offset = shard0(shape[0], ranks, rank)
+            if local == 0:
+                continue
+            offsets = torch.Size([offset] + [0] * (len(shape) - 1))
+            sizes = torch.Size([local] + list(shape[1:]))
+            items.append(WriteItem(index=MetadataIndex(fqn, offsets), type=WriteItemType.SHARD,
+                                   tensor_data=TensorWriteData(chunk=ChunkStorageMetadata(offsets=offsets, sizes=sizes),
+                                                               properties=props, size=torch.Size(shape))))
+        plans.append(SavePlan(items, planner_data={fqn: (fqn,) for fqn, _ in params}))
+    planner = DefaultSavePlanner()
+    global_plan, metadata = planner.create_global_plan(plans)
+    writer = FileSystemWriter(Path(out), sync_files=False)
+    writer.set_up_storage_writer(True)
+    global_plan = writer.prepare_global_plan(global_plan)
+    pieces = Pieces(tensors)
+    results = []
+    for plan in global_plan:
+        plan = writer.prepare_local_plan(plan)
+        results.append(writer.write_data(plan, pieces).wait())
+    writer.finish(metadata, results)
+    files = [f for f in os.listdir(out) if f.endswith(".distcp")]
+    summary = {"ranks": ranks, "files": len(files), "tensors": len(params),
+               "chunks": sum(len(v.chunks) for v in metadata.state_dict_metadata.values()),
+               "tensor_bytes": sum(t.numel() * 4 for t in tensors.values()),
+               "data_bytes": sum(os.path.getsize(os.path.join(out, f)) for f in files),
+               "torch": torch.__version__, "seconds": time.perf_counter() - t0}
+    with open(out.rstrip("/") + ".layout.json", "w") as f:
+        json.dump(summary, f)
+    print(f"i: {summary}", file=sys.stderr)
+
+
+main()
+"""
+
 
 def peer_namespace(src):
     ns = {}
@@ -1157,6 +1282,142 @@ def case_large_zip(args, workdir, sizes):
         result["cold_measurements"] = dump(cold)
         result["baseline_rows"] += baseline_rows(label + ", cold", cold)
         warm(path)
+    return result
+
+
+def output_measure(key, label, kind, cmd, output, cwd=None):
+    """run_measure for a command that writes `output` (a file or a folder): removed before every run, so each
+    run writes it anew, and after the last."""
+    m = run_measure(key, label, kind, cmd, cwd=cwd)
+    timed = m.fn
+
+    def run():
+        remove_output(output)
+        return timed()
+    m.fn = run
+    m.output = output
+    return m
+
+
+def remove_output(path):
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.remove(path)
+
+
+def generate_dcp_real(args, workdir, ranks):
+    """Case i's DCP folder (DCP_GENERATE_SRC), made once per cache folder."""
+    name = f"i-dcp-{ranks}ranks"
+    folder = os.path.join(workdir, name)
+    info = {"kind": "i-dcp", "ranks": ranks, "v": 1}
+    if not read_marker(folder, info):
+        if not os.access(args.torch2_env, os.X_OK):
+            sys.exit(f"bench: case i needs torch 2.x through {args.torch2_env} (--torch2-env)")
+        need_space(workdir, 3 * 2_700_000_000)
+        shutil.rmtree(folder, ignore_errors=True)
+        with open(os.path.join(workdir, "_statelens_i_dcp_generate.py"), "w") as f:
+            f.write(DCP_GENERATE_SRC)
+        t0 = time.perf_counter()
+        subprocess.run(torch2_cmd(args, "_statelens_i_dcp_generate.py", "/here/" + name, str(ranks)), cwd=workdir,
+                       check=True)
+        write_marker(folder, info)
+        log(f"i: {folder} generated in {time.perf_counter() - t0:.0f} s")
+    with open(folder + ".layout.json") as f:
+        return folder, json.load(f)
+
+
+def ratio_row(case, peer, ours, target=None, note="", at_most=None, target_text=None):
+    """A row comparing two measures: ratio = peer / ours (>= target), or with at_most, ours / peer (<= at_most:
+    "at most 1.5x the time of cp")."""
+    ratio = ours.median / peer.median if at_most else peer.median / ours.median
+    passed = None if (target is None and at_most is None) else (ratio <= at_most if at_most else ratio >= target)
+    cpu = (peer.cpu_median / ours.cpu_median if ours.cpu_median > 0 else None) if not at_most else \
+        (ours.cpu_median / peer.cpu_median if peer.cpu_median > 0 else None)
+    return {"case": case, "peer": peer.label, "comparison": peer.kind, "peer_s": peer.median, "statelens": ours.label,
+            "statelens_s": ours.median, "ratio": ratio, "target": target if not at_most else at_most,
+            "target_text": target_text, "pass": passed, "note": note, "peer_cpu_s": peer.cpu_median,
+            "statelens_cpu_s": ours.cpu_median, "cpu_ratio": cpu}
+
+
+def peak_limit_row(case, ours, limit, peers):
+    peak = max(ours.peaks)
+    others = "; ".join(f"{p.label} {human(max(p.peaks))}" for p in peers)
+    return {"case": case, "peer": f"target under {human(limit)}", "comparison": "absolute", "peer_s": limit,
+            "statelens": f"peak resident set {human(peak)} ({others})", "statelens_s": peak, "ratio": limit / peak,
+            "target": 1, "target_text": f"< {human(limit)}", "pass": peak < limit, "note": "memory",
+            "peer_cpu_s": None, "statelens_cpu_s": None, "cpu_ratio": None}
+
+
+def case_convert(args, workdir, sizes):
+    """i. `statelens convert` of b's .bin and of a 64-rank DCP save with real data (see the docstring)."""
+    reps = max(1, min(args.reps, 3))
+    limit = 64_000_000
+    layers = sizes["large_zip_layers"]
+    path = os.path.join(workdir, f"llm-{layers}layers.bin")
+    generate("large-zip", path, layers)
+    size = os.path.getsize(path)
+    need_space(workdir, 2 * size)
+    with open(os.path.join(workdir, "_statelens_i_peer.py"), "w") as f:
+        f.write(CONVERT_PEER_SRC)
+    with open(os.path.join(workdir, "_statelens_i_dcp_peer.py"), "w") as f:
+        f.write(DCP_PEER_SRC)
+    out = os.path.join(workdir, "i-out")
+    os.makedirs(out, exist_ok=True)
+    warm(path)
+    ours = output_measure("statelens-convert", "statelens convert", "statelens",
+                          [args.statelens, "convert", path, "-o", os.path.join(out, "sl.safetensors")],
+                          os.path.join(out, "sl.safetensors"))
+    cp = output_measure("cp", "cp", "whole process", ["cp", path, os.path.join(out, "cp.bin")],
+                        os.path.join(out, "cp.bin"))
+    dd = output_measure("dd", "dd bs=8M (read+write loop)", "whole process",
+                        ["dd", f"if={path}", f"of={os.path.join(out, 'dd.bin')}", "bs=8M", "status=none"],
+                        os.path.join(out, "dd.bin"))
+    ddsync = output_measure("dd-fsync", "dd bs=8M conv=fsync", "whole process",
+                            ["dd", f"if={path}", f"of={os.path.join(out, 'ddsync.bin')}", "bs=8M", "conv=fsync",
+                             "status=none"], os.path.join(out, "ddsync.bin"))
+    rel = os.path.relpath(path, workdir)
+    peer = output_measure("torch-save-file", "torch.load + safetensors save_file (torch 2.6)", "whole process",
+                          torch2_cmd(args, "_statelens_i_peer.py", "/here/" + rel, "/here/i-out/peer.safetensors"),
+                          os.path.join(out, "peer.safetensors"), cwd=workdir)
+    measures = [ours, cp, dd, ddsync, peer]
+    run_interleaved(measures, reps)
+    label = f"i. convert b's {human(size)} torch zip to safetensors"
+    rows = [ratio_row(label, cp, ours, at_most=1.5, target_text="≤ 1.5x cp"),
+            peak_limit_row(label, ours, limit, [cp, dd, peer]),
+            ratio_row(label, dd, ours, note="context: the same bytes read and written"),
+            ratio_row(label, ddsync, ours, note="context: and flushed to disk, as convert does"),
+            ratio_row(label, peer, ours, note="context, no target")]
+    result = {"case": "i", "label": label, "file_bytes": size, "measurements": dump(measures),
+              "peaks": {m.key: m.peaks for m in measures}, "rows": rows, "baseline_rows": []}
+    for m in measures:
+        remove_output(m.output)
+
+    folder, layout = generate_dcp_real(args, workdir, 64)
+    warm_folder = [os.path.join(folder, f) for f in os.listdir(folder)]
+    for f in warm_folder:
+        warm(f)
+    dcp_ours = output_measure("statelens-convert-dcp", "statelens convert", "statelens",
+                              [args.statelens, "convert", folder, "-o", os.path.join(out, "dcp.safetensors")],
+                              os.path.join(out, "dcp.safetensors"))
+    dcp_peer = output_measure("dcp-to-torch-save", "dcp_to_torch_save (torch 2.6)", "whole process",
+                              torch2_cmd(args, "_statelens_i_dcp_peer.py", "/here/" + os.path.basename(folder),
+                                         "/here/i-out/dcp.pt"), os.path.join(out, "dcp.pt"), cwd=workdir)
+    dcp_cp = output_measure("cp-r", "cp -r of the folder", "whole process",
+                            ["cp", "-r", folder, os.path.join(out, "dcp-copy")], os.path.join(out, "dcp-copy"))
+    dcp_measures = [dcp_ours, dcp_peer, dcp_cp]
+    run_interleaved(dcp_measures, reps)
+    dlabel = (f"i. convert a DCP save by {layout['ranks']} ranks ({layout['files']} files, {layout['chunks']} chunks, "
+              f"{human(layout['tensor_bytes'])} of float32 values)")
+    drows = [peak_limit_row(dlabel, dcp_ours, limit, [dcp_peer, dcp_cp]),
+             ratio_row(dlabel, dcp_peer, dcp_ours, note="context, no target"),
+             ratio_row(dlabel, dcp_cp, dcp_ours, note="context: the same bytes copied")]
+    for m in dcp_measures:
+        remove_output(m.output)
+    result["rows"] += drows
+    result["dcp_layout"] = layout
+    result["dcp_measurements"] = dump(dcp_measures)
+    result["dcp_peaks"] = {m.key: m.peaks for m in dcp_measures}
     return result
 
 
@@ -1940,17 +2201,19 @@ def scale_reps_note(args, cases):
 
 
 def parse_cases(text):
-    """--cases: a-h, s1, s2, s3 (a-h) or all; comma-separated, or letters run together ("abc")."""
+    """--cases: a-h, i, s1, s2, s3 (a-h) or all; comma-separated, or letters run together ("abc")."""
     wanted = []
     for token in text.replace(" ", "").lower().split(","):
         if token in ("s1", "s2"):
             wanted.append(token)
+        elif token == "i":
+            wanted.append(token)
         elif token in ("s3", "all"):
-            wanted += list("abcdefgh") + (["s1", "s2"] if token == "all" else [])
-        elif token and all(ch in "abcdefgh" for ch in token):
+            wanted += list("abcdefgh") + (["i", "s1", "s2"] if token == "all" else [])
+        elif token and all(ch in "abcdefghi" for ch in token):
             wanted += list(token)
         elif token:
-            sys.exit(f"bench: unknown case {token!r} in --cases (a-h, s1, s2, s3, all)")
+            sys.exit(f"bench: unknown case {token!r} in --cases (a-h, i, s1, s2, s3, all)")
     return wanted
 
 
@@ -1966,8 +2229,8 @@ def main():
     ap.add_argument("--reps", type=int, help="timed repetitions per measurement (default 7, quick 3)")
     ap.add_argument("--cold-reps", type=int, help="cold-cache repetitions for case b (default 3; 0 skips)")
     ap.add_argument("--cases", default="abcdefgh",
-                    help="which cases to run: letters a-h, s1, s2, s3 (= a-h) or all, comma-separated or run "
-                    "together (default abcdefgh; f needs xvfb-run, s1 torch 2.x through --torch2-env)")
+                    help="which cases to run: letters a-i, s1, s2, s3 (= a-h) or all, comma-separated or run "
+                    "together (default abcdefgh; f needs xvfb-run, i and s1 torch 2.x through --torch2-env)")
     ap.add_argument("--s1-ranks", help="case s1's rank counts (default 8,64,256; quick 8)")
     ap.add_argument("--s2-layers", help="case s2's layer counts (default 15,30,61: a quarter, half and all of "
                     "DeepSeek-V3's 61; quick 15)")
@@ -2025,7 +2288,7 @@ def main():
         cases = []
         for key, fn in (("a", case_small_zip), ("b", case_large_zip), ("c", case_safetensors), ("d", case_diff),
                         ("e", case_suggest), ("f", case_gui), ("g", case_values), ("h", case_quantized_values),
-                        ("s1", case_s1), ("s2", case_s2)):
+                        ("i", case_convert), ("s1", case_s1), ("s2", case_s2)):
             if key in cases_wanted:
                 load_before = os.getloadavg()
                 cases.append(fn(args, workdir, sizes))

@@ -10,12 +10,14 @@ hand (u64 header length, JSON header, raw bytes), as torch 1.13 has no safetenso
       tied), extras.pt (a module with `_extra_state`, a bytes value and an int beside tensors), views.pt
       (slices, a transpose, an expanded tensor), collide.pt (two keys that one rule maps onto one name) and
       bin_index/ (a pytorch_model.bin.index.json with two shards).
-  convert_truth.py check --out OUT --source SRC [--kind pt|safetensors|bin-index|dcp|per-rank-truth] [--container C]
+  convert_truth.py check --out OUT --source SRC [--kind pt|safetensors|bin-index|dcp|per-rank-truth|parts] [--container C]
                          [--strip PREFIX] [--drop REGEX] [--only REGEX] [--dtype keep|bf16|fp16|fp32]
-                         [--model NAME] [--shard-size BYTES]
+                         [--model NAME] [--shard-size BYTES] [--sub PATTERN REPLACEMENT]...
       reads OUT (a .safetensors file or a folder with model.safetensors or shards and their index) and checks
       every tensor against the source (per-rank-truth: SRC is a *.per-rank.truth.json of torch 2.6's
-      full_tensor() values, from make_torch2_fixtures.py): names (the source's, PREFIX removed, keys matching --drop or not
+      full_tensor() values or a DCP save's, from make_torch2_fixtures.py, --container picking the keys under
+      one; parts: SRC is tests/fixtures/convert/quantized_parts.truth.json and --entry names the quantized
+      fixture, what torch 2.6 and torchao 0.9 hold as its tensors and subclasses' parts): names (the source's, PREFIX removed, each --sub applied with re.sub, keys matching --drop or not
       matching --only left out, non-tensors left out), dtype, shape and the bytes (after torch's .to() for
       --dtype), tied names recorded in __metadata__ as safetensors.torch.save_model records them, the index
       as transformers writes it, and with --model a strict load_state_dict into that model. Prints a JSON
@@ -40,6 +42,9 @@ ST_DTYPES = {
     "BOOL": torch.bool, "C64": torch.complex64,
 }
 TORCH_TO_ST = {v: k for k, v in ST_DTYPES.items()}
+# safetensors dtype -> torch 2.x's name, for truth recorded by torch 2.6 (float8 has no torch 1.13 dtype).
+ST_NAMES = {k: str(v).replace("torch.", "") for k, v in ST_DTYPES.items()}
+ST_NAMES.update({"F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "U16": "uint16", "U32": "uint32", "U64": "uint64"})
 CASTS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -86,7 +91,74 @@ class WithExtra(nn.Module):
         pass
 
 
-MODELS = {"net": Net, "tied": TiedNet}
+class RMSNorm(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+
+class TitanBlock(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.attention = nn.Module()
+        for n in ("wq", "wk", "wv", "wo"):
+            setattr(self.attention, n, nn.Linear(dim, dim, bias=False))
+        self.feed_forward = nn.Module()
+        self.feed_forward.w1 = nn.Linear(dim, hidden, bias=False)
+        self.feed_forward.w2 = nn.Linear(hidden, dim, bias=False)
+        self.feed_forward.w3 = nn.Linear(dim, hidden, bias=False)
+        self.attention_norm = RMSNorm(dim)
+        self.ffn_norm = RMSNorm(dim)
+
+
+class TitanLM(nn.Module):
+    """make_torch2_fixtures.py's TitanLM, the model of tests/fixtures/torch2/dcp (torchtitan's Llama names, a
+    bool `mask` and a complex64 `freqs_cis` buffer); buffers=False: Meta's own checkpoint layout without them
+    (torchtune's tiny_fair_checkpoint.pt)."""
+
+    def __init__(self, vocab=67, dim=32, hidden=48, layers=2, buffers=True):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(vocab, dim)
+        self.layers = nn.ModuleDict({str(i): TitanBlock(dim, hidden) for i in range(layers)})
+        self.norm = RMSNorm(dim)
+        self.output = nn.Linear(dim, vocab, bias=False)
+        if buffers:
+            self.register_buffer("mask", torch.zeros(4, 4, dtype=torch.bool))
+            self.register_buffer("freqs_cis", torch.zeros(4, 4, dtype=torch.complex64))
+
+
+class HFBlock(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.self_attn = nn.Module()
+        for n in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            setattr(self.self_attn, n, nn.Linear(dim, dim, bias=False))
+        self.mlp = nn.Module()
+        self.mlp.gate_proj = nn.Linear(dim, hidden, bias=False)
+        self.mlp.down_proj = nn.Linear(hidden, dim, bias=False)
+        self.mlp.up_proj = nn.Linear(dim, hidden, bias=False)
+        self.input_layernorm = RMSNorm(dim)
+        self.post_attention_layernorm = RMSNorm(dim)
+
+
+class HFLM(nn.Module):
+    """make_torch2_fixtures.py's HFLM: the same model under Hugging Face Llama names."""
+
+    def __init__(self, vocab=67, dim=32, hidden=48, layers=2, buffers=True):
+        super().__init__()
+        self.model = nn.Module()
+        self.model.embed_tokens = nn.Embedding(vocab, dim)
+        self.model.layers = nn.ModuleList([HFBlock(dim, hidden) for _ in range(layers)])
+        self.model.norm = RMSNorm(dim)
+        self.lm_head = nn.Linear(dim, vocab, bias=False)
+        if buffers:
+            self.model.register_buffer("mask", torch.zeros(4, 4, dtype=torch.bool))
+            self.model.register_buffer("freqs_cis", torch.zeros(4, 4, dtype=torch.complex64))
+
+
+MODELS = {"net": Net, "tied": TiedNet, "titan": TitanLM, "hf": HFLM,
+          # torchtune's tests/assets/tiny_fair_checkpoint.pt: vocab 500, dim 32, hidden 256, 2 layers, no buffers
+          "fair": lambda: TitanLM(500, 32, 256, 2, buffers=False), "fair-hf": lambda: HFLM(500, 32, 256, 2, buffers=False)}
 
 
 def make(folder):
@@ -239,11 +311,22 @@ def load_reference(args):
         truth = json.loads(buf.getvalue())["tensors"]
         return {k: ("sha256", v["sha256"]) for k, v in truth.items()}, []
     if args.kind == "per-rank-truth":
-        # torch 2.6's full_tensor() of each DTensor, recorded by make_torch2_fixtures.py (values as float64).
+        # torch 2.6's full_tensor() of each DTensor (or the values a DCP save held), recorded by
+        # make_torch2_fixtures.py (values as float64); --container keeps the keys under it, as DCP flattens them.
         with open(args.source) as f:
             entries = json.load(f)["entries"]
+        if args.container:
+            prefix = args.container + "."
+            entries = [dict(e, name=e["name"][len(prefix):]) for e in entries if e["name"].startswith(prefix)]
         return {e["name"]: ("f64sha", e["values"]["sha256_values_f64"], e["dtype"], e["shape"])
                 for e in entries if "values" in e}, [e["name"] for e in entries if "values" not in e]
+    if args.kind == "parts":
+        # A quantized checkpoint kept quantized: what torch 2.6 and torchao 0.9 hold for SRC's --entry (every
+        # plain tensor, every inner tensor of a subclass under the weight's key and the part's name), recorded by
+        # make_convert_fixtures_torch2.py --quant-truth: dtype, shape, sha256 of the bytes.
+        with open(args.source) as f:
+            entries = json.load(f)["files"][args.entry]
+        return {e["name"]: ("parts", e["dtype"], e["shape"], e["sha256"]) for e in entries}, []
     if args.kind == "bin-index":
         with open(os.path.join(args.source, "pytorch_model.bin.index.json")) as f:
             files = list(dict.fromkeys(json.load(f)["weight_map"].values()))
@@ -279,6 +362,7 @@ def main():
     c.add_argument("--out", required=True)
     c.add_argument("--source", required=True)
     c.add_argument("--kind", default="pt")
+    c.add_argument("--entry", default="", help="--kind parts: the fixture's entry in the truth file")
     c.add_argument("--container", default="")
     c.add_argument("--strip", default="")
     c.add_argument("--drop", default="")
@@ -286,6 +370,8 @@ def main():
     c.add_argument("--dtype", default="keep")
     c.add_argument("--model", default="")
     c.add_argument("--shard-size", type=int, default=0)
+    c.add_argument("--sub", nargs=2, action="append", metavar=("PATTERN", "REPLACEMENT"),
+                   help="a rename, applied in order after --strip with Python's re.sub")
     args = p.parse_args()
     if args.cmd == "make":
         make(args.dir)
@@ -298,6 +384,8 @@ def main():
         if args.only and not re.search(args.only, k):
             continue
         name = k[len(args.strip):] if args.strip and k.startswith(args.strip) else k
+        for pattern, replacement in args.sub or []:  # renames as a Python loop of re.sub runs them
+            name = re.sub(pattern, replacement, name)
         if args.drop and re.search(args.drop, name):
             continue
         expected[name] = k
@@ -331,6 +419,11 @@ def main():
         if isinstance(want, tuple) and want[0] == "sha256":
             if hashlib.sha256(data).hexdigest() != want[1]:
                 raise SystemExit(f"{name}: bytes differ from torch's assembly of the DCP chunks")
+        elif isinstance(want, tuple) and want[0] == "parts":
+            if (ST_NAMES.get(dt), shape) != (want[1], want[2]):
+                raise SystemExit(f"{name}: {dt} {shape}, torch says {want[1]} {want[2]}")
+            if hashlib.sha256(data).hexdigest() != want[3]:
+                raise SystemExit(f"{name}: bytes differ from torch's")
         elif isinstance(want, tuple) and want[0] == "f64sha":
             t = torch.frombuffer(bytearray(data), dtype=ST_DTYPES[dt]) if data else torch.zeros(0, dtype=ST_DTYPES[dt])
             if str(ST_DTYPES[dt]).replace("torch.", "") != want[2] or shape != want[3]:

@@ -1,15 +1,26 @@
 // LatestJob (widgets/session/latest_job.h), the one way the window runs work off the UI thread: only the
 // latest run's result is delivered, a replaced or cancelled run is told to stop through its LoadControl,
 // and the owner's destruction waits for what still runs. And SideLoader (session/side_loader.h), one side's
-// source and its loading, built on it: tested here without a widget.
+// source and its loading, built on it, and CheckpointWriter (session/checkpoint_writer.h), the window's Save
+// Fixed Checkpoint As…: tested here without a widget.
 
 #include "session/latest_job.h"
+#include "common/handwritten_safetensors.h"
+#include "common/test_files.h"
+#include "common/test_paths.h"
 #include "formats/loader.h"
+#include "rules/rule_io.h"
+#include "session/checkpoint_writer.h"
 #include "session/entry_values.h"
 #include "session/side_loader.h"
 #include "util/error.h"
 
+#include <QCryptographicHash>
+#include <QDir>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QSignalSpy>
+#include <QTemporaryDir>
 
 #include <QObject>
 #include <QTest>
@@ -32,7 +43,32 @@ bool waitForCancel(const LoadControl& control)
     return control.cancelled();
 }
 
+QStringList entries(const QString& folder)
+{
+    return QDir(folder).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot, QDir::Name);
+}
+
+RuleSet stripCompile()
+{
+    RuleSet r;
+    r.rules.push_back(Rule { "^_orig_mod\\.", "", false, true, {}, {} });
+    return r;
+}
+
+// Runs one write to its end; the outcome it reported.
+CheckpointWriter::Outcome writeOnce(CheckpointWriter& writer, CheckpointWriter::Request request)
+{
+    QSignalSpy finished(&writer, &CheckpointWriter::finished);
+    if (!writer.start(std::move(request)))
+        return {};
+    if (!finished.wait(60000) && finished.isEmpty())
+        return {};
+    return finished.first().first().value<CheckpointWriter::Outcome>();
+}
+
 } // namespace
+
+Q_DECLARE_METATYPE(sl::gui::CheckpointWriter::Outcome)
 
 class TestLatestJob : public QObject {
     Q_OBJECT
@@ -185,6 +221,142 @@ private slots:
         QSignalSpy cleared(&values, &EntryValues::cleared);
         values.select({});
         QCOMPARE(cleared.count(), 1);
+    }
+
+    // Save Fixed Checkpoint As… of a torch 2.6 torch.compile'd checkpoint with the rule that strips
+    // `_orig_mod.`: the file equals what safetensors.torch.save_model wrote for the plain model
+    // (tests/fixtures/convert; the header compared as JSON, as the library's metadata order is a hash map's).
+    void aFixedCheckpointIsWrittenAsSaveModelWritesIt()
+    {
+        QTemporaryDir dir;
+        const QString fixtures = test::fixturesDir() + QStringLiteral("/convert/");
+        auto source = std::make_shared<const Source>(openSource((fixtures + QStringLiteral("t2_compiled_tied.pt")).toStdString()));
+        CheckpointWriter writer;
+        const QString out = dir.filePath(QStringLiteral("fixed.safetensors"));
+        const auto o = writeOnce(writer, { source, stripCompile(), out, 0 });
+        QVERIFY2(o.kind == CheckpointWriter::Outcome::Kind::Written, qPrintable(o.summary()));
+        QVERIFY(!writer.isRunning());
+        QCOMPARE(entries(dir.path()), QStringList { QStringLiteral("fixed.safetensors") });
+        const QByteArray got = test::readAll(out);
+        const QByteArray want = test::readAll(fixtures + QStringLiteral("t2_compiled_tied.expected.safetensors"));
+        QCOMPARE(got.size(), want.size());
+        quint64 n = 0;
+        std::memcpy(&n, want.constData(), 8);
+        QCOMPARE(QJsonDocument::fromJson(got.mid(8, qsizetype(n))).object(), QJsonDocument::fromJson(want.mid(8, qsizetype(n))).object());
+        QVERIFY(got.mid(8 + qsizetype(n)) == want.mid(8 + qsizetype(n)));
+        // What the window shows: the counts of the core's report, and the tied name's finding.
+        QCOMPARE(o.report.shards, size_t(1));
+        QCOMPARE(o.report.bytesWritten, quint64(want.size()) - 8 - n);
+        const QString summary = o.summary();
+        QVERIFY2(summary.startsWith(QStringLiteral("Wrote %1 tensors (").arg(o.report.tensorsWritten)), qPrintable(summary));
+        QVERIFY2(summary.contains(QStringLiteral("in 1 file to ") + out) && summary.contains(QStringLiteral("'head.weight'")),
+            qPrintable(summary));
+    }
+
+    // Shards into a folder, as `statelens convert --shard-size` cuts them: the same files byte for byte.
+    void shardsAsTheCommandLineWritesThem()
+    {
+        QTemporaryDir dir;
+        const QString input = test::fixturesDir() + QStringLiteral("/convert/t2_compiled_tied.pt");
+        auto source = std::make_shared<const Source>(openSource(input.toStdString()));
+        CheckpointWriter writer;
+        const QString out = dir.filePath(QStringLiteral("window"));
+        const auto o = writeOnce(writer, { source, stripCompile(), out, 300 });
+        QVERIFY2(o.kind == CheckpointWriter::Outcome::Kind::Written, qPrintable(o.summary()));
+        QVERIFY(o.report.shards > 1);
+        QVERIFY2(o.summary().contains(QStringLiteral("and their index")), qPrintable(o.summary()));
+        const QString rules = dir.filePath(QStringLiteral("strip.yaml"));
+        QFile f(rules);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("rules:\n  - pattern: \"^_orig_mod\\\\.\"\n    replace: \"\"\n");
+        f.close();
+        const auto cli = test::runStatelens({ QStringLiteral("convert"), input, QStringLiteral("--rules"), rules,
+            QStringLiteral("--shard-size"), QStringLiteral("300"), QStringLiteral("-o"), dir.filePath(QStringLiteral("cli")) });
+        QVERIFY2(cli.exitCode == 0, cli.err.constData());
+        QCOMPARE(entries(out), entries(dir.filePath(QStringLiteral("cli"))));
+        for (const QString& name : entries(out))
+            QVERIFY2(test::readAll(out + QLatin1Char('/') + name) == test::readAll(dir.filePath(QStringLiteral("cli/")) + name),
+                qPrintable(name));
+    }
+
+    // A rule that maps two keys onto one name: refused with the core's one line, nothing written.
+    void aCollisionFailsAndWritesNothing()
+    {
+        QTemporaryDir dir;
+        auto source = std::make_shared<const Source>(
+            openSource((test::fixturesDir() + QStringLiteral("/convert/t2_compiled_tied.pt")).toStdString()));
+        RuleSet all;
+        all.rules.push_back(Rule { "^.*$", "weight", false, true, {}, {} });
+        CheckpointWriter writer;
+        const auto o = writeOnce(writer, { source, all, dir.filePath(QStringLiteral("x.safetensors")), 0 });
+        QCOMPARE(o.kind, CheckpointWriter::Outcome::Kind::Failed);
+        QVERIFY2(o.error.contains(QStringLiteral("a rule collides")) && o.error.contains(QStringLiteral("nothing was written"))
+                && !o.error.contains(QLatin1Char('\n')),
+            qPrintable(o.error));
+        QCOMPARE(entries(dir.path()), QStringList());
+    }
+
+    // The output onto the checkpoint being converted: refused, the input unchanged.
+    void theInputIsNeverWrittenOver()
+    {
+        QTemporaryDir dir;
+        const QString input = dir.filePath(QStringLiteral("in.safetensors"));
+        QVERIFY(QFile::copy(test::fixturesDir() + QStringLiteral("/values/dtypes.safetensors"), input));
+        const QByteArray before = test::readAll(input);
+        auto source = std::make_shared<const Source>(openSource(input.toStdString()));
+        CheckpointWriter writer;
+        const auto o = writeOnce(writer, { source, {}, input, 0 });
+        QCOMPARE(o.kind, CheckpointWriter::Outcome::Kind::Failed);
+        QVERIFY2(o.error.contains(QStringLiteral("input")), qPrintable(o.error));
+        QVERIFY(test::readAll(input) == before);
+        QCOMPARE(entries(dir.path()), QStringList { QStringLiteral("in.safetensors") });
+    }
+
+    // Cancel during the copy of a 512 MB tensor: the outcome says Cancelled only once the temporary folder is
+    // gone, so at that moment nothing of the write is left beside the output, for a file and for a folder.
+    void aCancelledWriteLeavesNothing()
+    {
+        QTemporaryDir dir;
+        const QString input = dir.filePath(QStringLiteral("big.safetensors"));
+        const qint64 bytes = qint64(512) << 20;
+        QVERIFY(test::writeSafetensorsFile(input,
+            "{\"w\":{\"dtype\":\"F32\",\"shape\":[" + QByteArray::number(bytes / 4) + "],\"data_offsets\":[0,"
+                + QByteArray::number(bytes) + "]}}",
+            {}, bytes));
+        auto source = std::make_shared<const Source>(openSource(input.toStdString()));
+        for (const char* name : { "out.safetensors", "folder" }) {
+            CheckpointWriter writer;
+            QSignalSpy finished(&writer, &CheckpointWriter::finished);
+            QVERIFY(writer.start({ source, {}, dir.filePath(QLatin1String(name)), 0 }));
+            QVERIFY(!writer.start({ source, {}, dir.filePath(QStringLiteral("second")), 0 })); // one at a time
+            QTRY_VERIFY_WITH_TIMEOUT(writer.progress() > 0, 20000); // copying has begun
+            QCOMPARE(writer.currentTensor(), QStringLiteral("w"));
+            writer.cancel();
+            QVERIFY(finished.wait(20000) || !finished.isEmpty());
+            const auto o = finished.first().first().value<CheckpointWriter::Outcome>();
+            QVERIFY2(o.kind == CheckpointWriter::Outcome::Kind::Cancelled, qPrintable(o.summary()));
+            QCOMPARE(entries(dir.path()), QStringList { QStringLiteral("big.safetensors") });
+            QVERIFY(!writer.isRunning());
+        }
+    }
+
+    // Destroying the writer mid-copy (the window closing) stops the write and waits: nothing is left.
+    void destroyingTheWriterStopsTheWrite()
+    {
+        QTemporaryDir dir;
+        const QString input = dir.filePath(QStringLiteral("big.safetensors"));
+        const qint64 bytes = qint64(512) << 20;
+        QVERIFY(test::writeSafetensorsFile(input,
+            "{\"w\":{\"dtype\":\"F32\",\"shape\":[" + QByteArray::number(bytes / 4) + "],\"data_offsets\":[0,"
+                + QByteArray::number(bytes) + "]}}",
+            {}, bytes));
+        auto source = std::make_shared<const Source>(openSource(input.toStdString()));
+        {
+            CheckpointWriter writer;
+            QVERIFY(writer.start({ source, {}, dir.filePath(QStringLiteral("out.safetensors")), 0 }));
+            QTRY_VERIFY_WITH_TIMEOUT(writer.progress() > 0, 20000);
+        }
+        QCOMPARE(entries(dir.path()), QStringList { QStringLiteral("big.safetensors") });
     }
 };
 

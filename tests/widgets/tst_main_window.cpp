@@ -28,6 +28,7 @@
 #include <QApplication>
 #include <QClipboard>
 #include <QDragEnterEvent>
+#include <QMessageBox>
 #include <QMimeData>
 #include <QProcess>
 #include <QScrollBar>
@@ -50,6 +51,8 @@
 #include <QTreeView>
 #include <QUndoStack>
 
+#include <set>
+
 using namespace sl;
 using namespace sl::gui;
 
@@ -64,6 +67,19 @@ const QString kTorch2 = QStringLiteral(STATELENS_SOURCE_DIR "/tests/fixtures/tor
 const QStringList kCompiledRanks { kTorch2 + "/fsdp2/compiled_model_rank0.pt",
     kTorch2 + "/fsdp2/compiled_model_rank1.pt" };
 const QString kTitan = kTorch2 + "/models/titan.sldump.json";
+// make_torch2_fixtures.py's TITAN_TO_HF: the renames a user would write in Python ("PATTERN REPLACEMENT").
+const QStringList kTitanToHf { QStringLiteral("^tok_embeddings\\. model.embed_tokens."),
+    QStringLiteral("^layers\\.(\\d+)\\.attention\\.wq\\. model.layers.\\1.self_attn.q_proj."),
+    QStringLiteral("^layers\\.(\\d+)\\.attention\\.wk\\. model.layers.\\1.self_attn.k_proj."),
+    QStringLiteral("^layers\\.(\\d+)\\.attention\\.wv\\. model.layers.\\1.self_attn.v_proj."),
+    QStringLiteral("^layers\\.(\\d+)\\.attention\\.wo\\. model.layers.\\1.self_attn.o_proj."),
+    QStringLiteral("^layers\\.(\\d+)\\.feed_forward\\.w1\\. model.layers.\\1.mlp.gate_proj."),
+    QStringLiteral("^layers\\.(\\d+)\\.feed_forward\\.w2\\. model.layers.\\1.mlp.down_proj."),
+    QStringLiteral("^layers\\.(\\d+)\\.feed_forward\\.w3\\. model.layers.\\1.mlp.up_proj."),
+    QStringLiteral("^layers\\.(\\d+)\\.attention_norm\\. model.layers.\\1.input_layernorm."),
+    QStringLiteral("^layers\\.(\\d+)\\.ffn_norm\\. model.layers.\\1.post_attention_layernorm."),
+    QStringLiteral("^norm\\. model.norm."), QStringLiteral("^output\\. lm_head."), QStringLiteral("^mask$ model.mask"),
+    QStringLiteral("^freqs_cis$ model.freqs_cis") };
 
 
 // The count a status button shows ("20 missing" -> 20).
@@ -520,6 +536,58 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete(), 60000);
         QCOMPARE(w.loader(Side::A)->source()->container, std::string("compiled_model"));
         expectCounts(w, coreRankSummary());
+    }
+
+    // File > Save Fixed Checkpoint As… after Apply All on the torchtitan DCP save and the HF-named model: the
+    // window writes A's container with its own rules, the keys written are the model's, the result message
+    // says so, and torch (convert_truth.py) loads the file strictly into the HF model with the values torch
+    // 2.6 saved, renamed by the rules a user would write in Python.
+    void savesTheFixedCheckpointWithTheWindowsRules()
+    {
+        QTemporaryDir dir;
+        MainWindow w;
+        w.openA(kTorch2 + QStringLiteral("/dcp/dcp_titan"));
+        w.openB(kTorch2 + QStringLiteral("/models/hf.sldump.json"));
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle() && w.comparison()->snapshot()->complete() && w.comparison()->suggestionsCurrent(), 60000);
+        QString error;
+        QVERIFY(!w.startFixedCheckpoint(QString(), 0, &error));
+        QVERIFY(!error.isEmpty());
+        w.applyAllSuggestions();
+        QTRY_VERIFY_WITH_TIMEOUT(w.isIdle(), 60000);
+        QCOMPARE(shown(w, RowStatus::Renamed), size_t(23));
+        QSignalSpy finished(&w, &MainWindow::fixedCheckpointFinished);
+        const QString out = dir.filePath(QStringLiteral("hf.safetensors"));
+        QVERIFY2(w.startFixedCheckpoint(out, 0, &error), qPrintable(error));
+        QVERIFY(!w.isIdle());
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+        QVERIFY(w.isIdle());
+        const auto* box = w.findChild<QMessageBox*>(QStringLiteral("fixedCheckpointResult"));
+        QVERIFY(box && box->isVisible());
+        QVERIFY2(box->text() == QStringLiteral("Wrote 23 tensors (%1) in 1 file to %2.").arg(box->text().section(QLatin1Char('('), 1).section(QLatin1Char(')'), 0, 0), out),
+            qPrintable(box->text()));
+        QVERIFY2(box->informativeText().contains(QStringLiteral("Verified")), qPrintable(box->informativeText()));
+        const_cast<QMessageBox*>(box)->accept();
+
+        std::set<std::string> written, model;
+        for (const Entry& e : openSource(out.toStdString()).entries)
+            written.insert(e.name);
+        for (const Entry& e : openSource((kTorch2 + QStringLiteral("/models/hf.sldump.json")).toStdString()).entries)
+            model.insert(e.name);
+        QCOMPARE(written, model);
+
+        if (!test::haveTorchPython())
+            QSKIP("no /usr/bin/python3 with torch for the strict load");
+        QStringList args { test::sourceDir() + QStringLiteral("/tests/tools/convert_truth.py"), QStringLiteral("check"),
+            QStringLiteral("--out"), out, QStringLiteral("--source"), kTorch2 + QStringLiteral("/dcp/dcp_titan.truth.json"),
+            QStringLiteral("--kind"), QStringLiteral("per-rank-truth"), QStringLiteral("--container"), QStringLiteral("model"),
+            QStringLiteral("--model"), QStringLiteral("hf") };
+        for (const QString& rule : kTitanToHf)
+            args << QStringLiteral("--sub") << rule.section(QLatin1Char(' '), 0, 0) << rule.section(QLatin1Char(' '), 1);
+        const auto r = test::run(test::torchPython(), args);
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const QJsonObject c = QJsonDocument::fromJson(r.out).object();
+        QCOMPARE(c.value(QStringLiteral("checked")).toInt(), 23);
+        QCOMPARE(c.value(QStringLiteral("strict_load")).toBool(), true);
     }
 
     void anotherContainerIsOneSelectionAway()

@@ -69,6 +69,14 @@ public:
         m_running = false;
     }
 
+    // Asks the current run to stop (its LoadControl is cancelled) and still delivers its result: for work
+    // that must say how it ended, such as a write that reports a cancel only once its temporary files are gone.
+    void stop()
+    {
+        if (m_control)
+            m_control->cancel();
+    }
+
     bool running() const { return m_running; }
     // The current run's progress (LoadControl::fraction); null before the first run.
     const LoadControl* control() const { return m_control.get(); }

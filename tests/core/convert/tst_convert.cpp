@@ -69,6 +69,24 @@ void writeText(const QString& path, const QByteArray& text)
     f.write(text);
 }
 
+// make_torch2_fixtures.py's TITAN_TO_HF: the renames a user would write (rule files take Python's \\1).
+const std::pair<const char*, const char*> kTitanToHf[] = {
+    { "^tok_embeddings\\.", "model.embed_tokens." },
+    { "^layers\\.(\\d+)\\.attention\\.wq\\.", "model.layers.\\1.self_attn.q_proj." },
+    { "^layers\\.(\\d+)\\.attention\\.wk\\.", "model.layers.\\1.self_attn.k_proj." },
+    { "^layers\\.(\\d+)\\.attention\\.wv\\.", "model.layers.\\1.self_attn.v_proj." },
+    { "^layers\\.(\\d+)\\.attention\\.wo\\.", "model.layers.\\1.self_attn.o_proj." },
+    { "^layers\\.(\\d+)\\.feed_forward\\.w1\\.", "model.layers.\\1.mlp.gate_proj." },
+    { "^layers\\.(\\d+)\\.feed_forward\\.w2\\.", "model.layers.\\1.mlp.down_proj." },
+    { "^layers\\.(\\d+)\\.feed_forward\\.w3\\.", "model.layers.\\1.mlp.up_proj." },
+    { "^layers\\.(\\d+)\\.attention_norm\\.", "model.layers.\\1.input_layernorm." },
+    { "^layers\\.(\\d+)\\.ffn_norm\\.", "model.layers.\\1.post_attention_layernorm." },
+    { "^norm\\.", "model.norm." },
+    { "^output\\.", "lm_head." },
+    { "^mask$", "model.mask" },
+    { "^freqs_cis$", "model.freqs_cis" },
+};
+
 const QByteArray kStripCompile = "rules:\n  - pattern: \"^_orig_mod\\\\.\"\n    replace: \"\"\n    note: torch.compile's wrapper\n";
 
 } // namespace
@@ -412,6 +430,148 @@ print(len(f32))
             QVERIFY2(c.exitCode == 0, c.err.constData());
             QVERIFY(c.out.trimmed().toInt() >= checked);
         }
+    }
+
+    // Quantized checkpoints kept quantized: torchao's AffineQuantizedTensor (float8 and int8 weight-only),
+    // NF4Tensor and Float8Tensor in torch 2.6 torch.save files, DeepSeek-style FP8 weights with their block
+    // scales in safetensors, and the AWQ file torchao's developers committed (int4 TensorCoreTiled inside a
+    // scale wrapper; ../shared): every part is written under its weight's key and its own name, scales and
+    // zero points included, bytes as torch and torchao hold them (tests/fixtures/convert/quantized_parts.truth.json,
+    // made with torch 2.6 + torchao 0.9, whose --check-quant also rebuilt each subclass from the written parts
+    // and got the source's dequantized values back). A rename rule applies to the parts' keys too.
+    void quantizedKeptQuantized_data()
+    {
+        QTest::addColumn<QString>("entry");
+        QTest::addColumn<bool>("rule");
+        for (const char* e : { "torch2/torchao/fp8wo.pt", "torch2/torchao/int8wo.pt", "torch2/torchao/nf4.pt",
+                 "torch2/torchao/float8_tensor.pt", "torch2/safetensors/fp8_block.safetensors", "real/pytorch__ao/awq_model.pth" })
+            QTest::newRow(e) << QString::fromLatin1(e) << false;
+        QTest::newRow("fp8_block.safetensors, model. stripped") << QStringLiteral("torch2/safetensors/fp8_block.safetensors") << true;
+        QTest::newRow("int8wo.pt, every key under q.") << QStringLiteral("torch2/torchao/int8wo.pt") << true;
+    }
+    void quantizedKeptQuantized()
+    {
+        QFETCH(QString, entry);
+        QFETCH(bool, rule);
+        QString path = test::fixturesDir() + QLatin1Char('/') + entry;
+        if (entry.startsWith(QStringLiteral("real/"))) {
+            if (test::realFixturesDir().isEmpty())
+                QSKIP("../shared/fixtures/real is not there");
+            path = test::realFixturesDir() + entry.mid(4);
+        }
+        const bool st = entry.endsWith(QStringLiteral(".safetensors"));
+        const QString pattern = st ? QStringLiteral("^model\\.") : QStringLiteral("^");
+        const QString replacement = st ? QString() : QStringLiteral("q.");
+        const QString o = out("quant_") + QFileInfo(path).fileName() + (rule ? QStringLiteral(".renamed") : QString())
+            + QStringLiteral(".safetensors");
+        QStringList args { path, QStringLiteral("-o"), o };
+        if (rule) {
+            const QString rules = m_dir.filePath(QStringLiteral("quant_rule.yaml"));
+            writeText(rules, "rules:\n  - pattern: '" + pattern.toUtf8() + "'\n    replace: '" + replacement.toUtf8() + "'\n");
+            args << QStringLiteral("--rules") << rules;
+        }
+        const auto r = runConvert(args);
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QStringList c { QStringLiteral("--out"), o, QStringLiteral("--source"),
+            test::fixturesDir() + QStringLiteral("/convert/quantized_parts.truth.json"), QStringLiteral("--kind"),
+            QStringLiteral("parts"), QStringLiteral("--entry"), entry };
+        if (rule)
+            c << QStringLiteral("--sub") << pattern << replacement;
+        QVERIFY(check(c).value(QStringLiteral("checked")).toInt() > 0);
+    }
+
+    // A compiled FSDP2 DCP save (torch 2.6: two gloo processes, fully_shard then torch.compile(backend="eager"),
+    // dcp.save of the compiled model's state_dict(); tests/fixtures/torch2/dcp/dcp_compiled, made by
+    // make_torch2_fixtures.py) converted with the rule that strips `_orig_mod.`: every chunk assembled, values
+    // equal to what torch saved (the fixture's truth), and the plain model loads the file strictly under
+    // torch 1.13. Without the rule the same load fails.
+    void compiledFsdp2DcpIntoThePlainModel()
+    {
+        const QString dcp = test::fixturesDir() + QStringLiteral("/torch2/dcp/dcp_compiled");
+        const QString o = out("dcp_compiled.safetensors");
+        const auto r = runConvert({ dcp, QStringLiteral("--rules"), m_dir.filePath(QStringLiteral("strip.yaml")),
+            QStringLiteral("-o"), o });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY2(r.out.contains("wrote 23 tensors"), r.out.constData());
+        const QStringList c { QStringLiteral("--out"), o, QStringLiteral("--source"), dcp + QStringLiteral(".truth.json"),
+            QStringLiteral("--kind"), QStringLiteral("per-rank-truth"), QStringLiteral("--model"), QStringLiteral("titan") };
+        const QJsonObject got = check(c + QStringList { QStringLiteral("--strip"), QStringLiteral("_orig_mod.") });
+        QCOMPARE(got.value(QStringLiteral("checked")).toInt(), 23);
+        QCOMPARE(got.value(QStringLiteral("strict_load")).toBool(), true);
+
+        const QString unfixed = out("dcp_compiled_unfixed.safetensors");
+        QCOMPARE(runConvert({ dcp, QStringLiteral("-o"), unfixed }).exitCode, 0);
+        const auto failed = test::run(test::torchPython(), QStringList { tool(), QStringLiteral("check"), QStringLiteral("--out"), unfixed,
+            QStringLiteral("--source"), dcp + QStringLiteral(".truth.json"), QStringLiteral("--kind"), QStringLiteral("per-rank-truth"),
+            QStringLiteral("--model"), QStringLiteral("titan") });
+        QVERIFY(failed.exitCode != 0);
+        QVERIFY2(failed.err.contains("Missing key") && failed.err.contains("Unexpected key"), failed.err.constData());
+    }
+
+    // The torchtitan <-> Hugging Face pair: the torchtitan DCP save (torch 2.6, FSDP2 on two processes, its
+    // `model` container beside the optimizer and train_state) converted with the titan -> HF rules loads
+    // strictly into the HF-named model with the saved values; the HF file converted back with the inverse rules
+    // (`statelens rules export --invert`) loads strictly into the torchtitan model, every value equal to the
+    // save again. The rules' renames are checked against Python's re.sub of make_torch2_fixtures.py's
+    // TITAN_TO_HF.
+    void titanToHfAndBack()
+    {
+        const QString dcp = test::fixturesDir() + QStringLiteral("/torch2/dcp/dcp_titan");
+        const QString rules = m_dir.filePath(QStringLiteral("titan_to_hf.yaml"));
+        QByteArray yaml = "rules:\n";
+        for (const auto& [p, r] : kTitanToHf)
+            yaml += "  - pattern: '" + QByteArray(p) + "'\n    replace: '" + QByteArray(r) + "'\n";
+        writeText(rules, yaml);
+        const QString hf = out("titan_hf");
+        const auto r = runConvert({ dcp, QStringLiteral("--container"), QStringLiteral("model"), QStringLiteral("--rules"), rules,
+            QStringLiteral("--shard-size"), QStringLiteral("20KB"), QStringLiteral("-o"), hf });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QStringList c { QStringLiteral("--out"), hf, QStringLiteral("--source"), dcp + QStringLiteral(".truth.json"),
+            QStringLiteral("--kind"), QStringLiteral("per-rank-truth"), QStringLiteral("--container"), QStringLiteral("model"),
+            QStringLiteral("--model"), QStringLiteral("hf"), QStringLiteral("--shard-size"), QStringLiteral("20000") };
+        for (const auto& [p, rep] : kTitanToHf)
+            c << QStringLiteral("--sub") << QString::fromLatin1(p) << QString::fromLatin1(rep);
+        const QJsonObject there = check(c);
+        QCOMPARE(there.value(QStringLiteral("checked")).toInt(), 23);
+        QCOMPARE(there.value(QStringLiteral("strict_load")).toBool(), true);
+        QVERIFY(there.value(QStringLiteral("files")).toInt() > 1);
+
+        const QString inverse = m_dir.filePath(QStringLiteral("hf_to_titan.yaml"));
+        const auto inv = test::runStatelens({ QStringLiteral("rules"), QStringLiteral("export"), rules, QStringLiteral("--to"),
+            QStringLiteral("yaml"), QStringLiteral("--invert"), QStringLiteral("-o"), inverse });
+        QVERIFY2(inv.exitCode == 0, inv.err.constData());
+        const QString back = out("titan_back.safetensors");
+        const auto r2 = runConvert({ hf, QStringLiteral("--rules"), inverse, QStringLiteral("-o"), back });
+        QVERIFY2(r2.exitCode == 0, r2.err.constData());
+        const QJsonObject again = check({ QStringLiteral("--out"), back, QStringLiteral("--source"), dcp + QStringLiteral(".truth.json"),
+            QStringLiteral("--kind"), QStringLiteral("per-rank-truth"), QStringLiteral("--container"), QStringLiteral("model"),
+            QStringLiteral("--model"), QStringLiteral("titan") });
+        QCOMPARE(again.value(QStringLiteral("checked")).toInt(), 23);
+        QCOMPARE(again.value(QStringLiteral("strict_load")).toBool(), true);
+    }
+
+    // A real Meta-layout checkpoint (torchtune's tests/assets/tiny_fair_checkpoint.pt, torchtitan's names
+    // without buffers; ../shared) into the Hugging Face names: strict load into the HF model, values equal to
+    // torch.load's.
+    void realFairCheckpointIntoHf()
+    {
+        if (test::realFixturesDir().isEmpty())
+            QSKIP("../shared/fixtures/real is not there");
+        const QString src = test::realFixturesDir() + QStringLiteral("/pytorch__torchtune/tests__assets__tiny_fair_checkpoint.pt");
+        const QString rules = m_dir.filePath(QStringLiteral("fair_to_hf.yaml"));
+        QByteArray yaml = "rules:\n";
+        for (const auto& [p, r] : kTitanToHf)
+            yaml += "  - pattern: '" + QByteArray(p) + "'\n    replace: '" + QByteArray(r) + "'\n";
+        writeText(rules, yaml);
+        const QString o = out("fair_hf.safetensors");
+        const auto r = runConvert({ src, QStringLiteral("--rules"), rules, QStringLiteral("-o"), o });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QStringList c { QStringLiteral("--out"), o, QStringLiteral("--source"), src, QStringLiteral("--model"), QStringLiteral("fair-hf") };
+        for (const auto& [p, rep] : kTitanToHf)
+            c << QStringLiteral("--sub") << QString::fromLatin1(p) << QString::fromLatin1(rep);
+        const QJsonObject got = check(c);
+        QCOMPARE(got.value(QStringLiteral("checked")).toInt(), 21);
+        QCOMPARE(got.value(QStringLiteral("strict_load")).toBool(), true);
     }
 
     void cancelledLeavesNothing()
