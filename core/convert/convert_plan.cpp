@@ -4,6 +4,7 @@
 #include "rules/rule_engine.h"
 #include "util/error.h"
 #include "util/utf8.h"
+#include "values/torch_ao_dequant.h"
 #include "values/value_reader.h"
 
 #include <algorithm>
@@ -143,7 +144,8 @@ ConvertPlan planConversion(const Source& source, const ConvertOptions& options)
     };
 
     // A quantized group under --dtype: its logical values, made by the value reader with the libraries'
-    // dequantization recipes, written in the dtype asked for under the group's own name.
+    // dequantization recipes (a torch.ao quantized tensor: ATen's affine dequantization), written in the
+    // dtype asked for under the entry's own name.
     values::FileCache files;
     std::vector<std::string> dequantized;
     std::string firstNote;
@@ -152,16 +154,22 @@ ConvertPlan planConversion(const Source& source, const ConvertOptions& options)
         std::optional<std::string> name = outputName(g.name, label);
         if (!name)
             return;
-        if (!g.shapeKnown || !g.quantization->logicalShapeKnown)
+        if (!g.shapeKnown || !g.quantization || !g.quantization->logicalShapeKnown)
             refuse(label + ": a quantized weight whose logical shape is not known, so it cannot be dequantized; "
                 "use --dtype keep to write its parts as stored");
         std::string why;
-        const auto reader = values::ValueReader::open(source, g, files, why);
-        if (!reader || reader->numel() != g.numel())
-            refuse(label + ": cannot be dequantized (" + (why.empty() ? "its values do not match its shape" : why)
-                + "); use --dtype keep to write its parts as stored");
+        std::string note;
+        if (g.kind == EntryKind::Group) {
+            const auto reader = values::ValueReader::open(source, g, files, why);
+            if (!reader || reader->numel() != g.numel())
+                refuse(label + ": cannot be dequantized (" + (why.empty() ? "its values do not match its shape" : why)
+                    + "); use --dtype keep to write its parts as stored");
+            note = reader->note();
+        } else if (!values::torchAoDequant(source, g, files, note).active) {
+            refuse(label + ": cannot be dequantized (" + note + ")");
+        }
         if (firstNote.empty())
-            firstNote = reader->note();
+            firstNote = note;
         PlannedTensor t;
         t.name = std::move(*name);
         t.sourceName = g.name;
@@ -243,6 +251,10 @@ ConvertPlan planConversion(const Source& source, const ConvertOptions& options)
             }
             continue;
         }
+        if (options.dtype != TargetDType::Keep && e.kind == EntryKind::Tensor && e.quantization && dtypeIsQuantized(e.dtype)) {
+            addDequantized(e);
+            continue;
+        }
         addTensor(e, e.name, {});
     }
 
@@ -274,8 +286,9 @@ ConvertPlan planConversion(const Source& source, const ConvertOptions& options)
     if (!dequantized.empty())
         plan.findings.push_back(Finding { Severity::Info,
             std::to_string(dequantized.size()) + " quantized weight" + (dequantized.size() == 1 ? "" : "s")
-                + " written dequantized, as " + std::string(dtypeName(castTo(DType::Float32, options.dtype)))
-                + ", by StateLens's value reader with the library's recipe (" + firstNote + "): " + someNames(dequantized),
+                + " written dequantized as " + std::string(dtypeName(castTo(DType::Float32, options.dtype)))
+                + ", each with its library's recipe as StateLens's value reader applies it (e.g. " + firstNote
+                + "): " + someNames(dequantized),
             dequantized.front() });
     if (!plan.notTensors.empty())
         plan.findings.push_back(Finding { Severity::Warning,

@@ -7,9 +7,11 @@
 #include "util/error.h"
 #include "util/load_control.h"
 #include "values/tensor_bytes.h"
+#include "values/torch_ao_dequant.h"
 #include "values/value_reader.h"
 
 #include <algorithm>
+#include <optional>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -483,22 +485,39 @@ WriteReport writeSafetensors(const Source& source, const ConvertPlan& plan, cons
                     options.progress(done, total, t.name);
             };
             if (t.dequantize) {
-                // The reader's values are float32 results held as float64: narrowed to float32 exactly, then
-                // cast as torch's .to() casts a float32 tensor.
+                // The values are float32 results held as float64: narrowed to float32 exactly, then cast as
+                // torch's .to() casts a float32 tensor. Groups through the value reader; a torch.ao tensor's
+                // integers through ATen's affine dequantization.
                 std::string why;
-                const auto reader = values::ValueReader::open(source, *t.entry, files, why);
-                if (!reader || reader->numel() != t.entry->numel())
-                    throw LoadError(source.path, "'" + t.sourceName + "': cannot be dequantized (" + why + "); nothing was written");
+                std::unique_ptr<const values::ValueReader> reader;
+                std::optional<values::TensorBytes> ints;
+                values::TorchAoDequant affine;
+                if (t.entry->kind == EntryKind::Group) {
+                    reader = values::ValueReader::open(source, *t.entry, files, why);
+                    if (!reader || reader->numel() != t.entry->numel())
+                        throw LoadError(source.path, "'" + t.sourceName + "': cannot be dequantized (" + why + "); nothing was written");
+                } else {
+                    affine = values::torchAoDequant(source, *t.entry, files, why);
+                    ints.emplace(values::TensorBytes::open(source, *t.entry, files));
+                    if (!affine.active || ints->numel() != t.entry->numel())
+                        throw LoadError(source.path, "'" + t.sourceName + "': cannot be dequantized (" + why + "); nothing was written");
+                }
+                const uint64_t numel = t.entry->numel();
                 const uint64_t perRead = std::max<uint64_t>(1, options.bufferBytes / sizeof(double));
                 std::vector<double> values;
                 std::vector<float> narrowed;
-                for (uint64_t first = 0; first < reader->numel(); first += perRead) {
+                for (uint64_t first = 0; first < numel; first += perRead) {
                     if (options.control)
                         options.control->checkpoint(output);
-                    const uint64_t count = std::min(perRead, reader->numel() - first);
+                    const uint64_t count = std::min(perRead, numel - first);
                     values.resize(static_cast<size_t>(count));
                     narrowed.resize(static_cast<size_t>(count));
-                    reader->read(first, count, values.data());
+                    if (reader) {
+                        reader->read(first, count, values.data());
+                    } else {
+                        ints->decodeTo(first, count, values);
+                        affine.apply(first, values.data(), values.size());
+                    }
                     for (size_t k = 0; k < values.size(); ++k)
                         narrowed[k] = static_cast<float>(values[k]);
                     emit(reinterpret_cast<const uint8_t*>(narrowed.data()), count);

@@ -574,6 +574,35 @@ print(len(f32))
         QCOMPARE(got.value(QStringLiteral("strict_load")).toBool(), true);
     }
 
+    // --dtype on torch.ao quantized tensors (qint8 and quint8, per tensor and per channel): ATen's dequantize(),
+    // whose float32 bytes make_values_fixtures.py hashed with torch 1.13.
+    void torchAoTensorsDequantized()
+    {
+        const QString path = test::fixturesDir() + QStringLiteral("/values/quantized.pt");
+        const QJsonObject truth = test::readJson(path + QStringLiteral(".expected.json")).value(QStringLiteral("tensors")).toObject();
+        QVERIFY(truth.size() >= 3);
+        const QString o = out("torch_ao_f32.safetensors");
+        const auto r = runConvert({ path, QStringLiteral("--dtype"), QStringLiteral("fp32"), QStringLiteral("-o"), o });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY2(r.out.contains("torch.ao per-channel affine") || r.out.contains("torch.ao per-tensor affine"), r.out.constData());
+        const QByteArray file = test::readAll(o);
+        quint64 headerLength = 0;
+        QVERIFY(file.size() >= 8);
+        std::memcpy(&headerLength, file.constData(), 8);
+        const QJsonObject header = QJsonDocument::fromJson(file.mid(8, qsizetype(headerLength))).object();
+        for (auto it = truth.begin(); it != truth.end(); ++it) {
+            const QJsonObject want = it.value().toObject().value(QStringLiteral("dequantized")).toObject();
+            QCOMPARE(want.value(QStringLiteral("dtype")).toString(), QStringLiteral("float32"));
+            const QJsonObject got = header.value(it.key()).toObject();
+            QCOMPARE(got.value(QStringLiteral("dtype")).toString(), QStringLiteral("F32"));
+            const QJsonArray range = got.value(QStringLiteral("data_offsets")).toArray();
+            const QByteArray bytes = file.mid(qsizetype(8 + headerLength) + qsizetype(range[0].toInteger()),
+                qsizetype(range[1].toInteger() - range[0].toInteger()));
+            QCOMPARE(QCryptographicHash::hash(bytes, QCryptographicHash::Sha256).toHex(),
+                want.value(QStringLiteral("sha256_logical")).toString().toLatin1());
+        }
+    }
+
     void cancelledLeavesNothing()
     {
         const Source s = openSource(src("views.pt").toStdString());
