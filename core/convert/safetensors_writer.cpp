@@ -498,7 +498,7 @@ WriteReport writeSafetensors(const Source& source, const ConvertPlan& plan, cons
                         throw LoadError(source.path, "'" + t.sourceName + "': cannot be dequantized (" + why + "); nothing was written");
                 } else {
                     affine = values::torchAoDequant(source, *t.entry, files, why);
-                    ints.emplace(values::TensorBytes::open(source, *t.entry, files));
+                    ints.emplace(values::TensorBytes::openSequential(source, *t.entry, files));
                     if (!affine.active || ints->numel() != t.entry->numel())
                         throw LoadError(source.path, "'" + t.sourceName + "': cannot be dequantized (" + why + "); nothing was written");
                 }
@@ -523,7 +523,8 @@ WriteReport writeSafetensors(const Source& source, const ConvertPlan& plan, cons
                     emit(reinterpret_cast<const uint8_t*>(narrowed.data()), count);
                 }
             } else {
-                const values::TensorBytes bytes = values::TensorBytes::open(source, *t.entry, files);
+                // Read once, in order: a deflated record is inflated as the copy advances, not whole.
+                const values::TensorBytes bytes = values::TensorBytes::openSequential(source, *t.entry, files);
                 if (bytes.numel() != t.entry->numel() || bytes.itemSize() != dtypeItemSize(t.sourceDType))
                     throw LoadError(source.path, "'" + t.sourceName + "': its elements cannot be read as listed; nothing was written");
                 const uint64_t perRead = std::max<uint64_t>(1, options.bufferBytes / std::max(1u, bytes.itemSize()));

@@ -81,18 +81,104 @@ dcp::ItemData FileCache::locateInItem(const InputFile& file, uint64_t itemOffset
     return dcp::locateInItem(file, itemOffset, itemLength, fqn, offsets, sizes, dtype, where, m_blobs[file.path()]);
 }
 
+// A deflated record read as a stream: bytes [at, at + n) are inflated on demand, the stream kept where the
+// last read ended, so reading in order inflates the record once with a window of a few MB. A read before
+// that point starts the stream again.
+class TensorBytes::Inflater {
+public:
+    Inflater(std::shared_ptr<const InputFile> file, uint64_t offset, uint64_t limit, std::string what)
+        : m_file(std::move(file))
+        , m_offset(offset)
+        , m_limit(limit)
+        , m_what(std::move(what))
+    {
+    }
+    ~Inflater()
+    {
+        if (m_live)
+            inflateEnd(&m_z);
+    }
+    Inflater(const Inflater&) = delete;
+    Inflater& operator=(const Inflater&) = delete;
+
+    void read(uint64_t at, uint64_t n, uint8_t* out)
+    {
+        std::lock_guard lock(m_mutex);
+        if (at + n > m_limit)
+            throw std::runtime_error(m_what + ": a read past the bytes the tensor needs");
+        if (!m_live || at < m_z.total_out)
+            restart();
+        std::vector<uint8_t> skip;
+        while (m_z.total_out < at) { // skipped bytes are inflated and dropped
+            skip.resize(static_cast<size_t>(std::min<uint64_t>(at - m_z.total_out, uint64_t(1) << 20)));
+            produce(skip.data(), skip.size());
+        }
+        produce(out, n);
+    }
+
+private:
+    void restart()
+    {
+        if (m_live)
+            inflateEnd(&m_z);
+        m_z = z_stream {};
+        m_live = false;
+        if (inflateInit2(&m_z, -MAX_WBITS) != Z_OK)
+            throw std::runtime_error(m_what + ": zlib failed to start");
+        m_live = true;
+    }
+    // Exactly n more bytes of output into dst, the compressed bytes read in windows as zlib takes them.
+    void produce(uint8_t* dst, uint64_t n)
+    {
+        const uint64_t inSize = m_file->size() - std::min(m_offset, m_file->size());
+        const uint64_t target = m_z.total_out + n;
+        while (m_z.total_out < target) {
+            m_z.next_out = dst + (n - (target - m_z.total_out));
+            m_z.avail_out = static_cast<uInt>(std::min<uint64_t>(target - m_z.total_out, std::numeric_limits<uInt>::max()));
+            if (m_z.avail_in == 0 && m_z.total_in < inSize) {
+                const Bytes in = m_file->read(
+                    m_offset + m_z.total_in, std::min<uint64_t>(inSize - m_z.total_in, uint64_t(1) << 20), m_window);
+                m_z.next_in = const_cast<Bytef*>(in.data());
+                m_z.avail_in = static_cast<uInt>(in.size());
+            }
+            const int rc = inflate(&m_z, Z_NO_FLUSH);
+            if (rc == Z_STREAM_END && m_z.total_out < target)
+                throw std::runtime_error(m_what + ": the deflated record ends before the bytes the tensor needs");
+            if (rc == Z_BUF_ERROR && m_z.avail_in == 0 && m_z.total_in >= inSize)
+                throw std::runtime_error(m_what + ": the deflated record ends before the bytes the tensor needs");
+            if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR)
+                throw std::runtime_error(m_what + ": the deflated record is corrupt");
+        }
+    }
+
+    std::mutex m_mutex;
+    std::shared_ptr<const InputFile> m_file;
+    uint64_t m_offset;
+    uint64_t m_limit; // bytes the tensor needs from the record's start
+    std::string m_what;
+    z_stream m_z {};
+    bool m_live = false;
+    std::vector<uint8_t> m_window;
+};
+
 TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& files)
 {
-    return open(source, e, files, false);
+    return open(source, e, files, Mode::Whole);
 }
 
 TensorBytes TensorBytes::openCollapsingBroadcasts(const Source& source, const Entry& e, FileCache& files)
 {
-    return open(source, e, files, true);
+    return open(source, e, files, Mode::CollapseBroadcasts);
 }
 
-TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& files, bool collapse)
+TensorBytes TensorBytes::openSequential(const Source& source, const Entry& e, FileCache& files)
 {
+    return open(source, e, files, Mode::Sequential);
+}
+
+TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& files, Mode mode)
+{
+    const bool collapse = mode == Mode::CollapseBroadcasts;
     auto fail
         = [&](const std::string& why) -> TensorBytes { throw LoadError(source.path, "'" + e.name + "': " + why); };
     TensorBytes t;
@@ -313,6 +399,12 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
                 static_cast<uint64_t>(std::max<int64_t>(loc.storageOffset, 0)), static_cast<uint64_t>(t.m_item), &start)
             || __builtin_add_overflow(start, spanBytes, &need) || need > loc.storageNbytes)
             return fail("its view reaches past the end of its storage");
+        if (mode == Mode::Sequential && t.m_contiguous) {
+            t.m_inflater = std::make_shared<Inflater>(file, loc.offset, need, e.name);
+            t.m_file = file; // named in errors
+            t.m_fileOffset = start; // element [0, ..., 0] in the inflated record
+            return t;
+        }
         try {
             t.m_held = inflateRaw(*file, loc.offset, need, e.name);
         } catch (const LoadError&) {
@@ -383,6 +475,15 @@ const uint8_t* TensorBytes::read(uint64_t first, uint64_t count, std::vector<uin
 {
     if (!m_chunks.empty())
         return chunked(first, count, buffer);
+    if (m_inflater) {
+        buffer.resize(count * m_item);
+        try {
+            m_inflater->read(m_fileOffset + first * m_item, count * m_item, buffer.data());
+        } catch (const std::runtime_error& err) {
+            throw LoadError(m_file ? m_file->path() : std::string(), err.what());
+        }
+        return buffer.data();
+    }
     if (m_held)
         return m_contiguous ? m_base + first * m_item : gather(first, count, buffer);
     buffer.resize(count * m_item);

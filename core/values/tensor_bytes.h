@@ -48,6 +48,10 @@ public:
     // multiplicity() says how often each stands in the logical tensor. Work stays proportional to the stored
     // bytes however many elements the view names. Small views are read as open() reads them.
     static TensorBytes openCollapsingBroadcasts(const Source& source, const Entry& entry, FileCache& files);
+    // For a reader that reads each element once, in order (convert): a contiguous tensor in a deflated
+    // record is inflated as the reads advance, through a bounded window, instead of whole. Reads out of order
+    // still work (the stream starts again), but cost a pass over the record each.
+    static TensorBytes openSequential(const Source& source, const Entry& entry, FileCache& files);
     uint64_t multiplicity() const { return m_multiplicity; }
 
     DType dtype() const { return m_dtype; }
@@ -66,11 +70,14 @@ public:
     void decodeTo(uint64_t first, uint64_t count, std::vector<double>& out) const;
 
 private:
-    static TensorBytes open(const Source& source, const Entry& entry, FileCache& files, bool collapse);
+    enum class Mode : uint8_t { Whole, CollapseBroadcasts, Sequential };
+    static TensorBytes open(const Source& source, const Entry& entry, FileCache& files, Mode mode);
     const uint8_t* gather(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const;
     const uint8_t* chunked(uint64_t first, uint64_t count, std::vector<uint8_t>& scratch) const;
 
     std::shared_ptr<const InputFile> m_file; // contiguous tensors: read with pread from here
+    class Inflater;
+    std::shared_ptr<Inflater> m_inflater; // openSequential's deflated record, inflated as reads advance
     uint64_t m_fileOffset = 0; // element [0, ..., 0] in the file
     // Or these bytes, in memory: an inflated deflated record, or the span of a non-contiguous view.
     std::shared_ptr<const std::vector<uint8_t>> m_held;

@@ -633,6 +633,32 @@ print(len(f32))
     }
 
     // Memory is bounded by the copy buffer: a 256 MB tensor converts at a peak far below its size.
+    // A deflated archive (torch.load reads records that zip tools re-compressed): its 128 MB storage is
+    // inflated as the copy advances, not whole, and the values are torch.load's.
+    void deflatedRecordsStreamInBoundedMemory()
+    {
+        const QString big = m_dir.filePath(QStringLiteral("deflated_big.pt"));
+        const auto made = test::run(test::torchPython(), { QStringLiteral("-c"), QStringLiteral(R"(
+import io, sys, torch, zipfile
+buf = io.BytesIO()
+torch.save({'w': torch.arange(32 << 20, dtype=torch.float32), 'small': torch.ones(3)}, buf)
+src = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
+with zipfile.ZipFile(sys.argv[1], 'w', zipfile.ZIP_DEFLATED, compresslevel=1) as out:
+    for info in src.infolist():
+        out.writestr(info.filename, src.read(info.filename))
+assert torch.equal(torch.load(sys.argv[1])['w'], torch.arange(32 << 20, dtype=torch.float32))
+)"), big });
+        QVERIFY2(made.exitCode == 0, made.err.constData());
+        const QString o = out("deflated_big.safetensors");
+        const auto r = test::runMeasured(test::statelensBinary(), { QStringLiteral("convert"), big, QStringLiteral("-o"), o });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY2(r.peakKb > 0 && r.peakKb < 64 * 1024, qPrintable(QString::number(r.peakKb) + QStringLiteral(" kB peak")));
+        const QJsonObject c = check({ QStringLiteral("--out"), o, QStringLiteral("--source"), big });
+        QCOMPARE(c.value(QStringLiteral("checked")).toInt(), 2);
+        QFile::remove(big);
+        QFile::remove(o);
+    }
+
     void boundedMemory()
     {
         const QString big = m_dir.filePath(QStringLiteral("big.pt"));

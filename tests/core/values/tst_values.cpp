@@ -397,6 +397,39 @@ private slots:
         }
     }
 
+    // openSequential inflates a deflated record as reads advance: every tensor of deflated.pt (dtypes.pt's
+    // records re-compressed by zipfile) reads the same bytes as the whole-record path, in order, backwards
+    // (each read starts the stream again) and in uneven pieces.
+    void sequentialReadsOfDeflatedRecords()
+    {
+        const Source s = openSource((valuesDir() + QStringLiteral("/deflated.pt")).toStdString());
+        values::FileCache files;
+        size_t streamed = 0;
+        for (const Entry& e : s.entries) {
+            if (e.location.kind != TensorLocation::Kind::Compressed)
+                continue;
+            const auto whole = values::TensorBytes::open(s, e, files);
+            const auto seq = values::TensorBytes::openSequential(s, e, files);
+            QCOMPARE(seq.numel(), whole.numel());
+            std::vector<uint8_t> a, b;
+            const size_t item = whole.itemSize();
+            const uint8_t* all = whole.read(0, whole.numel(), a);
+            const std::vector<uint8_t> want(all, all + whole.numel() * item);
+            std::vector<uint8_t> got(want.size());
+            for (uint64_t first = 0, step = 1; first < seq.numel(); first += step, step = step * 2 + 1) {
+                const uint64_t n = std::min<uint64_t>(step, seq.numel() - first);
+                std::memcpy(got.data() + first * item, seq.read(first, n, b), n * item);
+            }
+            QVERIFY2(got == want, e.name.c_str());
+            std::fill(got.begin(), got.end(), 0);
+            for (uint64_t k = seq.numel(); k-- > 0;)
+                std::memcpy(got.data() + k * item, seq.read(k, 1, b), item);
+            QVERIFY2(got == want, e.name.c_str());
+            ++streamed;
+        }
+        QVERIFY(streamed >= 5);
+    }
+
     // The same tensor stored three ways (zip, legacy, safetensors) hashes the same; a different one does not.
     void contentHashFollowsTheValuesNotTheLayout()
     {
