@@ -652,7 +652,10 @@ assert torch.equal(torch.load(sys.argv[1])['w'], torch.arange(32 << 20, dtype=to
         const QString o = out("deflated_big.safetensors");
         const auto r = test::runMeasured(test::statelensBinary(), { QStringLiteral("convert"), big, QStringLiteral("-o"), o });
         QVERIFY2(r.exitCode == 0, r.err.constData());
-        QVERIFY2(r.peakKb > 0 && r.peakKb < 64 * 1024, qPrintable(QString::number(r.peakKb) + QStringLiteral(" kB peak")));
+        // Under a sanitizer, its shadow memory and quarantine come on top (112 MB measured); holding the
+        // storage whole would still pass 200 MB there (271 MB without one).
+        const qint64 limitKb = (test::sanitized() ? 200 : 64) * 1024;
+        QVERIFY2(r.peakKb > 0 && r.peakKb < limitKb, qPrintable(QString::number(r.peakKb) + QStringLiteral(" kB peak")));
         const QJsonObject c = check({ QStringLiteral("--out"), o, QStringLiteral("--source"), big });
         QCOMPARE(c.value(QStringLiteral("checked")).toInt(), 2);
         QFile::remove(big);
@@ -669,7 +672,10 @@ assert torch.equal(torch.load(sys.argv[1])['w'], torch.arange(32 << 20, dtype=to
             { QStringLiteral("convert"), big, QStringLiteral("--dtype"), QStringLiteral("bf16"), QStringLiteral("-o"), out("big.safetensors") });
         QVERIFY2(r.exitCode == 0, r.err.constData());
         QVERIFY(QFileInfo(out("big.safetensors")).size() > (128 << 20));
-        QVERIFY2(r.peakKb > 0 && r.peakKb < 96 * 1024, qPrintable(QString::number(r.peakKb) + QStringLiteral(" kB peak")));
+        // A sanitizer's shadow memory and quarantine come on top (114 MB measured); the 256 MB tensor held
+        // whole would still pass 200 MB there.
+        const qint64 limitKb = (test::sanitized() ? 200 : 96) * 1024;
+        QVERIFY2(r.peakKb > 0 && r.peakKb < limitKb, qPrintable(QString::number(r.peakKb) + QStringLiteral(" kB peak")));
         QFile::remove(big);
         QFile::remove(out("big.safetensors"));
     }
