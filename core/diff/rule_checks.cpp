@@ -6,6 +6,7 @@
 #include "util/name_index.h"
 
 #include <algorithm>
+#include <deque>
 #include <future>
 #include <optional>
 #include <string_view>
@@ -43,7 +44,7 @@ namespace {
 // as it does for every key the rules pair.
 struct KnownMapping {
     const Source& a;
-    const std::vector<std::string>& mapped;
+    const std::vector<std::string_view>& mapped;
     const std::vector<uint8_t>& dropped;
     const std::vector<uint8_t>& known;
     NameIndex index;
@@ -87,7 +88,7 @@ std::vector<RuleIssue> roundTripIssues(const RuleSet& rules, const Source& b, co
                 back.dropped = fromA.dropped[inA] != 0;
                 if (!back.dropped && fromA.mapped[inA] == name)
                     continue;
-                back.name = fromA.mapped[inA];
+                back.name = std::string(fromA.mapped[inA]);
             } else {
                 back = forward.apply(toA.name);
             }
@@ -141,7 +142,9 @@ std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const S
 
     // One pass over A: which rules fire, and where two keys land on one name.
     std::vector<size_t> hits(rules.rules.size(), 0);
-    std::vector<std::string> mappedNames(a.entries.size());
+    // Views of the diff's own mapped names or of A's keys; a name only mapped here is kept in `computed`.
+    std::vector<std::string_view> mappedNames(a.entries.size());
+    std::deque<std::string> computed;
     std::vector<uint8_t> dropped(a.entries.size(), 0);
     std::vector<uint8_t> known(a.entries.size(), 0); // mappedNames[i] or dropped[i] is set
     if (diff && diff->ruleHits.size() == hits.size()) {
@@ -153,11 +156,11 @@ std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const S
             if (row.aPart.valid()) { // one key of a keyed group: the group's own name is mapped below
                 CompiledRules::Result r = compiled.apply(a.entries[i].name);
                 dropped[i] = r.dropped;
-                mappedNames[i] = std::move(r.name);
+                mappedNames[i] = computed.emplace_back(std::move(r.name));
             } else if (row.status == RowStatus::Dropped) {
                 dropped[i] = 1;
             } else {
-                mappedNames[i] = row.mapped.empty() ? a.entries[i].name : row.mapped;
+                mappedNames[i] = row.mapped.empty() ? std::string_view(a.entries[i].name) : std::string_view(row.mapped);
             }
             known[i] = 1;
         }
@@ -171,19 +174,20 @@ std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const S
             if (r.dropped)
                 dropped[i] = 1;
             else
-                mappedNames[i] = std::move(r.name);
+                mappedNames[i] = computed.emplace_back(std::move(r.name));
             known[i] = 1;
         }
     }
-    std::unordered_map<std::string_view, size_t> landed; // mapped name -> first A entry that got it
+    // Mapped name -> the first A entry that got it (a flat index: no node per key).
+    NameIndex landed;
     landed.reserve(a.entries.size());
+    const auto landedName = [&mappedNames](size_t i) { return mappedNames[i]; };
     std::vector<std::pair<size_t, size_t>> collisions; // (earlier entry, later entry)
     for (size_t i = 0; i < a.entries.size(); ++i) {
         if (dropped[i])
             continue;
-        auto [it, inserted] = landed.try_emplace(mappedNames[i], i);
-        if (!inserted)
-            collisions.emplace_back(it->second, i);
+        if (const size_t first = landed.insert(i, landedName); first != i)
+            collisions.emplace_back(first, i);
     }
     if (!collisions.empty()) {
         RuleIssue issue;
@@ -194,7 +198,7 @@ std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const S
             + quoted(a.entries[first].name) + " and " + quoted(a.entries[second].name) + " both become " + quoted(mappedNames[second]);
         for (size_t k = 0; k < collisions.size() && k < kExamples; ++k)
             issue.examples.push_back(a.entries[collisions[k].first].name + " + " + a.entries[collisions[k].second].name + " -> "
-                + mappedNames[collisions[k].second]);
+                + std::string(mappedNames[collisions[k].second]));
         out.push_back(std::move(issue));
     }
 
