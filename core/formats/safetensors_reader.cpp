@@ -171,11 +171,13 @@ void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, Sa
         bool overflow = false;
         uint64_t begin = 0;
         uint64_t end = 0;
-        for (auto f : info) {
+        for (auto member2 : info) {
+            simdjson::ondemand::field f;
             std::string_view k;
-            check(f.unescaped_key().get(k), [&] { return "malformed field in entry '" + std::string(t.name) + "'"; });
+            check(std::move(member2).get(f), [&] { return "malformed field in entry '" + std::string(t.name) + "'"; });
+            check(jsonKey(f, textEnd, out.unescaped, k), [&] { return "malformed field in entry '" + std::string(t.name) + "'"; });
             if (k == "dtype") {
-                if (f.value().get_string().get(dtypeStr))
+                if (jsonStringView(f.value(), dtypeStr))
                     bad(named("has no string dtype"));
                 haveDtype = true;
                 // dtype strings repeat; the previous one's answer usually applies.

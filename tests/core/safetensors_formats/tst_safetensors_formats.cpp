@@ -361,7 +361,7 @@ void TstSafetensorsFormats::fixturesPresent()
 {
     // Every case the generator promises; a missing file means the generator was not rerun.
     for (const char* name : { "all_dtypes", "metadata_rich", "no_metadata", "scalar_and_empty", "leading_whitespace",
-             "header_order_shuffled", "odd_names", "fp4_shapes", "gap", "first_not_at_zero", "overlap", "size_mismatch",
+             "header_order_shuffled", "odd_names", "escaped_fields", "fp4_shapes", "gap", "first_not_at_zero", "overlap", "size_mismatch",
              "trailing_bytes", "truncated", "duplicate_name", "reversed_offsets", "misaligned_slice",
              "validation_overflow", "unknown_dtype" }) {
         QVERIFY2(QFileInfo::exists(stDir() + "/" + name + ".safetensors"), name);
