@@ -40,22 +40,4 @@ inline simdjson::error_code jsonKey(
     return simdjson::SUCCESS;
 }
 
-// A string value, in `out`: a view into the text when it is written without escapes (the common case, and
-// no copy into simdjson's string buffer, which is never reused within a document: a 100,000-tensor header
-// wrote 4 MB there for its dtypes and field names), else unescaped by simdjson. INCORRECT_TYPE when `v` is
-// not a string.
-inline simdjson::error_code jsonStringView(simdjson::ondemand::value v, std::string_view& out)
-{
-    const std::string_view token = v.raw_json_token();
-    if (token.empty() || token.front() != '"')
-        return simdjson::INCORRECT_TYPE;
-    // Stage 1 has checked the string is closed; the token holds its closing quote (then spaces).
-    const size_t close = token.find('"', 1);
-    if (close != std::string_view::npos && token.substr(1, close - 1).find('\\') == std::string_view::npos) {
-        out = token.substr(1, close - 1);
-        return v.get_raw_json_string().error(); // consumes the value, as get_string() would
-    }
-    return v.get_string().get(out);
-}
-
 } // namespace sl

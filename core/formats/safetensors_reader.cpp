@@ -171,13 +171,11 @@ void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, Sa
         bool overflow = false;
         uint64_t begin = 0;
         uint64_t end = 0;
-        for (auto member2 : info) {
-            simdjson::ondemand::field f;
+        for (auto f : info) {
             std::string_view k;
-            check(std::move(member2).get(f), [&] { return "malformed field in entry '" + std::string(t.name) + "'"; });
-            check(jsonKey(f, textEnd, out.unescaped, k), [&] { return "malformed field in entry '" + std::string(t.name) + "'"; });
+            check(f.unescaped_key().get(k), [&] { return "malformed field in entry '" + std::string(t.name) + "'"; });
             if (k == "dtype") {
-                if (jsonStringView(f.value(), dtypeStr))
+                if (f.value().get_string().get(dtypeStr))
                     bad(named("has no string dtype"));
                 haveDtype = true;
                 // dtype strings repeat; the previous one's answer usually applies.
