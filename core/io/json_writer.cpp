@@ -14,7 +14,9 @@ void JsonWriter::key(std::string_view k)
 
 void JsonWriter::string(std::string_view s)
 {
-    if (!isValidUtf8(s)) {
+    if (jsonPlainAscii(s)) {
+        m_writer.plainString(s.data(), s.size());
+    } else if (!isValidUtf8(s)) {
         const std::string clean = sanitizeUtf8(s);
         m_writer.String(clean.data(), static_cast<rapidjson::SizeType>(clean.size()));
     } else if (jsonPlainPrefix(s) == s.size()) {

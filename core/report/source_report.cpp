@@ -323,9 +323,12 @@ void rowCells(const Entry& e, RowCells& r)
     }
     put(r.dtype, sizeof r.dtype, r.dtypeLen, dtypeName(e.dtype));
     if (e.kind == EntryKind::Group) {
-        char tail[32];
-        int n = std::snprintf(tail, sizeof tail, " (%zu parts)", e.parts.size());
-        put(r.dtype, sizeof r.dtype, r.dtypeLen, std::string_view(tail, static_cast<size_t>(n)));
+        // to_chars, not snprintf: an index of DeepSeek-V3's size lists 45,000 groups.
+        char count[24];
+        auto [end, ec] = std::to_chars(count, count + sizeof count, e.parts.size());
+        put(r.dtype, sizeof r.dtype, r.dtypeLen, " (");
+        put(r.dtype, sizeof r.dtype, r.dtypeLen, std::string_view(count, static_cast<size_t>(end - count)));
+        put(r.dtype, sizeof r.dtype, r.dtypeLen, " parts)");
     } else if (!e.typeName.empty()) {
         std::string_view t = e.typeName;
         put(r.dtype, sizeof r.dtype, r.dtypeLen, " <");

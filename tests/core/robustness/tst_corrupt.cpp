@@ -1679,9 +1679,16 @@ void TstCorrupt::jsonStringsRoundTrip()
             sl::JsonWriter w;
             w.beginArray();
             std::vector<std::string> written;
-            for (int b = 0; b < 0x80; ++b) {
+            // Every ASCII byte, a two-byte UTF-8 character and a byte that starts no UTF-8 sequence (written
+            // as U+FFFD, as QString reads it), at each place of an eight-byte word and past it.
+            std::vector<std::string> inserts;
+            for (int b = 0; b < 0x80; ++b)
+                inserts.emplace_back(1, static_cast<char>(b));
+            inserts.emplace_back("\xC3\xA9");
+            inserts.emplace_back("\xFF");
+            for (const std::string& insert : inserts) {
                 std::string text(static_cast<size_t>(length), 'x');
-                text[static_cast<size_t>(at)] = static_cast<char>(b);
+                text.replace(static_cast<size_t>(at), 1, insert);
                 written.push_back(text);
                 w.beginObject();
                 w.field(text, text);
@@ -1689,6 +1696,7 @@ void TstCorrupt::jsonStringsRoundTrip()
             }
             w.endArray();
             const std::string_view json = w.text();
+            QVERIFY2(sl::isValidUtf8(json), "the JSON writer passed an invalid byte through"); // Qt would replace it
             QJsonParseError error {};
             const QJsonDocument doc = QJsonDocument::fromJson(QByteArray(json.data(), qsizetype(json.size())), &error);
             QVERIFY2(error.error == QJsonParseError::NoError, qPrintable(error.errorString()));
