@@ -15,6 +15,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <unordered_map>
@@ -347,19 +348,46 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
             out.addFinding(f.severity, "shard " + s.name + ": " + f.message, f.entry);
     }
 
-    // Each shard's names, indexed (positions in that shard).
+    // Where each key is in its shard. A shard lists its tensors in runs sorted by name (a safetensors header is
+    // in data order: by dtype, then name) and weight_map is sorted by name, so the next key is usually right
+    // after an earlier hit in one of the shard's runs: a few name comparisons find it, and a shard's name
+    // index is built only on its first miss (DeepSeek-V3's index then hashes no name twice). A shard that
+    // repeats a name always takes the index, which gives its first copy.
+    constexpr size_t kRuns = 4;
+    struct Cursors {
+        std::array<uint32_t, kRuns> next {}; // positions after recent hits
+        uint8_t count = 0;
+        uint8_t replace = 0; // round robin once all are in use
+        bool indexOnly = false;
+    };
     std::vector<NameIndex> byName(shards.size());
     std::vector<std::vector<bool>> used(shards.size());
+    std::vector<Cursors> cursors(shards.size());
     for (size_t si = 0; si < shards.size(); ++si) {
         const Shard& s = shards[si];
         if (!s.loaded())
             continue;
-        byName[si].insertAll(s.size(), [&s](size_t k) { return s.nameAt(k); });
         used[si].assign(s.size(), false);
+        cursors[si].indexOnly = !s.opened.header || s.opened.header->duplicateNames;
     }
     const auto positionIn = [&](size_t si, std::string_view name) {
         const Shard& s = shards[si];
-        return s.loaded() ? byName[si].find(name, [&s](size_t k) { return s.nameAt(k); }) : NameIndex::npos;
+        if (!s.loaded())
+            return NameIndex::npos;
+        Cursors& c = cursors[si];
+        if (!c.indexOnly)
+            for (size_t k = 0; k < c.count; ++k)
+                if (const size_t at = c.next[k]; at < s.size() && s.nameAt(at) == name) {
+                    c.next[k] = static_cast<uint32_t>(at + 1);
+                    return at;
+                }
+        const auto nameOf = [&s](size_t k) { return s.nameAt(k); };
+        if (byName[si].size() == 0 && s.size() != 0)
+            byName[si].insertAll(s.size(), nameOf);
+        const size_t at = byName[si].find(name, nameOf);
+        if (at != NameIndex::npos && !c.indexOnly)
+            c.next[c.count < kRuns ? c.count++ : c.replace++ % kRuns] = static_cast<uint32_t>(at + 1);
+        return at;
     };
 
     // One state dict, in weight_map order. Every key is resolved first; then each entry is built (from a

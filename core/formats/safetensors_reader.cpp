@@ -277,6 +277,7 @@ void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, Sa
                     break;
                 }
         std::sort(duplicates.begin(), duplicates.end());
+        out.duplicateNames = !duplicates.empty();
         for (size_t i = 0; i < duplicates.size() && i < kMaxFindingsPerKind; ++i)
             finding(Severity::Danger, "duplicate tensor name in the header; the reference reader keeps only one",
                 names[duplicates[i]]);

@@ -46,6 +46,7 @@ struct SafetensorsHeader {
     std::vector<Finding> findings; // the reference reader's refusals, each naming its tensor
     std::unique_ptr<char[]> text; // the header JSON with simdjson's padding
     std::deque<std::string> unescaped;
+    bool duplicateNames = false; // some name is written twice (a danger finding says which)
 };
 // Reads the header into `out`, handing each tensor to `onTensor` in header order (its views stay valid while
 // `out` lives). Throws LoadError when the header cannot be read at all.

@@ -5,6 +5,7 @@
 // generator declares it wrote, including the bytes at each entry's absolute offset. Inputs that must fail to load
 // are generated here, in memory or in a temporary folder.
 
+#include "common/handwritten_safetensors.h"
 #include "common/qt_text.h"
 #include "common/test_files.h"
 #include "common/test_paths.h"
@@ -310,6 +311,7 @@ private slots:
     void indexRefusesOddShards();
     void shardsSymlinkedOutOfTheFolder();
     void hubCacheLayout();
+    void indexKeysAcrossDtypeRuns();
     void loadProgressAndCancel();
 };
 
@@ -1012,6 +1014,62 @@ void TstSafetensorsFormats::hubCacheLayout()
     QVERIFY2(hasFinding(src, Severity::Danger, "model-00001-of-00003.safetensors is a symlink that points outside"),
         qPrintable(describeFindings(src)));
     QVERIFY(inputReachedBy(s(other + "/deadbeef")).empty());
+}
+
+// Real shards list their tensors in data order, runs of one dtype each sorted by name, while weight_map is
+// sorted by name: each key is found right after an earlier hit in one of the runs, or through the shard's name
+// index. Whatever the route, every key gets its own tensor; a name a shard writes twice gets its first copy.
+void TstSafetensorsFormats::indexKeysAcrossDtypeRuns()
+{
+    QTemporaryDir tmp;
+    struct T {
+        QByteArray name, dtype;
+        int bytes;
+    };
+    // Shard 1: a float32 run, a bfloat16 run and a uint8 run (six runs in all with the repeats below); shard 2
+    // repeats "dup" with two dtypes. Each tensor is one element.
+    const QList<T> shard1 = { { "k.0.s", "F32", 4 }, { "k.1.s", "F32", 4 }, { "k.2.s", "F32", 4 }, { "k.0.w", "BF16", 2 },
+        { "k.1.w", "BF16", 2 }, { "k.2.w", "BF16", 2 }, { "a.b", "U8", 1 }, { "k.0.z", "U8", 1 }, { "k.1.z", "U8", 1 },
+        { "k.2.z", "U8", 1 }, { "m.0", "I32", 4 }, { "m.1", "I64", 8 }, { "m.2", "I16", 2 } };
+    const QList<T> shard2 = { { "dup", "F64", 8 }, { "q", "F32", 4 }, { "dup", "I8", 1 } };
+    QHash<QByteArray, QPair<QByteArray, QByteArray>> want; // name -> (dtype, shard)
+    for (const auto& [file, tensors] : { std::pair { QByteArray("s-1.safetensors"), shard1 }, std::pair { QByteArray("s-2.safetensors"), shard2 } }) {
+        QByteArray header = "{";
+        int offset = 0;
+        for (const T& t : tensors) {
+            header += (header.size() > 1 ? "," : "") + sl::test::jsonString(t.name) + ":{\"dtype\":\"" + t.dtype
+                + "\",\"shape\":[1],\"data_offsets\":[" + QByteArray::number(offset) + "," + QByteArray::number(offset + t.bytes) + "]}";
+            offset += t.bytes;
+            if (!want.contains(t.name))
+                want.insert(t.name, { t.dtype, file });
+        }
+        QVERIFY(sl::test::writeSafetensorsFile(tmp.path() + "/" + file, header + "}", QByteArray(offset, '\0')));
+    }
+    QList<QByteArray> keys = want.keys();
+    std::sort(keys.begin(), keys.end());
+    QByteArray map;
+    for (const QByteArray& k : keys)
+        map += (map.isEmpty() ? "" : ",") + sl::test::jsonString(k) + ":\"" + want[k].second + "\"";
+    QFile index(tmp.path() + "/model.safetensors.index.json");
+    QVERIFY(index.open(QIODevice::WriteOnly) && index.write("{\"weight_map\":{" + map + "}}") > 0);
+    index.close();
+
+    const Source src = openSource(s(tmp.path() + "/model.safetensors.index.json"));
+    // The keys in weight_map order, then the second "dup", which the index cannot name apart from the first.
+    QCOMPARE(src.entries.size(), size_t(keys.size()) + 1);
+    QCOMPARE(src.entries.back().name, std::string("dup"));
+    QCOMPARE(src.entries.back().dtype, DType::Int8);
+    QVERIFY2(hasFinding(src, Severity::Warning, "holds this tensor but the index does not list it"), qPrintable(describeFindings(src)));
+    static const QHash<QByteArray, QString> torchName = { { "F32", "float32" }, { "BF16", "bfloat16" }, { "U8", "uint8" },
+        { "I32", "int32" }, { "I64", "int64" }, { "I16", "int16" }, { "F64", "float64" } };
+    for (size_t i = 0; i < size_t(keys.size()); ++i) {
+        const Entry& e = src.entries[i];
+        QCOMPARE(QByteArray::fromStdString(e.name), keys[qsizetype(i)]); // weight_map order
+        QCOMPARE(q(std::string(dtypeName(e.dtype))), torchName.value(want[keys[qsizetype(i)]].first));
+        QVERIFY2(QString::fromStdString(src.files.at(static_cast<size_t>(e.location.file))).endsWith(want[keys[qsizetype(i)]].second),
+            e.name.c_str());
+    }
+    QVERIFY2(hasFinding(src, Severity::Danger, "duplicate tensor name"), qPrintable(describeFindings(src)));
 }
 
 QTEST_GUILESS_MAIN(TstSafetensorsFormats)
