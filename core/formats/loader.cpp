@@ -328,8 +328,11 @@ ShardContents openShard(const std::string& path, const OpenOptions& options)
         auto file = InputFile::open(path);
         const SourceFormat format = sniffTimed(path, *file, options);
         if (format == SourceFormat::Safetensors) {
-            readSafetensorsHeader(*file, options, shard.header.emplace(),
-                [&shard](const SafetensorsTensor& t) { shard.tensors.push_back(t); });
+            readSafetensorsHeader(*file, options, shard.header.emplace(), [&shard](const SafetensorsTensor& t) {
+                if (shard.tensors.empty()) // a tensor takes over 64 bytes of header: no copy as the list grows
+                    shard.tensors.reserve(static_cast<size_t>(shard.header->bufferStart / 64));
+                shard.tensors.push_back(t);
+            });
             // An index keeps every shard's tensors until the merge: their growth slack, 163 times over, was
             // 9 MB of a DeepSeek-V3 listing's peak. The copy is small, and the next shard reuses the old block.
             shard.tensors.shrink_to_fit();
