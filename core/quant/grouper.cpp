@@ -3,6 +3,8 @@
 
 #include "quant/grouper.h"
 
+#include <stdexcept>
+
 namespace sl::quant::grouping {
 
 Grouper::Grouper(Source& s)
@@ -89,12 +91,18 @@ std::string_view Grouper::role(std::string_view text)
 bool Grouper::addPlan(Plan& p)
 {
     const auto planName = [this](size_t i) -> std::string_view { return m_plans[i].name; };
-    m_plans.push_back(Planned { p.anchor, static_cast<uint32_t>(m_parts.size()), static_cast<uint32_t>(p.parts.size()),
-        std::move(p.name), std::move(p.q), std::move(p.shape), p.typeName, p.dtype, p.shapeKnown });
+    if (p.anchor >= UINT32_MAX || m_parts.size() >= UINT32_MAX || m_planShapes.size() >= UINT32_MAX)
+        throw std::length_error("more than 4 billion quantized groups");
+    const bool anchorShape = p.shape == m_e[p.anchor].shape;
+    m_plans.push_back(Planned { std::move(p.name), std::move(p.q), p.typeName, static_cast<uint32_t>(p.anchor),
+        static_cast<uint32_t>(m_parts.size()), static_cast<uint32_t>(p.parts.size()),
+        anchorShape ? kAnchorShape : static_cast<uint32_t>(m_planShapes.size()), p.dtype, p.shapeKnown });
     const bool kept = m_planNames.insert(m_plans.size() - 1, planName) == m_plans.size() - 1;
     if (!kept) {
         m_plans.pop_back(); // two schemes claim one logical name: keep the first
     } else {
+        if (!anchorShape)
+            m_planShapes.push_back(std::move(p.shape));
         if (m_claimed.empty()) {
             m_claimed.assign(m_e.size(), false);
             // Each entry is claimed once, so neither list outgrows the state dict. Reserved, they never copy
@@ -161,10 +169,10 @@ Entry Grouper::buildGroup(Planned& plan)
     g.name = std::move(plan.name);
     g.kind = EntryKind::Group;
     g.dtype = plan.dtype;
-    g.shape = std::move(plan.shape);
+    const Entry& anchor = m_e[plan.anchor];
+    g.shape = plan.shape == kAnchorShape ? anchor.shape : std::move(m_planShapes[plan.shape]);
     g.shapeKnown = plan.shapeKnown;
     g.typeName = plan.typeName;
-    const Entry& anchor = m_e[plan.anchor];
     g.isParameter = anchor.isParameter;
     g.requiresGrad = anchor.requiresGrad;
     g.device = anchor.device;
