@@ -202,7 +202,8 @@ private:
     SmallReads m_reads;
     simdjson::dom::parser m_parser;
     NameIndex m_index;
-    bool m_indexed = false;
+    bool m_indexed = false; // m_index built, or m_sortedNames found true
+    bool m_sortedNames = false;
     std::vector<bool> m_claimed; // empty until the first plan
     std::vector<Planned> m_plans;
     std::vector<Shape> m_planShapes;
