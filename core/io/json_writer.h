@@ -17,10 +17,11 @@
 namespace sl {
 
 
-// Length of the longest prefix of `s` that JSON writes as it is: no '"', '\\' or byte below 0x20. Eight
-// bytes at a time (a byte below 0x20, or equal to 0x22 or 0x5C, sets its high bit in the test; bytes from
-// 0x80 up never do), then byte by byte: names, paths and reasons are almost always all prefix.
-inline size_t jsonPlainPrefix(std::string_view s)
+// Length of the longest prefix of `s` that JSON writes as it is: no '"', '\\' or byte below 0x20, and with
+// `AsciiOnly` no byte from 0x80 up either. Eight bytes at a time (a byte below 0x20, or equal to 0x22 or
+// 0x5C, sets its high bit in the test; bytes from 0x80 up never do, so AsciiOnly adds their own high bits),
+// then byte by byte: names, paths and reasons are almost always all prefix.
+template <bool AsciiOnly> inline size_t jsonPlainSpan(std::string_view s)
 {
     constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
     const auto hasZero = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; };
@@ -28,38 +29,24 @@ inline size_t jsonPlainPrefix(std::string_view s)
     for (; i + 8 <= s.size(); i += 8) {
         uint64_t w;
         std::memcpy(&w, s.data() + i, 8);
-        if (((w - 0x20 * kOnes) & ~w & kHigh) || hasZero(w ^ (0x22 * kOnes)) || hasZero(w ^ (0x5C * kOnes)))
+        if ((AsciiOnly ? w & kHigh : 0) | ((w - 0x20 * kOnes) & ~w & kHigh) | hasZero(w ^ (0x22 * kOnes))
+            | hasZero(w ^ (0x5C * kOnes)))
             break;
     }
     for (; i < s.size(); ++i) {
         const auto c = static_cast<uint8_t>(s[i]);
-        if (c < 0x20 || c == '"' || c == '\\')
+        if (c < 0x20 || (AsciiOnly && c >= 0x80) || c == '"' || c == '\\')
             break;
     }
     return i;
 }
 
-// Whether `s` is all printable ASCII other than '"' and '\\': valid UTF-8 that JSON writes as it is. One
-// pass, eight bytes at a time, for the common case; JsonWriter::string checked UTF-8 and then escapes in
-// two passes, a fifth of listing a DeepSeek-V3-sized index as JSON (its keys go through it too).
-inline bool jsonPlainAscii(std::string_view s)
-{
-    constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
-    const auto hasZero = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; };
-    size_t i = 0;
-    for (; i + 8 <= s.size(); i += 8) {
-        uint64_t w;
-        std::memcpy(&w, s.data() + i, 8);
-        if ((w & kHigh) | ((w - 0x20 * kOnes) & ~w & kHigh) | hasZero(w ^ (0x22 * kOnes)) | hasZero(w ^ (0x5C * kOnes)))
-            return false;
-    }
-    for (; i < s.size(); ++i) {
-        const auto c = static_cast<uint8_t>(s[i]);
-        if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\')
-            return false;
-    }
-    return true;
-}
+inline size_t jsonPlainPrefix(std::string_view s) { return jsonPlainSpan<false>(s); }
+
+// Whether `s` is all printable ASCII other than '"' and '\\': valid UTF-8 that JSON writes as it is, found
+// in one pass. JsonWriter::string checked UTF-8 and then escapes in two passes, a fifth of listing a
+// DeepSeek-V3-sized index as JSON (its keys go through it too).
+inline bool jsonPlainAscii(std::string_view s) { return jsonPlainSpan<true>(s) == s.size(); }
 
 namespace detail {
 // rapidjson's Writer, plus strings that need no escaping written in one copy: its own loop escapes byte by
