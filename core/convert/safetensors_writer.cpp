@@ -469,8 +469,56 @@ WriteReport writeSafetensors(const Source& source, const ConvertPlan& plan, cons
         out.write(f.header);
         for (size_t i : f.order) {
             const PlannedTensor& t = plan.tensors[i];
-            // Each read's elements, as stored or cast to the dtype written.
-            const auto emit = [&](const uint8_t* p, uint64_t count) {
+            // Where the elements come from: the bytes as stored, read once and in order (a deflated record is
+            // inflated as the copy advances, not whole); or, under --dtype, a quantized weight's values, float32
+            // results held as float64 and narrowed to float32 exactly, then cast as torch's .to() casts a
+            // float32 tensor. Groups go through the value reader; a torch.ao tensor's integers through ATen's
+            // affine dequantization.
+            const uint64_t numel = t.entry->numel();
+            std::optional<values::TensorBytes> bytes;
+            std::unique_ptr<const values::ValueReader> reader;
+            values::TorchAoDequant affine;
+            if (!t.dequantize) {
+                bytes.emplace(values::TensorBytes::openSequential(source, *t.entry, files));
+                if (bytes->numel() != numel || bytes->itemSize() != dtypeItemSize(t.sourceDType))
+                    throw LoadError(source.path, "'" + t.sourceName + "': its elements cannot be read as listed; nothing was written");
+            } else {
+                std::string why;
+                bool readable = false;
+                if (t.entry->kind == EntryKind::Group) {
+                    reader = values::ValueReader::open(source, *t.entry, files, why);
+                    readable = reader && reader->numel() == numel;
+                } else {
+                    affine = values::torchAoDequant(source, *t.entry, files, why);
+                    bytes.emplace(values::TensorBytes::openSequential(source, *t.entry, files));
+                    readable = affine.active && bytes->numel() == numel;
+                }
+                if (!readable)
+                    throw LoadError(source.path, "'" + t.sourceName + "': cannot be dequantized (" + why + "); nothing was written");
+            }
+            const uint64_t perRead = std::max<uint64_t>(1,
+                options.bufferBytes / (t.dequantize ? sizeof(double) : std::max(1u, dtypeItemSize(t.sourceDType))));
+            std::vector<double> values;
+            std::vector<float> narrowed;
+            for (uint64_t first = 0; first < numel; first += perRead) {
+                if (options.control)
+                    options.control->checkpoint(output);
+                const uint64_t count = std::min(perRead, numel - first);
+                const uint8_t* p = nullptr;
+                if (!t.dequantize) {
+                    p = bytes->read(first, count, in);
+                } else {
+                    values.resize(static_cast<size_t>(count));
+                    if (reader) {
+                        reader->read(first, count, values.data());
+                    } else {
+                        bytes->decodeTo(first, count, values);
+                        affine.apply(first, values.data(), values.size());
+                    }
+                    narrowed.assign(values.begin(), values.end()); // each value is a float32 result: exact
+                    p = reinterpret_cast<const uint8_t*>(narrowed.data());
+                }
+                // As read, or cast to the dtype written.
                 if (t.dtype == t.sourceDType) {
                     out.write(p, static_cast<size_t>(count * dtypeItemSize(t.dtype)));
                 } else {
@@ -483,57 +531,6 @@ WriteReport writeSafetensors(const Source& source, const ConvertPlan& plan, cons
                     options.control->advance(count * dtypeItemSize(t.dtype));
                 if (options.progress)
                     options.progress(done, total, t.name);
-            };
-            if (t.dequantize) {
-                // The values are float32 results held as float64: narrowed to float32 exactly, then cast as
-                // torch's .to() casts a float32 tensor. Groups through the value reader; a torch.ao tensor's
-                // integers through ATen's affine dequantization.
-                std::string why;
-                std::unique_ptr<const values::ValueReader> reader;
-                std::optional<values::TensorBytes> ints;
-                values::TorchAoDequant affine;
-                if (t.entry->kind == EntryKind::Group) {
-                    reader = values::ValueReader::open(source, *t.entry, files, why);
-                    if (!reader || reader->numel() != t.entry->numel())
-                        throw LoadError(source.path, "'" + t.sourceName + "': cannot be dequantized (" + why + "); nothing was written");
-                } else {
-                    affine = values::torchAoDequant(source, *t.entry, files, why);
-                    ints.emplace(values::TensorBytes::openSequential(source, *t.entry, files));
-                    if (!affine.active || ints->numel() != t.entry->numel())
-                        throw LoadError(source.path, "'" + t.sourceName + "': cannot be dequantized (" + why + "); nothing was written");
-                }
-                const uint64_t numel = t.entry->numel();
-                const uint64_t perRead = std::max<uint64_t>(1, options.bufferBytes / sizeof(double));
-                std::vector<double> values;
-                std::vector<float> narrowed;
-                for (uint64_t first = 0; first < numel; first += perRead) {
-                    if (options.control)
-                        options.control->checkpoint(output);
-                    const uint64_t count = std::min(perRead, numel - first);
-                    values.resize(static_cast<size_t>(count));
-                    narrowed.resize(static_cast<size_t>(count));
-                    if (reader) {
-                        reader->read(first, count, values.data());
-                    } else {
-                        ints->decodeTo(first, count, values);
-                        affine.apply(first, values.data(), values.size());
-                    }
-                    for (size_t k = 0; k < values.size(); ++k)
-                        narrowed[k] = static_cast<float>(values[k]);
-                    emit(reinterpret_cast<const uint8_t*>(narrowed.data()), count);
-                }
-            } else {
-                // Read once, in order: a deflated record is inflated as the copy advances, not whole.
-                const values::TensorBytes bytes = values::TensorBytes::openSequential(source, *t.entry, files);
-                if (bytes.numel() != t.entry->numel() || bytes.itemSize() != dtypeItemSize(t.sourceDType))
-                    throw LoadError(source.path, "'" + t.sourceName + "': its elements cannot be read as listed; nothing was written");
-                const uint64_t perRead = std::max<uint64_t>(1, options.bufferBytes / std::max(1u, bytes.itemSize()));
-                for (uint64_t first = 0; first < bytes.numel(); first += perRead) {
-                    if (options.control)
-                        options.control->checkpoint(output);
-                    const uint64_t count = std::min(perRead, bytes.numel() - first);
-                    emit(bytes.read(first, count, in), count);
-                }
             }
             ++report.tensorsWritten;
             report.bytesWritten += t.nbytes;

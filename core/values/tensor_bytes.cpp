@@ -142,9 +142,9 @@ private:
                 m_z.avail_in = static_cast<uInt>(in.size());
             }
             const int rc = inflate(&m_z, Z_NO_FLUSH);
-            if (rc == Z_STREAM_END && m_z.total_out < target)
-                throw std::runtime_error(m_what + ": the deflated record ends before the bytes the tensor needs");
-            if (rc == Z_BUF_ERROR && m_z.avail_in == 0 && m_z.total_in >= inSize)
+            // The stream ended, or no progress is possible with the input used up (Z_BUF_ERROR), short of target.
+            if ((rc == Z_STREAM_END && m_z.total_out < target)
+                || (rc == Z_BUF_ERROR && m_z.avail_in == 0 && m_z.total_in >= inSize))
                 throw std::runtime_error(m_what + ": the deflated record ends before the bytes the tensor needs");
             if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR)
                 throw std::runtime_error(m_what + ": the deflated record is corrupt");
