@@ -242,6 +242,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
 
     // Spellings of one file ("a", "./a", "x/../a", symlinks to it in the folder) are one shard: opened once
     // per spelling, a small index could multiply a large shard's entries in memory.
+    PhaseTimer resolveTimer(options.timings, "resolve shard paths");
     std::vector<Shard> shards;
     std::unordered_map<std::string, size_t> shardByPath;
     std::vector<size_t> shardOfName(index.shards.size());
@@ -252,16 +253,15 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     for (size_t n = 0; n < index.shards.size(); ++n) {
         Shard s;
         s.name = std::move(index.shards[n]);
+        std::string real;
         if (isSafeShardName(s.name)) {
             s.path = (dir / s.name).lexically_normal().string();
-            s.outside = folder.leadsOutside(s.path);
+            real = folder.resolve(s.path);
+            if (!real.empty() && !folder.holds(real))
+                s.outside = real;
         }
         if (!s.path.empty()) {
-            std::string key = s.path;
-            std::error_code ec;
-            if (fs::path real = fs::canonical(s.path, ec); !ec && s.outside.empty())
-                key = real.string();
-            auto [it, inserted] = shardByPath.emplace(key, shards.size());
+            auto [it, inserted] = shardByPath.emplace(!real.empty() && s.outside.empty() ? real : s.path, shards.size());
             if (!inserted) {
                 shardOfName[n] = it->second;
                 continue;
@@ -273,6 +273,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     auto& mapping = index.weightMap;
     for (auto& [tensor, shard] : mapping)
         shard = static_cast<uint32_t>(shardOfName[shard]);
+    resolveTimer.stop();
 
     spdlog::debug("{}: index names {} tensors in {} shard files", terminalText(indexPath), mapping.size(), shards.size());
     // Open the shards in parallel; each reader is independent.

@@ -184,6 +184,11 @@ CheckpointFolder::CheckpointFolder(const std::string& folder)
     if (ec)
         return; // not there: nothing in it opens either
     m_root = root.string();
+    m_prefix = fs::path(folder).lexically_normal().string();
+    if (m_prefix == "." || m_prefix == "./")
+        m_prefix.clear();
+    else if (!m_prefix.ends_with('/'))
+        m_prefix += '/';
     const fs::path snapshots = root.parent_path();
     const std::string repo = snapshots.parent_path().filename().string();
     if (snapshots.filename() == "snapshots"
@@ -191,16 +196,31 @@ CheckpointFolder::CheckpointFolder(const std::string& folder)
         m_blobs = (snapshots.parent_path() / "blobs").string();
 }
 
-std::string CheckpointFolder::leadsOutside(const std::string& path) const
+std::string CheckpointFolder::resolve(const std::string& path) const
 {
+    // A file directly in the folder that is no symlink resolves to the resolved folder plus its name: one
+    // lstat, where canonical() reads every component's link (an index's 163 shards took 1.2 ms that way).
+    if (!m_root.empty() && std::string_view(path).starts_with(m_prefix)) {
+        const std::string_view leaf = std::string_view(path).substr(m_prefix.size());
+        struct stat st { };
+        if (!leaf.empty() && leaf != "." && leaf != ".." && leaf.find('/') == std::string_view::npos
+            && ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+            return (m_root.ends_with('/') ? m_root : m_root + '/') + std::string(leaf);
+    }
     std::error_code ec;
     const fs::path resolved = fs::canonical(path, ec);
-    if (ec)
-        return {};
-    const std::string r = resolved.string();
-    if (within(r, m_root) || within(r, m_blobs))
-        return {};
-    return r;
+    return ec ? std::string() : resolved.string();
+}
+
+bool CheckpointFolder::holds(const std::string& resolved) const
+{
+    return within(resolved, m_root) || within(resolved, m_blobs);
+}
+
+std::string CheckpointFolder::leadsOutside(const std::string& path) const
+{
+    const std::string r = resolve(path);
+    return r.empty() || holds(r) ? std::string() : r;
 }
 
 } // namespace sl

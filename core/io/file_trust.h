@@ -77,8 +77,13 @@ public:
     // Where `path` leads when, symlinks followed, it leaves the folder (its resolved path); empty when it
     // stays inside, or cannot be resolved (missing: opening it says so).
     std::string leadsOutside(const std::string& path) const;
+    // `path` with every symlink followed (std::filesystem::canonical); empty when it cannot be resolved.
+    std::string resolve(const std::string& path) const;
+    // Whether a resolved path lies inside.
+    bool holds(const std::string& resolved) const;
 
 private:
+    std::string m_prefix; // the folder as named, lexically normal, with a closing '/' ("" for the current folder)
     std::string m_root; // canonical
     std::string m_blobs; // the hub cache's blobs folder, or empty
 };

@@ -31,6 +31,7 @@
 #include <QtTest>
 
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -311,6 +312,7 @@ private slots:
     void indexRefusesOddShards();
     void shardsSymlinkedOutOfTheFolder();
     void hubCacheLayout();
+    void folderResolvesAsCanonical();
     void indexKeysAcrossDtypeRuns();
     void loadProgressAndCancel();
 };
@@ -1014,6 +1016,55 @@ void TstSafetensorsFormats::hubCacheLayout()
     QVERIFY2(hasFinding(src, Severity::Danger, "model-00001-of-00003.safetensors is a symlink that points outside"),
         qPrintable(describeFindings(src)));
     QVERIFY(inputReachedBy(s(other + "/deadbeef")).empty());
+}
+
+// CheckpointFolder::resolve takes a shortcut for a plain file directly in the folder (one lstat instead of
+// canonical()'s readlink per component). Whatever the folder's spelling (relative, "./", a closing '/', the
+// current folder, through a symlink) and whatever the file, it must agree with std::filesystem::canonical.
+void TstSafetensorsFormats::folderResolvesAsCanonical()
+{
+    namespace fs = std::filesystem;
+    QTemporaryDir tmp;
+    const QString d = tmp.path();
+    QVERIFY(QDir().mkpath(d + "/ckpt/sub") && QDir().mkpath(d + "/outside"));
+    QVERIFY(writeFile(d + "/ckpt/plain.safetensors", "x") && writeFile(d + "/ckpt/sub/deep.safetensors", "x")
+        && writeFile(d + "/outside/far.safetensors", "x"));
+    QVERIFY(symlinkTo("sub/deep.safetensors", d + "/ckpt/inside-link.safetensors"));
+    QVERIFY(symlinkTo("../outside/far.safetensors", d + "/ckpt/outside-link.safetensors"));
+    QVERIFY(symlinkTo(d + "/ckpt", d + "/alias"));
+    QVERIFY(QDir().mkpath(d + "/ckpt/a-folder"));
+    const QString before = QDir::currentPath();
+    QVERIFY(QDir::setCurrent(d));
+    struct Restore {
+        QString to;
+        ~Restore() { QDir::setCurrent(to); }
+    } restore { before };
+    const std::vector<std::string> leaves = { "plain.safetensors", "inside-link.safetensors",
+        "outside-link.safetensors", "sub/deep.safetensors", "a-folder", "missing.safetensors", ".", ".." };
+    for (const std::string& folder : { s(d + "/ckpt"), s(d + "/ckpt/"), s(d + "/alias"), std::string("ckpt"),
+             std::string("./ckpt"), std::string("ckpt/"), std::string("alias/") }) {
+        const CheckpointFolder f(folder);
+        for (const std::string& leaf : leaves) {
+            const std::string path = (fs::path(folder) / leaf).lexically_normal().string();
+            std::error_code ec;
+            const fs::path canonical = fs::canonical(path, ec);
+            const std::string expected = ec ? std::string() : canonical.string();
+            QVERIFY2(f.resolve(path) == expected, qPrintable(q(folder + " + " + leaf + ": " + f.resolve(path))));
+            const bool outside = leaf == "outside-link.safetensors" || leaf == "..";
+            QCOMPARE(f.leadsOutside(path).empty(), !outside);
+        }
+    }
+    // The current folder, named as "" or ".".
+    QVERIFY(QDir::setCurrent(d + "/ckpt"));
+    for (const std::string& folder : { std::string(), std::string(".") }) {
+        const CheckpointFolder f(folder);
+        for (const std::string& leaf : leaves) {
+            const std::string path = fs::path(leaf).lexically_normal().string();
+            std::error_code ec;
+            const fs::path canonical = fs::canonical(path, ec);
+            QCOMPARE(f.resolve(path), ec ? std::string() : canonical.string());
+        }
+    }
 }
 
 // Real shards list their tensors in data order, runs of one dtype each sorted by name, while weight_map is
