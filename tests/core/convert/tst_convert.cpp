@@ -87,6 +87,52 @@ const std::pair<const char*, const char*> kTitanToHf[] = {
     { "^freqs_cis$", "model.freqs_cis" },
 };
 
+// kTitanToHf as a rule file, and as convert_truth.py check's --sub arguments (Python's re.sub of the same).
+void writeTitanToHfRules(const QString& path)
+{
+    QByteArray yaml = "rules:\n";
+    for (const auto& [p, r] : kTitanToHf)
+        yaml += "  - pattern: '" + QByteArray(p) + "'\n    replace: '" + QByteArray(r) + "'\n";
+    writeText(path, yaml);
+}
+
+QStringList titanToHfSubArgs()
+{
+    QStringList args;
+    for (const auto& [p, rep] : kTitanToHf)
+        args << QStringLiteral("--sub") << QString::fromLatin1(p) << QString::fromLatin1(rep);
+    return args;
+}
+
+// A safetensors file read by hand (u64 header length, the JSON header, the bytes), not by our reader.
+struct HandReadSafetensors {
+    QByteArray file;
+    QJsonObject header;
+    qsizetype dataStart = 0;
+    // A tensor's bytes, from its data_offsets.
+    QByteArray bytes(const QJsonObject& tensor) const
+    {
+        const QJsonArray range = tensor.value(QStringLiteral("data_offsets")).toArray();
+        return file.mid(dataStart + qsizetype(range[0].toInteger()), qsizetype(range[1].toInteger() - range[0].toInteger()));
+    }
+};
+
+HandReadSafetensors readByHand(const QString& path)
+{
+    HandReadSafetensors st;
+    st.file = test::readAll(path);
+    quint64 headerLength = 0;
+    if (st.file.size() >= 8)
+        std::memcpy(&headerLength, st.file.constData(), 8);
+    if (st.file.size() < 8 || headerLength > quint64(st.file.size()) - 8) {
+        QTest::qFail(qPrintable(path + QStringLiteral(": no safetensors header")), __FILE__, __LINE__);
+        return st;
+    }
+    st.header = QJsonDocument::fromJson(st.file.mid(8, qsizetype(headerLength))).object();
+    st.dataStart = qsizetype(8 + headerLength);
+    return st;
+}
+
 const QByteArray kStripCompile = "rules:\n  - pattern: \"^_orig_mod\\\\.\"\n    replace: \"\"\n    note: torch.compile's wrapper\n";
 
 } // namespace
@@ -362,30 +408,24 @@ private slots:
         auto r = runConvert({ path, QStringLiteral("--dtype"), QStringLiteral("fp32"), QStringLiteral("-o"), f32 });
         QVERIFY2(r.exitCode == 0, r.err.constData());
         QVERIFY2(r.out.contains("written dequantized"), r.out.constData());
-        // The output read by hand: u64 header length, the JSON header, the bytes.
-        const QByteArray file = test::readAll(f32);
-        QVERIFY(file.size() >= 8);
-        quint64 headerLength = 0;
-        std::memcpy(&headerLength, file.constData(), 8);
-        QVERIFY(headerLength + 8 <= quint64(file.size()));
-        const QJsonObject header = QJsonDocument::fromJson(file.mid(8, qsizetype(headerLength))).object();
+        const HandReadSafetensors st = readByHand(f32);
+        QVERIFY(!st.header.isEmpty());
         int checked = 0;
         for (auto it = truth.begin(); it != truth.end(); ++it) {
             const QJsonObject want = it.value().toObject();
             if (!want.contains(QStringLiteral("sha256_values_f64")))
                 continue;
-            const QJsonObject got = header.value(it.key()).toObject();
+            const QJsonObject got = st.header.value(it.key()).toObject();
             QVERIFY2(!got.isEmpty(), qPrintable(it.key() + QStringLiteral(" is not in the output")));
             QCOMPARE(got.value(QStringLiteral("dtype")).toString(), QStringLiteral("F32"));
             QCOMPARE(got.value(QStringLiteral("shape")).toArray(), want.value(QStringLiteral("shape")).toArray());
-            const QJsonArray range = got.value(QStringLiteral("data_offsets")).toArray();
-            const qsizetype begin = qsizetype(8 + headerLength) + qsizetype(range[0].toInteger());
-            const qsizetype count = qsizetype(range[1].toInteger() - range[0].toInteger()) / 4;
+            const QByteArray bytes = st.bytes(got);
+            const qsizetype count = bytes.size() / 4;
             QCOMPARE(qint64(count), want.value(QStringLiteral("numel")).toInteger());
             std::vector<double> widened(static_cast<size_t>(count));
             for (qsizetype k = 0; k < count; ++k) {
                 float v;
-                std::memcpy(&v, file.constData() + begin + 4 * k, 4);
+                std::memcpy(&v, bytes.constData() + 4 * k, 4);
                 widened[static_cast<size_t>(k)] = v;
             }
             const QByteArray sha = QCryptographicHash::hash(QByteArrayView(reinterpret_cast<const char*>(widened.data()),
@@ -518,20 +558,15 @@ print(len(f32))
     {
         const QString dcp = test::fixturesDir() + QStringLiteral("/torch2/dcp/dcp_titan");
         const QString rules = m_dir.filePath(QStringLiteral("titan_to_hf.yaml"));
-        QByteArray yaml = "rules:\n";
-        for (const auto& [p, r] : kTitanToHf)
-            yaml += "  - pattern: '" + QByteArray(p) + "'\n    replace: '" + QByteArray(r) + "'\n";
-        writeText(rules, yaml);
+        writeTitanToHfRules(rules);
         const QString hf = out("titan_hf");
         const auto r = runConvert({ dcp, QStringLiteral("--container"), QStringLiteral("model"), QStringLiteral("--rules"), rules,
             QStringLiteral("--shard-size"), QStringLiteral("20KB"), QStringLiteral("-o"), hf });
         QVERIFY2(r.exitCode == 0, r.err.constData());
-        QStringList c { QStringLiteral("--out"), hf, QStringLiteral("--source"), dcp + QStringLiteral(".truth.json"),
+        const QStringList c { QStringLiteral("--out"), hf, QStringLiteral("--source"), dcp + QStringLiteral(".truth.json"),
             QStringLiteral("--kind"), QStringLiteral("per-rank-truth"), QStringLiteral("--container"), QStringLiteral("model"),
             QStringLiteral("--model"), QStringLiteral("hf"), QStringLiteral("--shard-size"), QStringLiteral("20000") };
-        for (const auto& [p, rep] : kTitanToHf)
-            c << QStringLiteral("--sub") << QString::fromLatin1(p) << QString::fromLatin1(rep);
-        const QJsonObject there = check(c);
+        const QJsonObject there = check(c + titanToHfSubArgs());
         QCOMPARE(there.value(QStringLiteral("checked")).toInt(), 23);
         QCOMPARE(there.value(QStringLiteral("strict_load")).toBool(), true);
         QVERIFY(there.value(QStringLiteral("files")).toInt() > 1);
@@ -559,17 +594,13 @@ print(len(f32))
             QSKIP("../shared/fixtures/real is not there");
         const QString src = test::realFixturesDir() + QStringLiteral("/pytorch__torchtune/tests__assets__tiny_fair_checkpoint.pt");
         const QString rules = m_dir.filePath(QStringLiteral("fair_to_hf.yaml"));
-        QByteArray yaml = "rules:\n";
-        for (const auto& [p, r] : kTitanToHf)
-            yaml += "  - pattern: '" + QByteArray(p) + "'\n    replace: '" + QByteArray(r) + "'\n";
-        writeText(rules, yaml);
+        writeTitanToHfRules(rules);
         const QString o = out("fair_hf.safetensors");
         const auto r = runConvert({ src, QStringLiteral("--rules"), rules, QStringLiteral("-o"), o });
         QVERIFY2(r.exitCode == 0, r.err.constData());
-        QStringList c { QStringLiteral("--out"), o, QStringLiteral("--source"), src, QStringLiteral("--model"), QStringLiteral("fair-hf") };
-        for (const auto& [p, rep] : kTitanToHf)
-            c << QStringLiteral("--sub") << QString::fromLatin1(p) << QString::fromLatin1(rep);
-        const QJsonObject got = check(c);
+        const QJsonObject got = check(QStringList { QStringLiteral("--out"), o, QStringLiteral("--source"), src,
+                                          QStringLiteral("--model"), QStringLiteral("fair-hf") }
+            + titanToHfSubArgs());
         QCOMPARE(got.value(QStringLiteral("checked")).toInt(), 21);
         QCOMPARE(got.value(QStringLiteral("strict_load")).toBool(), true);
     }
@@ -585,20 +616,14 @@ print(len(f32))
         const auto r = runConvert({ path, QStringLiteral("--dtype"), QStringLiteral("fp32"), QStringLiteral("-o"), o });
         QVERIFY2(r.exitCode == 0, r.err.constData());
         QVERIFY2(r.out.contains("torch.ao per-channel affine") || r.out.contains("torch.ao per-tensor affine"), r.out.constData());
-        const QByteArray file = test::readAll(o);
-        quint64 headerLength = 0;
-        QVERIFY(file.size() >= 8);
-        std::memcpy(&headerLength, file.constData(), 8);
-        const QJsonObject header = QJsonDocument::fromJson(file.mid(8, qsizetype(headerLength))).object();
+        const HandReadSafetensors st = readByHand(o);
+        QVERIFY(!st.header.isEmpty());
         for (auto it = truth.begin(); it != truth.end(); ++it) {
             const QJsonObject want = it.value().toObject().value(QStringLiteral("dequantized")).toObject();
             QCOMPARE(want.value(QStringLiteral("dtype")).toString(), QStringLiteral("float32"));
-            const QJsonObject got = header.value(it.key()).toObject();
+            const QJsonObject got = st.header.value(it.key()).toObject();
             QCOMPARE(got.value(QStringLiteral("dtype")).toString(), QStringLiteral("F32"));
-            const QJsonArray range = got.value(QStringLiteral("data_offsets")).toArray();
-            const QByteArray bytes = file.mid(qsizetype(8 + headerLength) + qsizetype(range[0].toInteger()),
-                qsizetype(range[1].toInteger() - range[0].toInteger()));
-            QCOMPARE(QCryptographicHash::hash(bytes, QCryptographicHash::Sha256).toHex(),
+            QCOMPARE(QCryptographicHash::hash(st.bytes(got), QCryptographicHash::Sha256).toHex(),
                 want.value(QStringLiteral("sha256_logical")).toString().toLatin1());
         }
     }
