@@ -36,6 +36,9 @@ import sys
 import torch
 import torch.nn as nn
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llama_models import HFLM, TitanLM  # noqa: E402  (make_torch2_fixtures.py's models, one definition)
+
 ST_DTYPES = {
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
     "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
@@ -89,71 +92,6 @@ class WithExtra(nn.Module):
 
     def set_extra_state(self, state):
         pass
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-
-
-class TitanBlock(nn.Module):
-    def __init__(self, dim, hidden):
-        super().__init__()
-        self.attention = nn.Module()
-        for n in ("wq", "wk", "wv", "wo"):
-            setattr(self.attention, n, nn.Linear(dim, dim, bias=False))
-        self.feed_forward = nn.Module()
-        self.feed_forward.w1 = nn.Linear(dim, hidden, bias=False)
-        self.feed_forward.w2 = nn.Linear(hidden, dim, bias=False)
-        self.feed_forward.w3 = nn.Linear(dim, hidden, bias=False)
-        self.attention_norm = RMSNorm(dim)
-        self.ffn_norm = RMSNorm(dim)
-
-
-class TitanLM(nn.Module):
-    """make_torch2_fixtures.py's TitanLM, the model of tests/fixtures/torch2/dcp (torchtitan's Llama names, a
-    bool `mask` and a complex64 `freqs_cis` buffer); buffers=False: Meta's own checkpoint layout without them
-    (torchtune's tiny_fair_checkpoint.pt)."""
-
-    def __init__(self, vocab=67, dim=32, hidden=48, layers=2, buffers=True):
-        super().__init__()
-        self.tok_embeddings = nn.Embedding(vocab, dim)
-        self.layers = nn.ModuleDict({str(i): TitanBlock(dim, hidden) for i in range(layers)})
-        self.norm = RMSNorm(dim)
-        self.output = nn.Linear(dim, vocab, bias=False)
-        if buffers:
-            self.register_buffer("mask", torch.zeros(4, 4, dtype=torch.bool))
-            self.register_buffer("freqs_cis", torch.zeros(4, 4, dtype=torch.complex64))
-
-
-class HFBlock(nn.Module):
-    def __init__(self, dim, hidden):
-        super().__init__()
-        self.self_attn = nn.Module()
-        for n in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            setattr(self.self_attn, n, nn.Linear(dim, dim, bias=False))
-        self.mlp = nn.Module()
-        self.mlp.gate_proj = nn.Linear(dim, hidden, bias=False)
-        self.mlp.down_proj = nn.Linear(hidden, dim, bias=False)
-        self.mlp.up_proj = nn.Linear(dim, hidden, bias=False)
-        self.input_layernorm = RMSNorm(dim)
-        self.post_attention_layernorm = RMSNorm(dim)
-
-
-class HFLM(nn.Module):
-    """make_torch2_fixtures.py's HFLM: the same model under Hugging Face Llama names."""
-
-    def __init__(self, vocab=67, dim=32, hidden=48, layers=2, buffers=True):
-        super().__init__()
-        self.model = nn.Module()
-        self.model.embed_tokens = nn.Embedding(vocab, dim)
-        self.model.layers = nn.ModuleList([HFBlock(dim, hidden) for _ in range(layers)])
-        self.model.norm = RMSNorm(dim)
-        self.lm_head = nn.Linear(dim, vocab, bias=False)
-        if buffers:
-            self.model.register_buffer("mask", torch.zeros(4, 4, dtype=torch.bool))
-            self.model.register_buffer("freqs_cis", torch.zeros(4, 4, dtype=torch.complex64))
 
 
 MODELS = {"net": Net, "tied": TiedNet, "titan": TitanLM, "hf": HFLM,
