@@ -315,6 +315,34 @@ def read_index_headers(folder):
     return tensors
 '''
 
+# The Llama parameter list and Shard(0) arithmetic of both DCP generators (s1's and case i's), which start
+# with it. Plain Python: no import.
+LLAMA_DCP_COMMON_SRC = r'''
+def llama_parameters(hidden, ffn, vocab, layers, q, kv):
+    """torchtitan's Llama in named_parameters() order (freqs_cis is a non-persistent buffer); q and kv are the
+    query and key/value projection widths (heads x head_dim)."""
+    out = [("tok_embeddings.weight", (vocab, hidden))]
+    for i in range(layers):
+        p = f"layers.{i}."
+        out += [(p + "attention.wq.weight", (q, hidden)), (p + "attention.wk.weight", (kv, hidden)),
+                (p + "attention.wv.weight", (kv, hidden)), (p + "attention.wo.weight", (hidden, q)),
+                (p + "feed_forward.w1.weight", (ffn, hidden)), (p + "feed_forward.w2.weight", (hidden, ffn)),
+                (p + "feed_forward.w3.weight", (ffn, hidden)), (p + "attention_norm.weight", (hidden,)),
+                (p + "ffn_norm.weight", (hidden,))]
+    return out + [("norm.weight", (hidden,)), ("output.weight", (vocab, hidden))]
+
+
+def shard0(size, ranks, rank):
+    """Shard(0)'s local size and offset on dim 0: torch.chunk's pieces (Shard._local_shard_size_on_dim)."""
+    if size % ranks == 0:
+        return size // ranks, size // ranks * rank
+    full = -(-size // ranks)
+    start = full * rank
+    if size < start:
+        return 0, size
+    return min(size, start + full) - start, start
+'''
+
 # Case s1's input: a torchtitan DCP save of Llama-3-70B by R ranks, written by this program under torch 2.x
 # (torch2-env.sh), planned by torch's own code: flatten_state_dict, DefaultSavePlanner.create_global_plan
 # (dedup_save_plans, create_default_global_save_plan, the index hints), FileSystemWriter.prepare_global_plan and
@@ -339,7 +367,7 @@ def read_index_headers(folder):
 # keeps the small writes), so every offset and length is the real one. With items "framing" the zip framing of
 # each item (its first ~450 and last ~730 bytes) is written and the tensor data left a hole, so torch.load of any
 # item works (zeros); with "holes" nothing but the bytes items is written. Bytes items (~1 KB each) are written.
-S1_GENERATE_SRC = r'''
+S1_GENERATE_SRC = LLAMA_DCP_COMMON_SRC + r'''
 import dataclasses, io, json, os, pickle, sys, time
 from pathlib import Path
 import torch
@@ -355,28 +383,8 @@ HIDDEN, FFN, VOCAB, LAYERS, HEADS, KV_HEADS, HEAD_DIM = 8192, 28672, 128256, 80,
 
 
 def model_parameters():
-    """torchtitan's Llama 3 70B in named_parameters() order (freqs_cis is a non-persistent buffer)."""
-    q, kv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
-    out = [("tok_embeddings.weight", (VOCAB, HIDDEN))]
-    for i in range(LAYERS):
-        p = f"layers.{i}."
-        out += [(p + "attention.wq.weight", (q, HIDDEN)), (p + "attention.wk.weight", (kv, HIDDEN)),
-                (p + "attention.wv.weight", (kv, HIDDEN)), (p + "attention.wo.weight", (HIDDEN, q)),
-                (p + "feed_forward.w1.weight", (FFN, HIDDEN)), (p + "feed_forward.w2.weight", (HIDDEN, FFN)),
-                (p + "feed_forward.w3.weight", (FFN, HIDDEN)), (p + "attention_norm.weight", (HIDDEN,)),
-                (p + "ffn_norm.weight", (HIDDEN,))]
-    return out + [("norm.weight", (HIDDEN,)), ("output.weight", (VOCAB, HIDDEN))]
-
-
-def shard0(size, ranks, rank):
-    """Shard(0)'s local size and offset on dim 0: torch.chunk's pieces (Shard._local_shard_size_on_dim)."""
-    if size % ranks == 0:
-        return size // ranks, size // ranks * rank
-    full = -(-size // ranks)
-    start = full * rank
-    if size < start:
-        return 0, size
-    return min(size, start + full) - start, start
+    """torchtitan's Llama 3 70B."""
+    return llama_parameters(HIDDEN, FFN, VOCAB, LAYERS, HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM)
 
 
 class Sink:
@@ -540,7 +548,7 @@ from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 dcp_to_torch_save(sys.argv[1], sys.argv[2])
 """
 
-DCP_GENERATE_SRC = r"""
+DCP_GENERATE_SRC = LLAMA_DCP_COMMON_SRC + r"""
 # bench.py case i: a DCP save by RANKS ranks of a Llama-like model with real (random) float32 values, each
 # tensor a DTensor Shard(0) over the ranks. Each rank's local plan is made as create_default_local_save_plan
 # makes it (one WriteItem per local piece), torch's DefaultSavePlanner makes the global plan and the metadata,
@@ -559,26 +567,7 @@ HIDDEN, FFN, VOCAB, LAYERS = 2048, 8192, 32000, 8
 
 
 def model_parameters():
-    out = [("tok_embeddings.weight", (VOCAB, HIDDEN))]
-    for i in range(LAYERS):
-        p = f"layers.{i}."
-        out += [(p + "attention.wq.weight", (HIDDEN, HIDDEN)), (p + "attention.wk.weight", (HIDDEN, HIDDEN)),
-                (p + "attention.wv.weight", (HIDDEN, HIDDEN)), (p + "attention.wo.weight", (HIDDEN, HIDDEN)),
-                (p + "feed_forward.w1.weight", (FFN, HIDDEN)), (p + "feed_forward.w2.weight", (HIDDEN, FFN)),
-                (p + "feed_forward.w3.weight", (FFN, HIDDEN)), (p + "attention_norm.weight", (HIDDEN,)),
-                (p + "ffn_norm.weight", (HIDDEN,))]
-    return out + [("norm.weight", (HIDDEN,)), ("output.weight", (VOCAB, HIDDEN))]
-
-
-def shard0(size, ranks, rank):
-    # Shard(0)'s local size and offset on dim 0: torch.chunk's pieces (Shard._local_shard_size_on_dim)
-    if size % ranks == 0:
-        return size // ranks, size // ranks * rank
-    full = -(-size // ranks)
-    start = full * rank
-    if size < start:
-        return 0, size
-    return min(size, start + full) - start, start
+    return llama_parameters(HIDDEN, FFN, VOCAB, LAYERS, HIDDEN, HIDDEN)
 
 
 class Pieces:
