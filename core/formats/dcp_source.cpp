@@ -523,6 +523,14 @@ public:
         return true;
     }
 
+    static std::string transformList(const StorageRef& r)
+    {
+        std::string list;
+        for (const auto& t : r.transforms)
+            list += (list.empty() ? "" : ", ") + t;
+        return oneLineMessage(list, 200);
+    }
+
     // Where a tensor chunk's data is.
     Located locateChunk(const std::string& fqn, const ChunkMeta& c, DType dtype, FileState* f, const StorageRef& r)
     {
@@ -534,11 +542,7 @@ public:
         at.offset = r.itemOffset;
         at.length = r.itemLength;
         if (!r.transforms.empty()) {
-            std::string list;
-            for (const auto& t : r.transforms)
-                list += (list.empty() ? "" : ", ") + t;
-            at.note = "stored through stream transforms (" + oneLineMessage(list, 200)
-                + "); the byte range is the transformed item's";
+            at.note = "stored through stream transforms (" + transformList(r) + "); the byte range is the transformed item's";
             return at;
         }
         if (!m_inspectItems) {
@@ -738,6 +742,10 @@ public:
             Located at = locateChunk(item.fqn, c, item.dtype, f, *r);
             sc.file = at.file;
             sc.label = f ? f->rel : oneLineMessage(m_md.paths[r->path], 200);
+            if (!r->transforms.empty()) {
+                sc.transformed = true;
+                sc.label += " (stream transforms: " + transformList(*r) + ")";
+            }
             if (at.available) {
                 sc.byteOffset = at.offset;
                 sc.byteLength = at.length;

@@ -53,6 +53,9 @@ struct ShardChunk {
     // blob), not yet read; where the elements start in it is found when values are read (formats/dcp_item.h).
     // (Beside `file`, where it costs no padding: a 256-rank save has 555,987 chunks.)
     bool inItem = false;
+    // DCP: the item is stored through stream transforms (torch 2.x `_extensions`, zstd): its range is the
+    // transformed bytes', which StateLens does not undo; `label` names the transforms.
+    bool transformed = false;
     uint64_t byteOffset = 0; // its bytes in that file (byteLength 0 when not known)
     uint64_t byteLength = 0;
     CompactDims strides; // in elements, when the piece is stored as a view (a rank's local tensor); empty: row-major

@@ -192,6 +192,8 @@ void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s)
                     w.field("byte_length", c.byteLength);
                     if (c.inItem) // the range is the DCP item holding the chunk, not yet read (ls --inspect-items)
                         w.field("in_item", true);
+                    if (c.transformed) // the item's bytes are transformed (zstd): not the elements
+                        w.field("transformed", true);
                 }
                 if (!c.label.empty())
                     w.field("label", c.label);

@@ -192,6 +192,12 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
         return fail("its shape is not known");
     t.m_numel = e.numel();
     t.m_sizes.assign(e.shape.begin(), e.shape.end());
+    // A DCP item stored through stream transforms (zstd, ...) holds other bytes than the elements, whether its
+    // one chunk is the whole tensor (then located as the item) or one of several.
+    if (e.sharding && e.sharding->kind == Sharding::Kind::DcpChunks)
+        for (const ShardChunk& c : e.sharding->chunks)
+            if (c.transformed)
+                return fail("a chunk is stored through DCP stream transforms, which StateLens does not undo: " + c.label);
     const TensorLocation& loc = e.location;
     switch (loc.kind) {
     case TensorLocation::Kind::Mapped:

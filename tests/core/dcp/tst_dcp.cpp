@@ -339,6 +339,7 @@ private slots:
     void notAMetadata();
     void absurdChunkCounts();
     void listingReadsNoTensorData();
+    void transformedItemsRefuseValues();
 };
 
 void TestDcp::fixture_data()
@@ -442,6 +443,7 @@ void TestDcp::fixture()
                 QVERIFY2(q(sc.label).startsWith(wc["file"].toString()), qPrintable(cw + ": label " + q(sc.label)));
                 const uint64_t wantLength = static_cast<uint64_t>(wc["byte_length"].toDouble());
                 QCOMPARE(sc.byteLength, wantLength);
+                QCOMPARE(sc.transformed, wc["transformed"].toBool());
                 if (wantLength)
                     QCOMPARE(sc.byteOffset, static_cast<uint64_t>(wc["byte_offset"].toDouble()));
             }
@@ -985,6 +987,38 @@ void TestDcp::absurdChunkCounts()
     QVERIFY(openOrLoadError(folder, folder, &src));
     QVERIFY2(hasFinding(src, Severity::Warning, "runs past", "huge"), qPrintable(describeFindings(src)));
     QCOMPARE(entryNamed(src, "deep")->shapeKnown, false);
+}
+
+// An item stored through a stream transform (torch 2.x `_extensions`: zstd) holds compressed bytes, not the
+// elements. StateLens does not undo transforms, so reading its values is refused with a line that names the
+// transform, whether its one chunk is the whole tensor (located as the item) or one of several; the plain
+// tensor beside it still reads.
+void TestDcp::transformedItemsRefuseValues()
+{
+    const Source src = openSource(s(dcpDir() + "/t2_extras"));
+    const Entry* norm = entryNamed(src, "decoder.final_norm.weight");
+    QVERIFY(norm && norm->sharding && norm->sharding->chunks.size() == 1);
+    QVERIFY(norm->sharding->chunks[0].transformed);
+    values::FileCache files;
+    const auto refused = [&](const Entry& e) {
+        try {
+            (void)values::TensorBytes::open(src, e, files);
+        } catch (const LoadError& err) {
+            const QString m = q(err.what());
+            QVERIFY2(m.contains("stream transforms") && m.contains("zstd") && m.contains("__0_0.distcp")
+                    && !m.contains('\n'),
+                err.what());
+            return;
+        }
+        QFAIL("the values of a transformed item were read");
+    };
+    refused(*norm);
+    Entry oneOfSeveral = *norm; // as a chunk of a tensor cut in several: not located as the item
+    oneOfSeveral.location = TensorLocation {};
+    refused(oneOfSeveral);
+    const Entry* plain = entryNamed(src, "decoder.layers.0.mlp.weight");
+    QVERIFY(plain);
+    QCOMPARE(values::TensorBytes::open(src, *plain, files).numel(), uint64_t(16));
 }
 
 QTEST_GUILESS_MAIN(TestDcp)
