@@ -48,7 +48,7 @@ ComparisonResult compareSources(const Source& a, const Source& b, const RuleSet&
             RuleIssue issue;
             issue.kind = RuleIssue::Kind::Invalid;
             issue.severity = Severity::Danger;
-            issue.rule = static_cast<int>(e.rule());
+            issue.rule = RuleIndex(e.rule());
             issue.message = e.what();
             stopped.push_back(std::move(issue));
             c.rules.rules[e.rule()].enabled = false;

@@ -127,7 +127,7 @@ std::vector<RuleIssue> invalidRuleIssues(const std::vector<PatternError>& errors
         RuleIssue issue;
         issue.kind = RuleIssue::Kind::Invalid;
         issue.severity = Severity::Danger;
-        issue.rule = static_cast<int>(e.rule);
+        issue.rule = RuleIndex(e.rule);
         issue.message = describePatternError(e);
         out.push_back(std::move(issue));
     }
@@ -246,7 +246,7 @@ std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const S
             }
         }
         RuleIssue issue;
-        issue.rule = static_cast<int>(k);
+        issue.rule = RuleIndex(k);
         if (hits[k] == 0 && wouldMatch == 0) {
             issue.kind = RuleIssue::Kind::Unused;
             issue.message = ruleLabel(k) + " (" + quoted(rules.rules[k].pattern) + ") matches none of the checkpoint's keys";

@@ -242,8 +242,8 @@ std::string diffToHtml(const DiffReportInput& in)
             out += "</td><td>";
             out += ruleIssueKindName(issue.kind);
             out += "</td><td>";
-            if (issue.rule >= 0)
-                appendNumber(out, static_cast<int64_t>(issue.rule + 1));
+            if (issue.rule.valid())
+                appendNumber(out, static_cast<int64_t>(issue.rule.get() + 1));
             out += "</td><td>";
             appendXml(out, issue.message, false, true);
             for (const auto& ex : issue.examples) {

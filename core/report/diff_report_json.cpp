@@ -310,7 +310,7 @@ void diffToJson(const DiffReportInput& in, const TextSink& sink)
             w.field("kind", ruleIssueKindName(issue.kind));
             w.field("severity", severityName(issue.severity));
             w.key("rule");
-            issue.rule >= 0 ? w.integer(issue.rule) : w.null();
+            issue.rule.valid() ? w.integer(issue.rule.number()) : w.null();
             w.field("message", issue.message);
             w.key("examples");
             writeStringsJson(w, issue.examples);

@@ -147,9 +147,9 @@ std::string diffToJunit(const DiffReportInput& in)
         out += "<testcase classname=\"";
         out += ruleIssueKindName(issue.kind);
         out += "\" name=\"";
-        if (issue.rule >= 0) {
+        if (issue.rule.valid()) {
             out += "rule ";
-            appendNumber(out, static_cast<int64_t>(issue.rule + 1));
+            appendNumber(out, static_cast<int64_t>(issue.rule.get() + 1));
         } else {
             out += "rule set";
         }

@@ -131,8 +131,8 @@ std::string diffToMarkdown(const DiffReportInput& in)
             out += " | ";
             out += ruleIssueKindName(issue.kind);
             out += " | ";
-            if (issue.rule >= 0)
-                appendNumber(out, static_cast<int64_t>(issue.rule + 1));
+            if (issue.rule.valid())
+                appendNumber(out, static_cast<int64_t>(issue.rule.get() + 1));
             out += " | ";
             appendMarkdownText(out, issue.message);
             out += " |\n";

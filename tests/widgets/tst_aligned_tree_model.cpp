@@ -334,7 +334,7 @@ private slots:
         QVERIFY(!snap->rules.rules[1].enabled);
         QCOMPARE(snap->diff.summary.count(RowStatus::Renamed), size_t(1)); // x.w -> y.w
         QCOMPARE(snap->diff.summary.count(RowStatus::Unexpected), size_t(1)); // the hostile key, as it is
-        const auto limit = std::find_if(snap->issues.begin(), snap->issues.end(), [](const RuleIssue& i) { return i.rule == 1; });
+        const auto limit = std::find_if(snap->issues.begin(), snap->issues.end(), [](const RuleIssue& i) { return i.rule == RuleIndex(1); });
         QVERIFY(limit != snap->issues.end());
         QCOMPARE(limit->kind, RuleIssue::Kind::Invalid);
         QCOMPARE(limit->severity, Severity::Danger);

@@ -314,7 +314,7 @@ void TestRuleEditor::modelUnderTester()
     model.setHits({ 1, 2, 3 });
     RuleIssue issue;
     issue.kind = RuleIssue::Kind::Unused;
-    issue.rule = 2;
+    issue.rule = RuleIndex(2);
     issue.message = "rule 3 matches none of A's keys";
     model.setIssues({ issue });
     QVERIFY(model.moveRows({}, 0, 1, {}, 4));
@@ -576,12 +576,12 @@ void TestRuleEditor::issuesAndHits()
     RuleIssue unused;
     unused.kind = RuleIssue::Kind::Unused;
     unused.severity = Severity::Warning;
-    unused.rule = 1;
+    unused.rule = RuleIndex(1);
     unused.message = "rule 2 matches none of A's keys";
     RuleIssue collision;
     collision.kind = RuleIssue::Kind::Collision;
     collision.severity = Severity::Danger;
-    collision.rule = -1;
+    collision.rule = RuleIndex(); // the whole set
     collision.message = "2 keys of A map to model.x";
     collision.examples = { "a.x", "b.x" };
     editor.setIssues({ unused, collision });

@@ -79,12 +79,12 @@ void RuleListModel::setIssues(std::vector<RuleIssue> issues)
     m_issues = std::move(issues);
     m_issuesOf.clear();
     for (size_t i = 0; i < m_issues.size(); ++i) {
-        const int r = m_issues[i].rule;
-        if (r < 0)
+        const RuleIndex r = m_issues[i].rule;
+        if (!r.valid())
             continue; // about the whole set: the editor's warning list shows it
-        if (static_cast<size_t>(r) >= m_issuesOf.size())
-            m_issuesOf.resize(static_cast<size_t>(r) + 1);
-        m_issuesOf[static_cast<size_t>(r)].push_back(static_cast<int>(i));
+        if (r.get() >= m_issuesOf.size())
+            m_issuesOf.resize(r.get() + 1);
+        m_issuesOf[r.get()].push_back(static_cast<int>(i));
     }
     if (m_rows > 0)
         emit dataChanged(index(0, 0), index(m_rows - 1, ColumnCount - 1),

@@ -208,7 +208,7 @@ void RuleEditor::setIssues(std::vector<RuleIssue> issues)
         for (const std::string& e : issue.examples)
             tip << QStringLiteral("  ") + QString::fromStdString(e);
         item->setToolTip(tip.join(QLatin1Char('\n')));
-        item->setData(Qt::UserRole, issue.rule);
+        item->setData(Qt::UserRole, static_cast<int>(issue.rule.number())); // -1: the whole set
         m_warnings->addItem(item);
     }
     m_warningsLabel->setText(issues.empty() ? tr("No warnings") : tr("Warnings (%1)").arg(issues.size()));

@@ -491,7 +491,7 @@ private slots:
         const Source a = open("hf_to_titan", "a.pt");
         const Source b = open("hf_to_titan", "b.pt");
         auto has = [](const std::vector<RuleIssue>& issues, RuleIssue::Kind k, int rule) {
-            return std::any_of(issues.begin(), issues.end(), [&](const RuleIssue& i) { return i.kind == k && (rule < 0 || i.rule == rule); });
+            return std::any_of(issues.begin(), issues.end(), [&](const RuleIssue& i) { return i.kind == k && (rule < 0 || i.rule == RuleIndex(size_t(rule))); });
         };
         {
             // Rules 1 and 2 both land on one name: a collision. Rule 3 matches nothing.

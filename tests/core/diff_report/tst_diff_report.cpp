@@ -494,9 +494,9 @@ private slots:
             const QJsonObject o = issues[i].toObject();
             QCOMPARE(o["kind"].toString(), q(ruleIssueKindName(issue.kind)));
             QCOMPARE(o["severity"].toString(), q(severityName(issue.severity)));
-            QCOMPARE(o["rule"].isNull(), issue.rule < 0);
-            if (issue.rule >= 0)
-                QCOMPARE(o["rule"].toInt(), issue.rule);
+            QCOMPARE(o["rule"].isNull(), !issue.rule.valid());
+            if (issue.rule.valid())
+                QCOMPARE(qint64(o["rule"].toInt()), issue.rule.number());
             QCOMPARE(o["message"].toString(), q(issue.message));
             QCOMPARE(o["examples"].toArray().size(), qsizetype(issue.examples.size()));
         }
