@@ -4,9 +4,11 @@
 
 namespace sl::app {
 
-// Call first thing in main() for a headless command. It may replace the process with a fresh copy of
-// itself (same arguments) that has transparent huge pages for its heap; it returns when no copy is made.
-void tuneHeapForHeadlessRun(char** argv);
+// Call first thing in main() for a headless command. Its heap gets transparent huge pages: advised in place
+// when `oneArena` (a command that calls shareOneHeapArena before its first thread), otherwise by replacing
+// the process with a fresh copy of itself (same arguments) started with glibc's tunable; it returns when no
+// copy is made.
+void tuneHeapForHeadlessRun(char** argv, bool oneArena);
 
 // For a command that loads one source: every thread allocates from one heap arena. A worker thread's
 // arena keeps what it freed for that thread alone, so the shard headers a second thread had read (22 MB of

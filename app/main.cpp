@@ -67,7 +67,7 @@ int main(int argc, char** argv)
 {
     const bool headless = argc > 1 && sl::cli::wantsCommandLine(argv[1]);
     if (headless)
-        sl::app::tuneHeapForHeadlessRun(argv); // may run a fresh copy of the process instead
+        sl::app::tuneHeapForHeadlessRun(argv, sl::cli::usesOneHeapArena(argc, argv)); // may run a fresh copy instead
     // Values of a set of hundreds of rank files read from all of them at once; the soft limit on open
     // files (often 1024) is raised to the hard one, as the descriptors are the process's own.
     raiseOpenFileLimit();

@@ -28,6 +28,14 @@ bool wantsCommandLine(std::string_view arg)
     return arg == "--help" || arg == "-h" || arg == "--version" || arg == "help" || arg == "-v" || arg == "--verbose";
 }
 
+bool usesOneHeapArena(int argc, char** argv)
+{
+    for (int i = 1; i < argc; ++i)
+        if (argv[i][0] != '-') // the first word that is no flag (--verbose may come first) names the subcommand
+            return std::string_view(argv[i]) == "ls";
+    return false;
+}
+
 std::unique_ptr<OutputFile> openOutput(const std::string& outputPath)
 {
     // Everything this run read (sources, their shards and metadata, rule files) is an input, and inputs are
