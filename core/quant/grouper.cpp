@@ -32,8 +32,15 @@ void Grouper::run()
 
 bool Grouper::scan()
 {
+    // Whether the names strictly increase (an index's weight_map is sorted): find() then searches by
+    // bisection. Checked here, where each name is read anyway; a pass of its own cost 0.7 ms of cache
+    // misses over a DeepSeek-V3 index.
+    bool sorted = true;
+    std::string_view previous;
     for (const Entry& e : m_e) {
         const std::string_view name = e.name;
+        sorted = sorted && (&e == m_e.data() || previous < name);
+        previous = name;
         const std::string_view last = lastComponent(name);
         if (e.quantization || dtypeIsQuantized(e.dtype) || (e.kind == EntryKind::Group && e.typeName == "tuple"))
             m_hasTorchAo = true;
@@ -55,6 +62,8 @@ bool Grouper::scan()
         else if (last == "input_scale")
             m_hasFp8 = m_hasInputScale = true;
     }
+    m_sortedNames = sorted;
+    m_sortedKnown = true;
     for (const auto& [k, v] : m_s.metadata)
         if (k == "tensor_names")
             m_hasTensorNames = true;
@@ -67,9 +76,11 @@ size_t Grouper::find(std::string_view name)
     if (!m_indexed) {
         // Names in strictly increasing order (an index's weight_map is sorted) are found by binary search:
         // a few hundred lookups then cost less than hashing 90,000 names into an index.
-        m_sortedNames = std::adjacent_find(m_e.begin(), m_e.end(), [](const Entry& a, const Entry& b) {
-            return !(a.name < b.name);
-        }) == m_e.end();
+        if (!m_sortedKnown)
+            m_sortedNames = std::adjacent_find(m_e.begin(), m_e.end(), [](const Entry& a, const Entry& b) {
+                return !(a.name < b.name);
+            }) == m_e.end();
+        m_sortedKnown = true;
         if (!m_sortedNames)
             m_index.insertAll(m_e.size(), nameOf());
         m_indexed = true;
@@ -158,6 +169,7 @@ void Grouper::apply()
     // The name indexes are done with: the groups' parts reuse their memory.
     m_index = NameIndex();
     m_indexed = false;
+    m_sortedKnown = false; // the groups take their anchors' places and the parts leave
     m_planNames = NameIndex();
     // Each group is built where its anchor was (the anchor is one of its parts, so its slot is free once
     // the parts have moved out), then one in-place compaction: unclaimed entries keep their order.

@@ -204,6 +204,7 @@ private:
     NameIndex m_index;
     bool m_indexed = false; // m_index built, or m_sortedNames found true
     bool m_sortedNames = false;
+    bool m_sortedKnown = false; // m_sortedNames is up to date (scan() finds it while the names are in cache)
     std::vector<bool> m_claimed; // empty until the first plan
     std::vector<Planned> m_plans;
     std::vector<Shape> m_planShapes;

@@ -92,7 +92,8 @@ void Grouper::fp8()
         const bool i8 = e.dtype == DType::Int8;
         const bool unknown = e.dtype == DType::Unknown;
         const size_t inv = findFreeBeside(i + 1, withSuffix(e.name, "_scale_inv"));
-        const size_t sc = inv == npos ? findFreeBeside(i + 1, withSuffix(e.name, "_scale")) : npos;
+        // A plain `_scale` pairs only with an FP8 or int8 weight (a float weight beside one is no concern).
+        const size_t sc = inv == npos && (f8 || i8) ? findFreeBeside(i + 1, withSuffix(e.name, "_scale")) : npos;
         if (!f8 && !(i8 && sc != npos) && !(unknown && inv != npos)) {
             if (inv != npos && dtypeIsFloatingPoint(e.dtype))
                 report(Concern::Inconsistent, Severity::Warning,
