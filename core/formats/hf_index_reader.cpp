@@ -8,6 +8,7 @@
 #include "util/error.h"
 #include "util/load_control.h"
 #include "util/name_index.h"
+#include "util/emplace_built.h"
 #include "util/parallel.h"
 #include "util/timings.h"
 
@@ -476,7 +477,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     for (const Pick& p : picks) {
         Shard& s = shards[p.shard];
         if (p.at != kUnavailable) {
-            sum += out.entries.emplace_back(s.take(p.at)).nbytes();
+            sum += emplaceBuilt(out.entries, [&] { return s.take(p.at); }).nbytes();
             if (--picksLeft[p.shard] == 0)
                 s.opened = {};
             continue;

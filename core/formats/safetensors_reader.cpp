@@ -2,6 +2,7 @@
 
 #include "formats/json_keys.h"
 #include "io/byte_reader.h"
+#include "util/emplace_built.h"
 #include "util/error.h"
 #include "util/timings.h"
 #include "util/name_index.h"
@@ -349,7 +350,7 @@ Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenO
     readSafetensorsHeader(*file, options, header, [&](const SafetensorsTensor& t) {
         if (out.entries.empty()) // the header's length is known once its tensors arrive
             out.entries.reserve(static_cast<size_t>(header.bufferStart / 64));
-        out.entries.push_back(safetensorsEntry(header.bufferStart, t, 0));
+        emplaceBuilt(out.entries, [&] { return safetensorsEntry(header.bufferStart, t, 0); });
     });
     out.metadata = std::move(header.metadata);
     out.findings = std::move(header.findings);
