@@ -84,6 +84,7 @@ public:
 
 private:
     std::string m_prefix; // the folder as named, lexically normal, with a closing '/' ("" for the current folder)
+    bool m_shortcut = false; // resolve() may take m_prefix's files as the resolved folder's
     std::string m_root; // canonical
     std::string m_blobs; // the hub cache's blobs folder, or empty
 };
