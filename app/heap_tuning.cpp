@@ -37,7 +37,7 @@ constexpr size_t kAdvisedHeap = size_t(1) << 30;
 // What glibc's tunable does for each heap it makes, done here for the main arena without a fresh process:
 // the heap grows once by kAdvisedHeap (M_TOP_PAD for one allocation), kept as its free top (the trim
 // threshold above it), and is advised into huge pages. For a command whose threads all allocate from the
-// main arena (shareOneHeapArena). False when the heap could not grow (a data-segment limit).
+// main arena (M_ARENA_MAX 1). False when the heap could not grow (a data-segment limit).
 bool adviseMainHeapIntoHugePages()
 {
     mallopt(M_TRIM_THRESHOLD, static_cast<int>(kAdvisedHeap) + kLarge);
@@ -67,15 +67,11 @@ bool kernelOffersHugePages()
 
 } // namespace
 
-void shareOneHeapArena()
-{
-    if (!kSanitizerAllocator)
-        mallopt(M_ARENA_MAX, 1);
-}
-
 void tuneHeapForHeadlessRun(char** argv, bool oneArena)
 {
     keepFreedMemory();
+    if (oneArena && !kSanitizerAllocator)
+        mallopt(M_ARENA_MAX, 1); // in the fresh copy too, should one be made
     if (const char* marker = std::getenv(kReexecMarker)) {
         // The fresh copy: glibc has read the tunable; restore the user's environment.
         if (marker[0] == '=')

@@ -1,7 +1,6 @@
 // statelens ls PATH [--format table|json] [--container PATH] [--containers] [--fail-on LEVEL] [--inspect-items] [-o FILE]
 
 #include "cli/commands.h"
-#include "heap_tuning.h"
 
 #include "report/source_report.h"
 #include "util/terminal_text.h"
@@ -40,9 +39,6 @@ std::string containersTable(const Source& s)
 
 int runLs(const LsOptions& o)
 {
-    // One source: s2's peak 99 -> 92 MB, case a's 119 -> 113 MB; and its heap has huge pages without a second
-    // start of the process (cli::usesOneHeapArena).
-    sl::app::shareOneHeapArena();
     Timings timings;
     OpenOptions options;
     if (o.timings)

@@ -240,7 +240,6 @@ def raw(t):
 def load_reference(args):
     """{name: tensor or ("sha256", hex, dtype, shape)} and the names of non-tensor values, in source order."""
     if args.kind == "dcp":
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import contextlib
         import dcp_values_truth
         buf = io.StringIO()

@@ -69,7 +69,7 @@ void writeText(const QString& path, const QByteArray& text)
     f.write(text);
 }
 
-// make_torch2_fixtures.py's TITAN_TO_HF: the renames a user would write (rule files take Python's \\1).
+// tests/tools/llama_models.py's TITAN_TO_HF: the renames a user would write (rule files take Python's \\1).
 const std::pair<const char*, const char*> kTitanToHf[] = {
     { "^tok_embeddings\\.", "model.embed_tokens." },
     { "^layers\\.(\\d+)\\.attention\\.wq\\.", "model.layers.\\1.self_attn.q_proj." },
@@ -552,7 +552,7 @@ print(len(f32))
     // `model` container beside the optimizer and train_state) converted with the titan -> HF rules loads
     // strictly into the HF-named model with the saved values; the HF file converted back with the inverse rules
     // (`statelens rules export --invert`) loads strictly into the torchtitan model, every value equal to the
-    // save again. The rules' renames are checked against Python's re.sub of make_torch2_fixtures.py's
+    // save again. The rules' renames are checked against Python's re.sub of tests/tools/llama_models.py's
     // TITAN_TO_HF.
     void titanToHfAndBack()
     {
