@@ -6,6 +6,7 @@
 #include "pickle/opcode_scan.h"
 #include "pickle/unpickler.h"
 #include "torch/pickled_checkpoint.h"
+#include "util/decimal_key.h"
 #include "util/error.h"
 #include "util/timings.h"
 
@@ -244,12 +245,18 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
         const bool computed = zip.entries().size() > kComputedLayoutFrom && zip.torchLayoutHolds(alignment, 64);
         if (!computed)
             zip.prefetchLocalHeaders(); // dataOffset() reads each one below
+        const std::vector<uint32_t> numbered = zip.numberedRecords(dataPrefix, ck->semantics.storages().size());
         for (pickle::StorageValue* s : ck->semantics.storages()) {
             if (s->viewOf)
                 continue;
             recordName.resize(dataPrefix.size());
             recordName += s->key;
-            const ZipEntry* found = s->key.empty() ? nullptr : zip.findAsTorch(recordName);
+            size_t number = 0;
+            const ZipEntry* found = nullptr;
+            if (decimalKey(s->key, number) && number < numbered.size() && numbered[number])
+                found = &zip.entries()[numbered[number] - 1];
+            else if (!s->key.empty())
+                found = zip.findAsTorch(recordName);
             if (!found) {
                 if (++missing <= 5)
                     out.addFinding(Severity::Danger,

@@ -2,6 +2,7 @@
 
 #include "io/byte_reader.h"
 #include "io/miniz_lookup.h"
+#include "util/decimal_key.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -278,6 +279,22 @@ const ZipEntry* ZipArchive::find(std::string_view name) const
 {
     size_t i = m_byName.find(name, [this](size_t k) { return m_entries[k].name; });
     return i == NameIndex::npos ? nullptr : &m_entries[i];
+}
+
+std::vector<uint32_t> ZipArchive::numberedRecords(std::string_view dir, size_t count) const
+{
+    std::vector<uint32_t> out;
+    if (m_torchLookup || m_entries.size() >= UINT32_MAX)
+        return out;
+    out.assign(count, 0);
+    for (size_t i = 0; i < m_entries.size(); ++i) {
+        std::string_view name = m_entries[i].name;
+        size_t n = 0;
+        if (name.size() > dir.size() && name.compare(0, dir.size(), dir) == 0
+            && decimalKey(name.substr(dir.size()), n) && n < count && out[n] == 0)
+            out[n] = static_cast<uint32_t>(i + 1); // the first record of a name is find()'s
+    }
+    return out;
 }
 
 const ZipEntry* ZipArchive::findAsTorch(std::string_view name) const

@@ -59,6 +59,11 @@ public:
     // torch 1.13 and 2.6 alike). Without duplicate names that is find()'s; with them, miniz's sorted
     // lookup, whose choice depends on the archive's layout (and which ignores ASCII case).
     const ZipEntry* findAsTorch(std::string_view name) const;
+    // For dir + "0" .. dir + (count - 1): the record findAsTorch() gives, as its position in entries() + 1,
+    // or 0 where it would have to look further (no record of exactly that name). Empty when names repeat,
+    // where torch's lookup is miniz's. One pass over the records instead of a hashed lookup per name: a
+    // torch.save archive's storages are data/0, data/1, ... (76,800 lookups took 8 ms).
+    std::vector<uint32_t> numberedRecords(std::string_view dir, size_t count) const;
     // Records whose name an earlier record already has, by position in entries(). Readers differ in which
     // of them they take (torch: findAsTorch(); Python's zipfile: the last), so they are reported.
     const std::vector<size_t>& duplicates() const { return m_duplicates; }

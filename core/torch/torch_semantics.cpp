@@ -1,5 +1,7 @@
 #include "torch_semantics.h"
 
+#include "util/decimal_key.h"
+
 #include <cstring>
 #include <unordered_map>
 
@@ -627,8 +629,8 @@ void TorchSemantics::build(Unpickler& u, Value* obj, Value* state)
 StorageValue* TorchSemantics::storage(Unpickler& u, Value* clsValue, std::string_view key, std::string_view location,
     int64_t numel)
 {
-    if (size_t i = m_storageByKey.find(key, storageKey()); i != NameIndex::npos)
-        return m_storages[i];
+    if (StorageValue* known = storagesByKey(key))
+        return known;
     auto* cls = asGlobal(clsValue);
     auto* s = u.arena().make<StorageValue>();
     s->key = key;
@@ -641,9 +643,7 @@ StorageValue* TorchSemantics::storage(Unpickler& u, Value* clsValue, std::string
             + (cls ? qualifiedName(*cls) : std::string("(not a class)")));
     }
     s->numel = numel;
-    s->index = static_cast<uint32_t>(m_storages.size());
-    m_storages.push_back(s);
-    m_storageByKey.insert(m_storages.size() - 1, storageKey());
+    addStorage(s);
     return s;
 }
 
@@ -703,18 +703,33 @@ Value* TorchSemantics::persistentLoad(Unpickler& u, Value* pid)
     return root;
 }
 
+StorageValue* TorchSemantics::storagesByKey(std::string_view key) const
+{
+    // Keys are unique, and a storage keyed as its own position is found there and only there.
+    if (size_t n = 0; decimalKey(key, n) && n < m_storages.size() && m_storages[n]->key == key)
+        return m_storages[n];
+    size_t i = m_storageByKey.find(key, storageKey());
+    return i == NameIndex::npos ? nullptr : m_storages[i];
+}
+
+void TorchSemantics::addStorage(StorageValue* s)
+{
+    s->index = static_cast<uint32_t>(m_storages.size());
+    m_storages.push_back(s);
+    if (size_t n = 0; !decimalKey(s->key, n) || n != s->index)
+        m_storageByKey.insert(s->index, storageKey());
+}
+
 StorageValue* TorchSemantics::view(Unpickler& u, StorageValue* root, std::string_view viewKey, int64_t offset, int64_t size)
 {
-    if (size_t i = m_storageByKey.find(viewKey, storageKey()); i != NameIndex::npos)
-        return m_storages[i];
+    if (StorageValue* known = storagesByKey(viewKey))
+        return known;
     auto* v = u.arena().make<StorageValue>(*root);
     v->key = viewKey;
     v->viewOf = root->viewOf ? root->viewOf : root;
     v->viewOffset = offset + (root->viewOf ? root->viewOffset : 0);
     v->numel = size;
-    v->index = static_cast<uint32_t>(m_storages.size());
-    m_storages.push_back(v);
-    m_storageByKey.insert(m_storages.size() - 1, storageKey());
+    addStorage(v);
     return v;
 }
 

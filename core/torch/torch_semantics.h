@@ -47,11 +47,7 @@ public:
     StorageValue* storage(Unpickler& u, Value* cls, std::string_view key, std::string_view location, int64_t numel);
     // A slice of `root` (in elements) under its own key, as legacy view_metadata and tar storage views make.
     StorageValue* view(Unpickler& u, StorageValue* root, std::string_view viewKey, int64_t offset, int64_t size);
-    StorageValue* storagesByKey(const std::string& key) const
-    {
-        size_t i = m_storageByKey.find(key, storageKey());
-        return i == NameIndex::npos ? nullptr : m_storages[i];
-    }
+    StorageValue* storagesByKey(std::string_view key) const;
     // Tar layout: objects the main pickle refers to by key.
     void addPrebuilt(std::string key, Value* v) { m_prebuilt.emplace(std::move(key), v); }
 
@@ -77,7 +73,11 @@ private:
 
     PersistentIds m_mode;
     std::map<std::string, GlobalUse> m_globals;
+    // Appends a storage whose key no other has.
+    void addStorage(StorageValue* s);
     // Positions in m_storages by key (a flat index: one lookup per tensor on files with 100k storages).
+    // torch keys storages "0", "1", ... in order of first use: a storage keyed as its own position is
+    // found there (storagesByKey) and is left out of the index, so files torch wrote never hash a key.
     struct StorageKey {
         const std::vector<StorageValue*>* storages;
         std::string_view operator()(size_t i) const { return (*storages)[i]->key; }

@@ -399,7 +399,9 @@ void TstTorchFormats::torchAlignmentRuleMatchesEveryRecord()
 {
     int checked = 0;
     for (const QString& f : expectedFixtures()) {
-        if (f.endsWith(QLatin1String(".legacy.pt")) || f == QLatin1String("deflated.pt"))
+        // deflated.pt and renamed_keys.pt were re-written by Python's zipfile, which does not align records.
+        if (f.endsWith(QLatin1String(".legacy.pt")) || f == QLatin1String("deflated.pt")
+            || f == QLatin1String("renamed_keys.pt"))
             continue;
         auto file = sl::InputFile::open((torchFixturesDir() + "/" + f).toStdString());
         std::vector<uint8_t> head;
