@@ -224,8 +224,6 @@ void ZipArchive::parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint6
         return ByteReader(have.subspan(static_cast<size_t>(pos - windowStart), static_cast<size_t>(n)), m_base + cdOffset + pos);
     };
     m_entries.reserve(static_cast<size_t>(std::min<uint64_t>(count, cdSize / kCentralHeaderSize)));
-    m_byName.reserve(m_entries.capacity());
-    auto nameAt = [this](size_t i) { return m_entries[i].name; };
     for (uint64_t i = 0; i < count; ++i) {
         ByteReader r = need(kCentralHeaderSize);
         if (r.u32le("central directory header") != kCentralHeaderSig)
@@ -268,11 +266,13 @@ void ZipArchive::parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint6
         }
         if (e.localHeaderOffset > m_size || e.compressedSize > m_size)
             r.fail("zip entry '" + std::string(e.name) + "' points outside the archive");
-        // find() takes the first occurrence; duplicates stay visible in entries() (findAsTorch: torch's pick).
         m_entries.push_back(e);
-        if (m_byName.insert(m_entries.size() - 1, nameAt) != m_entries.size() - 1)
-            m_duplicates.push_back(m_entries.size() - 1);
     }
+    // find() takes the first occurrence; duplicates stay visible in entries() (findAsTorch: torch's pick).
+    // Indexed in bulk, after the parse: each name's slot is fetched ahead (io/name_index.h).
+    m_byName.insertAll(
+        m_entries.size(), [this](size_t i) { return m_entries[i].name; },
+        [this](size_t i) { m_duplicates.push_back(i); });
 }
 
 const ZipEntry* ZipArchive::find(std::string_view name) const

@@ -62,8 +62,10 @@ public:
 
     // insert(0..n-1) in order, with the same result, faster for many names: each name's slot is fetched
     // from memory a few names ahead of its insert. (An index over 90,000 names is 2 MB of slots; one
-    // cache miss per insert was most of building it.) Returns how many names were already present.
-    template <typename NameOf> size_t insertAll(size_t n, const NameOf& nameOf)
+    // cache miss per insert was most of building it.) Returns how many names were already present, and
+    // calls onRepeat(pos) for each such position, in order.
+    template <typename NameOf, typename OnRepeat = void (*)(size_t)>
+    size_t insertAll(size_t n, const NameOf& nameOf, const OnRepeat& onRepeat = [](size_t) {})
     {
         if (n >= UINT32_MAX)
             throw std::length_error("NameIndex: more than 4 billion names");
@@ -76,8 +78,10 @@ public:
             // Name `pos` is placed, then name `i` (kAhead later) takes its tag's place and is fetched.
             if (i >= kAhead) {
                 const size_t pos = i - kAhead;
-                if (place(pos, tags[pos % kAhead], nameOf) != pos)
+                if (place(pos, tags[pos % kAhead], nameOf) != pos) {
                     ++repeated;
+                    onRepeat(pos);
+                }
             }
             if (i < n) {
                 tags[i % kAhead] = hashOf(std::string_view(nameOf(i)));

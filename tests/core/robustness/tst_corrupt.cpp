@@ -1532,7 +1532,12 @@ void TstCorrupt::nameIndexAgreesWithAMap()
         QCOMPARE(one.insert(i, nameOf), it->second);
     }
     sl::NameIndex bulk;
-    QCOMPARE(bulk.insertAll(names.size(), nameOf), repeats);
+    std::vector<size_t> repeatedAt;
+    QCOMPARE(bulk.insertAll(names.size(), nameOf, [&](size_t i) { repeatedAt.push_back(i); }), repeats);
+    QCOMPARE(repeatedAt.size(), repeats);
+    QVERIFY(std::adjacent_find(repeatedAt.begin(), repeatedAt.end(), std::greater_equal<size_t>()) == repeatedAt.end());
+    for (size_t i : repeatedAt)
+        QVERIFY(truth.at(names[i]) != i);
     QCOMPARE(bulk.size(), truth.size());
     QCOMPARE(one.size(), truth.size());
     for (const auto& [name, first] : truth) {
