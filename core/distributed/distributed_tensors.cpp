@@ -442,7 +442,7 @@ struct DTensorParts {
 
 DTensorParts dtensorState(const TensorValue& t)
 {
-    const Fields f = fieldsOfState(t.state);
+    const Fields f = fieldsOfState(t.extras().state);
     return { asTensor(f.get("_local_tensor")), f.get("_spec") };
 }
 
@@ -720,13 +720,14 @@ bool describeShardedTensor(const TensorValue& t, Entry& e, const DescribeContext
     const Value* metadata = nullptr;
     const Value* pgState = nullptr;
     const Value* spec = nullptr;
-    if (auto* s = asSeq(t.state); s && s->kind == Kind::Tuple && s->items.size() >= 2 && s->items.size() <= 6) {
+    if (auto* s = asSeq(t.extras().state);
+        s && s->kind == Kind::Tuple && s->items.size() >= 2 && s->items.size() <= 6) {
         localShards = s->items[0];
         metadata = s->items[1];
         pgState = argAt(s, 2);
         spec = argAt(s, 3);
     } else {
-        const Fields f = fieldsOfState(t.state);
+        const Fields f = fieldsOfState(t.extras().state);
         localShards = f.get("_local_shards");
         metadata = f.get("_metadata");
         spec = f.get("_sharding_spec");
@@ -959,9 +960,9 @@ bool isShardedTensorClass(const GlobalValue* cls)
 
 bool describeDistributedTensor(const TensorValue& t, Entry& e, const DescribeContext& ctx)
 {
-    if (isDTensorClass(t.subclass))
+    if (isDTensorClass(t.extras().subclass))
         return describeDTensor(t, e, ctx);
-    if (isShardedTensorClass(t.subclass))
+    if (isShardedTensorClass(t.extras().subclass))
         return describeShardedTensor(t, e, ctx);
     return false;
 }

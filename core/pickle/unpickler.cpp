@@ -220,7 +220,7 @@ Value* InertSemantics::instantiate(Unpickler& u, Value* cls, SeqValue* args, Val
     return o;
 }
 
-void InertSemantics::build(Unpickler&, Value* obj, Value* state)
+void InertSemantics::build(Unpickler& u, Value* obj, Value* state)
 {
     switch (obj->kind) {
     case Kind::Object:
@@ -230,7 +230,7 @@ void InertSemantics::build(Unpickler&, Value* obj, Value* state)
         static_cast<DictValue*>(obj)->state = state;
         break;
     case Kind::Tensor:
-        static_cast<TensorValue*>(obj)->state = state;
+        static_cast<TensorValue*>(obj)->extrasToSet(u.arena().resource()).state = state;
         break;
     default:
         break; // Python would call __setstate__ on it; there is nothing inert to record.

@@ -315,6 +315,17 @@ struct QuantParams {
     int64_t axis = 0;
 };
 
+// What only some tensors have (subclasses, quantized, sparse, nested and numpy tensors), kept apart: a
+// plain state dict's tensors have none of it, and a large checkpoint rebuilds millions of tensors.
+struct TensorExtras {
+    std::string_view layout;
+    const GlobalValue* subclass = nullptr; // _rebuild_from_type_v2 / _rebuild_wrapper_subclass class
+    Value* state = nullptr; // subclass or parameter state
+    QuantParams* quant = nullptr;
+    std::span<Value* const> components; // sparse/nested: the tensors it is built from
+    std::string_view inlineBytes; // numpy payloads
+};
+
 struct TensorValue : Value {
     TensorValue()
         : Value(Kind::Tensor)
@@ -322,20 +333,56 @@ struct TensorValue : Value {
     }
     TensorOrigin origin = TensorOrigin::Dense;
     DType dtype = DType::Unknown;
-    std::span<const int64_t> size;
-    std::span<const int64_t> stride;
     bool hasStride = true;
-    int64_t storageOffset = 0;
-    StorageValue* storage = nullptr;
     bool requiresGrad = false;
     bool isParameter = false;
+    std::span<const int64_t> size;
+    std::span<const int64_t> stride;
+    int64_t storageOffset = 0;
+    StorageValue* storage = nullptr;
     std::string_view device;
-    std::string_view layout;
-    const GlobalValue* subclass = nullptr; // _rebuild_from_type_v2 / _rebuild_wrapper_subclass class
-    Value* state = nullptr; // subclass or parameter state
-    QuantParams* quant = nullptr;
-    std::span<Value* const> components; // sparse/nested: the tensors it is built from
-    std::string_view inlineBytes; // numpy payloads
+
+    // The rarer fields: empty ones when none was set.
+    const TensorExtras& extras() const { return m_extras.get() ? *m_extras.get() : noExtras(); }
+    // The same, to set: made in `arena` on first use, and copied there first when shared with the tensor
+    // this one was copied from (a Parameter rebuilt from its data).
+    TensorExtras& extrasToSet(std::pmr::memory_resource* arena) { return m_extras.own(arena); }
+
+private:
+    static const TensorExtras& noExtras()
+    {
+        static const TensorExtras none;
+        return none;
+    }
+    // A pointer whose copies share the pointee until one of them writes: the low bit marks it shared.
+    class ExtrasRef {
+    public:
+        ExtrasRef() = default;
+        ExtrasRef(const ExtrasRef& o)
+            : m_bits(o.share())
+        {
+        }
+        ExtrasRef& operator=(const ExtrasRef& o)
+        {
+            m_bits = o.share();
+            return *this;
+        }
+        TensorExtras* get() const { return reinterpret_cast<TensorExtras*>(m_bits & ~uintptr_t(1)); }
+        TensorExtras& own(std::pmr::memory_resource* arena)
+        {
+            if (!m_bits || (m_bits & 1)) {
+                void* p = arena->allocate(sizeof(TensorExtras), alignof(TensorExtras));
+                m_bits = reinterpret_cast<uintptr_t>(m_bits ? new (p) TensorExtras(*get()) : new (p) TensorExtras());
+            }
+            return *get();
+        }
+
+    private:
+        // Both sides of a copy copy before they write.
+        uintptr_t share() const { return m_bits ? (m_bits |= 1) : 0; }
+        mutable uintptr_t m_bits = 0;
+    };
+    ExtrasRef m_extras;
 };
 
 // The arena every Value of one graph lives in. Values are trivially destructible or own only

@@ -41,8 +41,8 @@ constexpr size_t kMaxStateItems = 256;
 // The subclass state as a dict: a __dict__, or the dict half of (dict, slots).
 const DictValue* stateDict(const TensorValue& t)
 {
-    const DictValue* d = asDict(t.state);
-    if (auto* tup = asSeq(t.state); !d && tup && tup->kind == Kind::Tuple && tup->items.size() == 2)
+    const DictValue* d = asDict(t.extras().state);
+    if (auto* tup = asSeq(t.extras().state); !d && tup && tup->kind == Kind::Tuple && tup->items.size() == 2)
         d = asDict(tup->items[0]);
     return d && d->items.size() <= kMaxStateItems ? d : nullptr;
 }
@@ -256,10 +256,10 @@ void describeWrapper(const TensorValue& t, const Spec& spec, Entry& e, Quantizat
 
 bool describeQuantizedSubclass(const TensorValue& t, Entry& e)
 {
-    if (!t.subclass)
+    if (!t.extras().subclass)
         return false;
-    const std::string_view module = t.subclass->module;
-    const std::string_view cls = t.subclass->name;
+    const std::string_view module = t.extras().subclass->module;
+    const std::string_view cls = t.extras().subclass->name;
     const bool torchao = module == "torchao" || module.starts_with("torchao.");
     const Spec* spec = findSpec(module, cls);
     // The 2024 subclasses were often pickled from __main__ (scripts that defined or re-exported them):

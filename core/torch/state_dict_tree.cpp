@@ -220,13 +220,13 @@ size_t graphWeight(const Value* root)
             break;
         }
         case Kind::Tensor: {
-            auto* t = static_cast<const TensorValue*>(v);
-            push(t->state);
-            for (auto* i : t->components)
+            const TensorExtras& x = static_cast<const TensorValue*>(v)->extras();
+            push(x.state);
+            for (auto* i : x.components)
                 push(i);
-            if (t->quant) {
-                push(t->quant->scales);
-                push(t->quant->zeroPoints);
+            if (x.quant) {
+                push(x.quant->scales);
+                push(x.quant->zeroPoints);
             }
             break;
         }

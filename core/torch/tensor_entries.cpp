@@ -61,9 +61,9 @@ void locateStorage(const StorageValue& s, Entry& e, const EntryContext& ctx)
 
 void describeQuant(const TensorValue& t, Entry& e, int depth, WalkBudget& budget)
 {
-    if (!t.quant)
+    if (!t.extras().quant)
         return;
-    const QuantParams& q = *t.quant;
+    const QuantParams& q = *t.extras().quant;
     if (q.scheme)
         e.attributes.emplace_back("qscheme", std::string(q.scheme->name));
     if (q.scales) {
@@ -84,9 +84,9 @@ void describeQuant(const TensorValue& t, Entry& e, int depth, WalkBudget& budget
 void describeSubclassState(const TensorValue& t, Entry& e, const EntryContext& ctx, int depth, WalkBudget& budget)
 {
     // Subclass state: a __dict__ (torchao), (None, slots) (DTensor), or a plain dict of extra attributes.
-    const DictValue* attrs = asDict(t.state);
+    const DictValue* attrs = asDict(t.extras().state);
     const DictValue* slots = nullptr;
-    if (auto* tup = asSeq(t.state); tup && tup->kind == Kind::Tuple && tup->items.size() == 2) {
+    if (auto* tup = asSeq(t.extras().state); tup && tup->kind == Kind::Tuple && tup->items.size() == 2) {
         attrs = asDict(tup->items[0]);
         slots = asDict(tup->items[1]);
     }
@@ -129,8 +129,8 @@ void fillTensorEntry(Entry& e, const TensorValue& t, std::string_view name, cons
     e.requiresGrad = t.requiresGrad;
     e.isParameter = t.isParameter;
     e.device = std::string(t.device);
-    if (t.subclass)
-        e.typeName = qualifiedName(*t.subclass);
+    if (t.extras().subclass)
+        e.typeName = qualifiedName(*t.extras().subclass);
     auto& loc = e.location;
     loc.storageOffset = t.storageOffset;
     if (t.hasStride)
@@ -148,24 +148,25 @@ void fillTensorEntry(Entry& e, const TensorValue& t, std::string_view name, cons
         break;
     case TensorOrigin::Sparse:
     case TensorOrigin::Nested: {
-        e.attributes.emplace_back("layout", std::string(t.layout));
+        e.attributes.emplace_back("layout", std::string(t.extras().layout));
         static constexpr const char* kSparseRoles[] = { "indices", "values", "", "" };
         static constexpr const char* kCompressedRoles[] = { "compressed_indices", "plain_indices", "values", "" };
         static constexpr const char* kNestedRoles[] = { "buffer", "sizes", "strides", "offsets" };
+        const std::span<Value* const> components = t.extras().components;
         const char* const* roles = t.origin == TensorOrigin::Nested ? kNestedRoles
-            : t.components.size() == 2                              ? kSparseRoles
+            : components.size() == 2                                ? kSparseRoles
                                                                     : kCompressedRoles;
-        for (size_t i = 0; i < t.components.size() && i < 4 && depth < kMaxPartDepth; ++i)
-            if (auto* c = asTensor(t.components[i]))
+        for (size_t i = 0; i < components.size() && i < 4 && depth < kMaxPartDepth; ++i)
+            if (auto* c = asTensor(components[i]))
                 e.parts.push_back(tensorEntryAt(*c, roles[i], ctx, depth + 1, budget));
         break;
     }
     case TensorOrigin::Numpy:
         if (e.typeName.empty())
             e.typeName = "numpy.ndarray";
-        if (!t.inlineBytes.empty()) {
+        if (!t.extras().inlineBytes.empty()) {
             loc.kind = TensorLocation::Kind::Inline;
-            loc.length = t.inlineBytes.size();
+            loc.length = t.extras().inlineBytes.size();
         }
         break;
     }
@@ -173,7 +174,7 @@ void fillTensorEntry(Entry& e, const TensorValue& t, std::string_view name, cons
         describeQuant(t, e, depth, budget);
         describeSubclassState(t, e, ctx, depth, budget);
         // The specific describers refine the generic one: they find the inner tensors in e.parts.
-        if (t.subclass) {
+        if (t.extras().subclass) {
             // The distributed describer builds entries for inner tensors the generic walk does not reach
             // (ShardedTensor's local shards) and charges its own work, both to this walk.
             const distributed::DescribeContext dctx {

@@ -270,7 +270,7 @@ Value* TorchSemantics::rebuildQTensor(Unpickler& u, GlobalValue* fn, SeqValue* a
             toInt(arg(const_cast<SeqValue*>(qp), 3), q->axis);
         }
     }
-    t->quant = q;
+    t->extrasToSet(u.arena().resource()).quant = q;
     return t;
 }
 
@@ -281,7 +281,7 @@ Value* TorchSemantics::rebuildWrapperSubclass(Unpickler& u, GlobalValue* fn, Seq
         return inert(u, fn, args, "too few arguments for _rebuild_wrapper_subclass");
     auto* t = u.arena().make<TensorValue>();
     t->origin = TensorOrigin::WrapperSubclass;
-    t->subclass = asGlobal(arg(args, 0));
+    t->extrasToSet(u.arena().resource()).subclass = asGlobal(arg(args, 0));
     auto* dt = asGlobal(arg(args, 1));
     t->dtype = dt && dt->id == KnownGlobal::TorchDType ? dt->dtype : DType::Unknown;
     if (!readShape(u, arg(args, 2), t->size))
@@ -291,7 +291,7 @@ Value* TorchSemantics::rebuildWrapperSubclass(Unpickler& u, GlobalValue* fn, Seq
         t->hasStride = false;
     }
     toInt(arg(args, 4), t->storageOffset);
-    t->layout = strOf(arg(args, 5));
+    t->extrasToSet(u.arena().resource()).layout = strOf(arg(args, 5));
     t->device = strOf(arg(args, 6));
     int64_t rg = 0;
     toInt(arg(args, 7), rg);
@@ -328,9 +328,9 @@ Value* TorchSemantics::rebuildFromType(Unpickler& u, GlobalValue* fn, SeqValue* 
     if (isParameterClass(cls))
         t->isParameter = true;
     else if (!isTorchTensorClass(cls))
-        t->subclass = cls;
+        t->extrasToSet(u.arena().resource()).subclass = cls;
     if (state && state->kind != Kind::None)
-        t->state = state;
+        t->extrasToSet(u.arena().resource()).state = state;
     return t;
 }
 
@@ -351,7 +351,7 @@ Value* TorchSemantics::rebuildSparse(Unpickler& u, GlobalValue* fn, SeqValue* ar
     // _get_layout('torch.sparse_coo') spells the name as str(layout); keep one spelling, like dtypes.
     if (layout.substr(0, 6) == "torch.")
         layout.remove_prefix(6);
-    t->layout = layout;
+    t->extrasToSet(u.arena().resource()).layout = layout;
     bool coo = layout.find("coo") != std::string_view::npos;
     size_t valuesAt = coo ? 1 : 2;
     size_t sizeAt = coo ? 2 : 3;
@@ -365,7 +365,7 @@ Value* TorchSemantics::rebuildSparse(Unpickler& u, GlobalValue* fn, SeqValue* ar
     auto parts = u.arena().array<Value*>(coo ? 2 : 3);
     for (size_t i = 0; i < parts.size(); ++i)
         parts[i] = data->items[i];
-    t->components = parts;
+    t->extrasToSet(u.arena().resource()).components = parts;
     return t;
 }
 
@@ -382,7 +382,7 @@ Value* TorchSemantics::rebuildNested(Unpickler& u, GlobalValue* fn, SeqValue* ar
     t->origin = TensorOrigin::Nested;
     t->dtype = buffer->dtype;
     t->device = buffer->device;
-    t->layout = "nested";
+    t->extrasToSet(u.arena().resource()).layout = "nested";
     auto dims = u.arena().array<int64_t>(1);
     dims[0] = sizes->size.empty() ? 0 : sizes->size[0]; // number of component tensors
     t->size = dims;
@@ -390,7 +390,7 @@ Value* TorchSemantics::rebuildNested(Unpickler& u, GlobalValue* fn, SeqValue* ar
     auto parts = u.arena().array<Value*>(4);
     for (size_t i = 0; i < 4; ++i)
         parts[i] = args->items[i];
-    t->components = parts;
+    t->extrasToSet(u.arena().resource()).components = parts;
     return t;
 }
 
@@ -427,7 +427,7 @@ void TorchSemantics::buildNumpyArray(Unpickler& u, TensorValue* t, Value* state)
     toInt(s->items[base + 2], fortran);
     t->hasStride = false;
     if (s->items[base + 3]->kind == Kind::Bytes || s->items[base + 3]->kind == Kind::Str)
-        t->inlineBytes = static_cast<StrValue*>(s->items[base + 3])->s;
+        t->extrasToSet(u.arena().resource()).inlineBytes = static_cast<StrValue*>(s->items[base + 3])->s;
 }
 
 Value* TorchSemantics::call(Unpickler& u, Value* callable, SeqValue* args)
@@ -454,7 +454,7 @@ Value* TorchSemantics::call(Unpickler& u, Value* callable, SeqValue* args)
         if (toInt(arg(args, 1), rg))
             t->requiresGrad = rg != 0;
         if (g->id == KnownGlobal::RebuildParameterWithState && arg(args, 3) && arg(args, 3)->kind != Kind::None)
-            t->state = arg(args, 3);
+            t->extrasToSet(u.arena().resource()).state = arg(args, 3);
         return t;
     }
     case KnownGlobal::RebuildFromTypeV2:
@@ -618,7 +618,7 @@ void TorchSemantics::build(Unpickler& u, Value* obj, Value* state)
 {
     if (obj->kind == Kind::Tensor) {
         auto* t = static_cast<TensorValue*>(obj);
-        if (t->origin == TensorOrigin::Numpy && t->size.empty() && t->inlineBytes.empty()) {
+        if (t->origin == TensorOrigin::Numpy && t->size.empty() && t->extras().inlineBytes.empty()) {
             buildNumpyArray(u, t, state);
             return;
         }

@@ -268,6 +268,28 @@ private slots:
         QVERIFY2(timer.elapsed() < 5000, "the budget should stop the pickle within seconds");
     }
 
+    // A Parameter is rebuilt as a copy of its data tensor, which shares the rarer fields (TensorExtras) until
+    // one of the two sets one: a write to either must not show in the other.
+    void tensorExtrasAreCopiedBeforeAWrite()
+    {
+        Arena arena;
+        QVERIFY(!arena.make<TensorValue>()->extras().state);
+        auto* data = arena.make<TensorValue>();
+        Value* first = noneValue();
+        Value* second = boolValue(true);
+        data->extrasToSet(arena.resource()).state = first;
+        auto* param = arena.make<TensorValue>(*data);
+        QCOMPARE(param->extras().state, first);
+        param->extrasToSet(arena.resource()).state = second;
+        QCOMPARE(param->extras().state, second);
+        QCOMPARE(data->extras().state, first);
+        auto* copy = arena.make<TensorValue>(*data);
+        data->extrasToSet(arena.resource()).layout = "sparse_coo";
+        QVERIFY(copy->extras().layout.empty());
+        QCOMPARE(copy->extras().state, first);
+        QCOMPARE(data->extras().state, first);
+    }
+
     void dangerousGlobalsAreRecordedNotRun()
     {
         // cos\nsystem\n(S'echo pwned'\ntR.  -- the classic payload. Nothing runs; the global is classified.
