@@ -86,6 +86,81 @@ bool loadsAsTorchScript(const ZipArchive& zip, const std::string& prefix)
     return isTorchScriptArchive(zip, prefix) && (!zip.findAsTorch(prefix + "data.pkl") || zip.find(prefix + "constants.pkl"));
 }
 
+namespace {
+
+// An early start on the pickle (below).
+struct Early {
+    bool started = false; // the directory is being read on the second thread
+    bool succeeded = false; // the pickle was unpickled without an error
+    ZipEntry record; // the archive's first record, which the pickle was read from
+    Bytes bytes; // its contents (in the checkpoint's ownedPickle)
+    uint64_t offset = 0;
+    pickle::Value* root = nullptr;
+    std::future<void> directoryRead; // ready when the second thread has read the directory (or failed to)
+};
+
+bool sameRecord(const ZipEntry& a, const ZipEntry& b)
+{
+    return a.name == b.name && a.localHeaderOffset == b.localHeaderOffset && a.compressedSize == b.compressedSize
+        && a.size == b.size && a.method == b.method && a.flags == b.flags;
+}
+
+// torch writes data.pkl as an archive's first record, and reading the central directory of an archive with
+// 76,800 records takes as long as a third of unpickling its data.pkl. So when the first record is a stored
+// "<folder>/data.pkl", its bytes are read and unpickled on this thread while a second one reads the
+// directory and then runs the load-safety scan over them (`mainScan`). What the directory then says
+// decides: when torch would read another record, or hand the archive to torch.jit.load, the early work is
+// dropped and done again in order (readTorchZip). Any error in the early work drops it too, so every error
+// comes from the in-order path, in its order.
+Early startEarly(ZipArchive& zip, torch::PickledCheckpoint& ck, std::future<pickle::PickleScan>& mainScan)
+{
+    Early early;
+    std::optional<ZipEntry> first;
+    try {
+        first = zip.firstRecord();
+    } catch (const FormatError&) {
+        return early; // the in-order read reports it
+    }
+    const std::string_view name = first ? first->name : std::string_view();
+    if (!first || first->method != 0 || !name.ends_with("/data.pkl") || name.find('/') != name.size() - 9)
+        return early;
+    early.record = *first;
+    try {
+        early.bytes = zip.contents(early.record, ck.ownedPickle, kMaxInflatedPickle);
+        early.offset = zip.dataOffset(early.record);
+    } catch (const FormatError&) {
+        return early;
+    }
+    auto directoryRead = std::make_shared<std::promise<void>>();
+    early.directoryRead = directoryRead->get_future();
+    mainScan = std::async(std::launch::async, [&zip, directoryRead, bytes = early.bytes, offset = early.offset] {
+        try {
+            zip.readDirectory();
+            directoryRead->set_value();
+        } catch (...) {
+            directoryRead->set_exception(std::current_exception());
+            return pickle::PickleScan {};
+        }
+        return pickle::scanPickle(bytes, offset);
+    });
+    early.started = true;
+    return early;
+}
+
+void unpickleEarly(Early& early, torch::PickledCheckpoint& ck, const OpenOptions& options)
+{
+    try {
+        pickle::Unpickler unpickler(early.bytes, ck.arena, ck.semantics, early.offset);
+        unpickler.setControl(options.control);
+        early.root = unpickler.load();
+        early.succeeded = true;
+    } catch (...) {
+        // Done again in order, which reports it.
+    }
+}
+
+} // namespace
+
 Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOptions& options)
 {
     Source out;
@@ -110,8 +185,21 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
         scans.clear();
     };
     try {
-        PhaseTimer directoryTimer(options.timings, "zip central directory");
-        ZipArchive zip(*file);
+        std::optional<PhaseTimer> directoryTimer(std::in_place, options.timings, "zip central directory");
+        ZipArchive zip(*file, 0, UINT64_MAX, ZipDirectory::Later);
+        Early early = startEarly(zip, *ck, mainScan);
+        if (early.started) {
+            directoryTimer->rename("zip end records + data.pkl");
+            directoryTimer.reset();
+            {
+                PhaseTimer pickleTimer(options.timings, "pickle");
+                unpickleEarly(early, *ck, options);
+            }
+            directoryTimer.emplace(options.timings, "zip directory (meanwhile)");
+            early.directoryRead.get(); // the directory's own errors, as if read first
+        } else {
+            zip.readDirectory();
+        }
         if (zip.entries().empty())
             throw FormatError("the zip archive is empty");
         std::string_view first = zip.entries().front().name;
@@ -126,6 +214,13 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
         // With duplicate names, the record torch's own lookup takes (io/miniz_lookup.h).
         const std::string pklName = prefix + "data.pkl";
         const ZipEntry* pkl = zip.findAsTorch(pklName);
+        // The early start holds only when it read the record torch reads.
+        const bool reuse = early.succeeded && pkl == &zip.entries().front() && sameRecord(*pkl, early.record);
+        if (early.started && !reuse) {
+            mainScan.get(); // its thread reads ck's bytes
+            mainScan = {};
+            ck = std::make_shared<torch::PickledCheckpoint>(torch::TorchSemantics::PersistentIds::Zip);
+        }
         if (loadsAsTorchScript(zip, prefix))
             return readTorchScript(file, options);
         if (!pkl)
@@ -142,14 +237,15 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
         // Every data.pkl candidate, at the opcode level: of duplicate names torch reads one that depends on the
         // archive's layout, other readers another, and a second data.pkl is a place to hide a payload from
         // other tools. miniz matches names ignoring ASCII case, so "DATA.PKL" is a candidate too.
-        const Bytes pickleBytes = zip.contents(*pkl, ck->ownedPickle, kMaxInflatedPickle);
-        const uint64_t pickleOffset = pkl->method == 0 ? zip.dataOffset(*pkl) : 0;
+        const Bytes pickleBytes = reuse ? early.bytes : zip.contents(*pkl, ck->ownedPickle, kMaxInflatedPickle);
+        const uint64_t pickleOffset = reuse ? early.offset : pkl->method == 0 ? zip.dataOffset(*pkl) : 0;
         for (const ZipEntry& e : zip.entries()) {
             if (!sameIgnoringCase(e.name, pklName))
                 continue;
             if (&e == pkl) {
-                mainScan = std::async(std::launch::async,
-                    [pickleBytes, pickleOffset] { return pickle::scanPickle(pickleBytes, pickleOffset); });
+                if (!reuse) // else the early start's thread scans them, after the directory
+                    mainScan = std::async(std::launch::async,
+                        [pickleBytes, pickleOffset] { return pickle::scanPickle(pickleBytes, pickleOffset); });
                 scans.push_back({ prefix + "data.pkl", std::nullopt });
                 continue;
             }
@@ -212,12 +308,16 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
             out.addFinding(Severity::Info, "tensor data is big-endian (byteorder record)");
         }
 
-        directoryTimer.stop();
+        directoryTimer.reset();
         // Run the pickle over its bytes, read (and inflated if the archive was re-compressed) into the checkpoint.
-        PhaseTimer pickleTimer(options.timings, "pickle");
-        pickle::Unpickler unpickler(pickleBytes, ck->arena, ck->semantics, pickleOffset);
-        unpickler.setControl(options.control);
-        ck->root = unpickler.load();
+        PhaseTimer pickleTimer(options.timings, reuse ? "load-safety scan (wait)" : "pickle");
+        if (reuse) {
+            ck->root = early.root;
+        } else {
+            pickle::Unpickler unpickler(pickleBytes, ck->arena, ck->semantics, pickleOffset);
+            unpickler.setControl(options.control);
+            ck->root = unpickler.load();
+        }
         scanned();
         ck->safety = safety;
         pickleTimer.stop();

@@ -53,7 +53,7 @@ uint64_t foldedHash(std::string_view s)
 
 bool looksLikeZip(Bytes data) { return data.size() >= 4 && readU32At(data, 0) == kLocalHeaderSig; }
 
-ZipArchive::ZipArchive(const InputFile& file, uint64_t start, uint64_t length)
+ZipArchive::ZipArchive(const InputFile& file, uint64_t start, uint64_t length, ZipDirectory when)
     : m_file(file)
     , m_base(start)
     , m_size(start > file.size() ? 0 : std::min(length, file.size() - start))
@@ -119,7 +119,36 @@ ZipArchive::ZipArchive(const InputFile& file, uint64_t start, uint64_t length)
     if (count > cdSize / kCentralHeaderSize)
         throw FormatError("zip claims " + std::to_string(count) + " entries but its central directory has room for "
             + std::to_string(cdSize / kCentralHeaderSize));
-    parseCentralDirectory(cdOffset, cdSize, count);
+    m_cdOffset = cdOffset;
+    m_cdSize = cdSize;
+    m_count = count;
+    if (when == ZipDirectory::Now)
+        readDirectory();
+}
+
+std::optional<ZipEntry> ZipArchive::firstRecord()
+{
+    if (m_count == 0)
+        return std::nullopt;
+    std::vector<uint8_t> buffer;
+    ByteReader r(read(m_cdOffset, kCentralHeaderSize, buffer), m_base + m_cdOffset);
+    CentralHeader h = parseCentralHeader(r, 0);
+    const uint64_t rest = uint64_t(h.nameLen) + h.extraLen + h.commentLen;
+    if (rest > m_cdSize - kCentralHeaderSize)
+        throw FormatError("zip central directory entry at " + std::to_string(m_base + m_cdOffset)
+            + " runs past the end of the directory");
+    std::vector<uint8_t> restBuffer;
+    finishCentralHeader(h,
+        ByteReader(read(m_cdOffset + kCentralHeaderSize, rest, restBuffer), m_base + m_cdOffset + kCentralHeaderSize), r);
+    return h.entry;
+}
+
+void ZipArchive::readDirectory()
+{
+    if (m_directoryRead)
+        return;
+    m_directoryRead = true;
+    parseCentralDirectory(m_cdOffset, m_cdSize, m_count);
     // miniz compares names ignoring ASCII case. Two names can only differ in case when one has an
     // upper-case letter; only then are names hashed lower-cased, to find such pairs and lookups that
     // match a record only ignoring case.
@@ -204,6 +233,53 @@ std::string_view ZipArchive::keepName(Bytes name)
     return { at, name.size() };
 }
 
+ZipArchive::CentralHeader ZipArchive::parseCentralHeader(ByteReader& r, uint64_t index) const
+{
+    if (r.u32le("central directory header") != kCentralHeaderSig)
+        r.fail("zip central directory entry " + std::to_string(index) + " has a bad signature");
+    CentralHeader h;
+    ZipEntry& e = h.entry;
+    r.skip(4, "central directory header"); // versions
+    e.flags = r.u16le();
+    e.method = r.u16le();
+    r.skip(4, "central directory header"); // time, date
+    e.crc32 = r.u32le();
+    e.compressedSize = r.u32le();
+    e.size = r.u32le();
+    h.nameLen = r.u16le();
+    h.extraLen = r.u16le();
+    h.commentLen = r.u16le();
+    h.diskStart = r.u16le();
+    r.skip(6, "central directory header"); // attributes
+    e.localHeaderOffset = r.u32le();
+    return h;
+}
+
+void ZipArchive::finishCentralHeader(CentralHeader& h, ByteReader rest, const ByteReader& header)
+{
+    ZipEntry& e = h.entry;
+    e.name = keepName(rest.take(h.nameLen, "zip entry name"));
+    ByteReader extra(rest.take(h.extraLen, "zip extra field"));
+    // ZIP64 extended information: only the fields whose 32-bit value overflowed, in this order.
+    while (extra.remaining() >= 4) {
+        uint16_t id = extra.u16le();
+        uint16_t len = extra.u16le();
+        ByteReader field(extra.take(len, "zip extra field"));
+        if (id != 0x0001)
+            continue;
+        if (e.size == 0xFFFFFFFF)
+            e.size = field.u64le("zip64 size");
+        if (e.compressedSize == 0xFFFFFFFF)
+            e.compressedSize = field.u64le("zip64 compressed size");
+        if (e.localHeaderOffset == 0xFFFFFFFF)
+            e.localHeaderOffset = field.u64le("zip64 header offset");
+        if (h.diskStart == 0xFFFF)
+            field.u32le("zip64 disk number");
+    }
+    if (e.localHeaderOffset > m_size || e.compressedSize > m_size)
+        header.fail("zip entry '" + std::string(e.name) + "' points outside the archive");
+}
+
 void ZipArchive::parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint64_t count)
 {
     // Read in windows as the parse goes: a directory that claims gigabytes of a sparse file fails at its
@@ -226,47 +302,11 @@ void ZipArchive::parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint6
     m_entries.reserve(static_cast<size_t>(std::min<uint64_t>(count, cdSize / kCentralHeaderSize)));
     for (uint64_t i = 0; i < count; ++i) {
         ByteReader r = need(kCentralHeaderSize);
-        if (r.u32le("central directory header") != kCentralHeaderSig)
-            r.fail("zip central directory entry " + std::to_string(i) + " has a bad signature");
-        ZipEntry e;
-        r.skip(4, "central directory header"); // versions
-        e.flags = r.u16le();
-        e.method = r.u16le();
-        r.skip(4, "central directory header"); // time, date
-        e.crc32 = r.u32le();
-        e.compressedSize = r.u32le();
-        e.size = r.u32le();
-        uint16_t nameLen = r.u16le();
-        uint16_t extraLen = r.u16le();
-        uint16_t commentLen = r.u16le();
-        uint16_t diskStart = r.u16le();
-        r.skip(6, "central directory header"); // attributes
-        e.localHeaderOffset = r.u32le();
+        CentralHeader h = parseCentralHeader(r, i);
         pos += kCentralHeaderSize;
-        ByteReader rest = need(uint64_t(nameLen) + extraLen + commentLen);
-        e.name = keepName(rest.take(nameLen, "zip entry name"));
-        ByteReader extra(rest.take(extraLen, "zip extra field"));
-        pos += uint64_t(nameLen) + extraLen + commentLen;
-
-        // ZIP64 extended information: only the fields whose 32-bit value overflowed, in this order.
-        while (extra.remaining() >= 4) {
-            uint16_t id = extra.u16le();
-            uint16_t len = extra.u16le();
-            ByteReader field(extra.take(len, "zip extra field"));
-            if (id != 0x0001)
-                continue;
-            if (e.size == 0xFFFFFFFF)
-                e.size = field.u64le("zip64 size");
-            if (e.compressedSize == 0xFFFFFFFF)
-                e.compressedSize = field.u64le("zip64 compressed size");
-            if (e.localHeaderOffset == 0xFFFFFFFF)
-                e.localHeaderOffset = field.u64le("zip64 header offset");
-            if (diskStart == 0xFFFF)
-                field.u32le("zip64 disk number");
-        }
-        if (e.localHeaderOffset > m_size || e.compressedSize > m_size)
-            r.fail("zip entry '" + std::string(e.name) + "' points outside the archive");
-        m_entries.push_back(e);
+        finishCentralHeader(h, need(uint64_t(h.nameLen) + h.extraLen + h.commentLen), r);
+        pos += uint64_t(h.nameLen) + h.extraLen + h.commentLen;
+        m_entries.push_back(h.entry);
     }
     // find() takes the first occurrence; duplicates stay visible in entries() (findAsTorch: torch's pick).
     // Indexed in bulk, after the parse: each name's slot is fetched ahead (io/name_index.h).

@@ -18,11 +18,13 @@
 // central directory are read when the archive is opened (with pread, io/input_file.h); a record's local
 // header and contents only when a caller asks for them.
 
+#include "io/byte_reader.h"
 #include "io/input_file.h"
 #include "util/name_index.h"
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -42,13 +44,25 @@ struct ZipEntry {
     uint32_t crc32 = 0;
 };
 
+// When the archive's central directory is read: as it is opened, or when the owner calls readDirectory().
+enum class ZipDirectory { Now, Later };
+
 class ZipArchive {
 public:
     // Reads the end records and the central directory of the archive at [start, start + length) of `file`
     // (the whole file by default; a DCP item's torch.save zip inside its .distcp otherwise). Offsets the
     // archive reports are relative to `start`; baseOffset() gives it. `file` must outlive the archive.
     // Throws FormatError (LoadError when the file changes while it is read).
-    explicit ZipArchive(const InputFile& file, uint64_t start = 0, uint64_t length = UINT64_MAX);
+    // With ZipDirectory::Later, only the end records: entries() is empty until readDirectory().
+    explicit ZipArchive(const InputFile& file, uint64_t start = 0, uint64_t length = UINT64_MAX,
+        ZipDirectory when = ZipDirectory::Now);
+    // Reads the central directory (ZipDirectory::Later), once. While it runs on one thread, another may use
+    // firstRecord()'s result with dataOffset() and contents(), which read only the file.
+    void readDirectory();
+    // The central directory's first record, parsed on its own (nothing when the directory is empty): torch
+    // writes data.pkl first, so a reader can start on it before the whole directory is read. Call it
+    // before readDirectory(), from one thread.
+    std::optional<ZipEntry> firstRecord();
     ZipArchive(const ZipArchive&) = delete;
     ZipArchive& operator=(const ZipArchive&) = delete;
 
@@ -98,6 +112,13 @@ public:
     uint64_t size() const { return m_size; }
 
 private:
+    // One central-directory header: its 46 fixed bytes, then its name and ZIP64 fields (`rest`).
+    struct CentralHeader {
+        ZipEntry entry;
+        uint16_t nameLen = 0, extraLen = 0, commentLen = 0, diskStart = 0;
+    };
+    CentralHeader parseCentralHeader(ByteReader& r, uint64_t index) const;
+    void finishCentralHeader(CentralHeader& h, ByteReader rest, const ByteReader& header);
     void parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint64_t count);
     void indexFolded();
     // [offset, offset + length) of the archive, into `buffer`.
@@ -107,6 +128,8 @@ private:
     const InputFile& m_file;
     uint64_t m_base = 0; // where the archive starts in the file
     uint64_t m_size = 0;
+    uint64_t m_cdOffset = 0, m_cdSize = 0, m_count = 0; // the central directory, from the end records
+    bool m_directoryRead = false;
     std::vector<std::unique_ptr<char[]>> m_nameBlocks; // the records' names (entries point into them)
     size_t m_nameBlockUsed = 0;
     std::vector<ZipEntry> m_entries;

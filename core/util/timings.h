@@ -30,6 +30,8 @@ public:
     {
     }
     ~PhaseTimer() { stop(); }
+    // For a phase that turns out to be another one than it started as.
+    void rename(const char* name) { m_name = name; }
     void stop()
     {
         if (!m_timings)

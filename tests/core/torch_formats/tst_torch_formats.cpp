@@ -13,6 +13,7 @@
 #include "model/dtype.h"
 #include "model/source.h"
 #include "util/error.h"
+#include "util/timings.h"
 
 #include <QDir>
 #include <QFile>
@@ -391,6 +392,7 @@ private slots:
     void unknownContainerIsAnError();
     void deflatedArchive();
     void torchAlignmentRuleMatchesEveryRecord();
+    void earlyUnpickleIsKeptOnlyForTheRecordTorchReads();
 };
 
 // StateLens computes record offsets of large torch archives with torch's alignment rule; on every zip
@@ -423,6 +425,35 @@ void TstTorchFormats::torchAlignmentRuleMatchesEveryRecord()
         QVERIFY(zip.torchLayoutHolds(alignment, 64));
     }
     QVERIFY2(checked > 500, qPrintable(QString::number(checked)));
+}
+
+// torch writes data.pkl as the first record, so StateLens unpickles it while a second thread reads the
+// central directory, which decides afterwards (torch_zip_reader.cpp). A file torch wrote keeps that work: one
+// pickle phase, then a wait for the load-safety scan. An archive whose first record is a data.pkl that torch
+// does not read (a duplicate; tst_hostile_pickles checks those entries against torch) unpickles again, and
+// one whose first record is deflated starts in order.
+void TstTorchFormats::earlyUnpickleIsKeptOnlyForTheRecordTorchReads()
+{
+    const auto phases = [](const QString& file) {
+        Timings timings;
+        OpenOptions options;
+        options.timings = &timings;
+        openSource(file.toStdString(), options);
+        QStringList names;
+        for (const auto& p : timings.phases)
+            names << QString::fromStdString(p.name);
+        return names;
+    };
+    const QStringList kept = phases(torchFixturesDir() + QStringLiteral("/many_records.pt"));
+    QCOMPARE(kept.count(QStringLiteral("pickle")), 1);
+    QVERIFY2(kept.contains(QStringLiteral("zip end records + data.pkl")), qPrintable(kept.join(", ")));
+    QVERIFY2(kept.contains(QStringLiteral("load-safety scan (wait)")), qPrintable(kept.join(", ")));
+    const QStringList dropped = phases(test::fixturesDir() + QStringLiteral("/hostile/zip/duplicate_pkl_adjacent.pt"));
+    QCOMPARE(dropped.count(QStringLiteral("pickle")), 2);
+    QVERIFY2(!dropped.contains(QStringLiteral("load-safety scan (wait)")), qPrintable(dropped.join(", ")));
+    const QStringList inOrder = phases(torchFixturesDir() + QStringLiteral("/deflated.pt"));
+    QCOMPARE(inOrder.count(QStringLiteral("pickle")), 1);
+    QVERIFY2(!inOrder.contains(QStringLiteral("zip end records + data.pkl")), qPrintable(inOrder.join(", ")));
 }
 
 // The suite is only as good as its fixtures: a missing one must fail, not shrink the data table.
