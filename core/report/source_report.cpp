@@ -1,11 +1,17 @@
 #include "source_report.h"
 
+#include "util/parallel.h"
+
 #include "util/terminal_text.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstring>
 #include <cstdio>
+#include <exception>
+#include <semaphore>
+#include <thread>
 
 namespace sl {
 
@@ -244,7 +250,77 @@ void writeFindingsJson(JsonWriter& w, const std::vector<Finding>& findings)
     w.endArray();
 }
 
-constexpr size_t kSinkPart = 1 << 20;
+namespace {
+
+// Rows and JSON entries are written in chunks of kChunkEntries, the odd ones by a helper thread, and handed on
+// in order: the same bytes as one pass, in a little more than half the time (a 76,800-tensor listing is
+// 5.7 MB of table and 27 MB of JSON). format(slot, from, to) writes entries [from, to) into the buffer of
+// `slot` and returns the text: slot 0 is this thread's, 1 and 2 the helper's, which takes them in turn and
+// waits until the one it needs has been handed on. `commas` puts one between chunks.
+constexpr size_t kChunkEntries = 4096;
+template <typename Format> void writeInChunks(size_t n, const Format& format, const TextSink& sink, bool commas)
+{
+    const size_t chunks = (n + kChunkEntries - 1) / kChunkEntries;
+    auto range = [n](size_t chunk) {
+        return std::pair { chunk * kChunkEntries, std::min(n, (chunk + 1) * kChunkEntries) };
+    };
+    auto handOn = [&](size_t chunk, std::string_view text) {
+        if (commas && chunk > 0)
+            sink(",");
+        sink(text);
+    };
+    if (chunks < 2) {
+        for (size_t c = 0; c < chunks; ++c)
+            handOn(c, format(0, range(c).first, range(c).second));
+        return;
+    }
+    std::binary_semaphore free[2] { std::binary_semaphore(1), std::binary_semaphore(1) };
+    std::binary_semaphore ready[2] { std::binary_semaphore(0), std::binary_semaphore(0) };
+    std::string_view texts[2];
+    std::atomic<bool> stop { false };
+    std::exception_ptr helperError;
+    std::thread helper([&] {
+        try {
+            for (size_t c = 1, k = 0; c < chunks && !stop; c += 2, ++k) {
+                free[k % 2].acquire();
+                if (stop)
+                    break;
+                texts[k % 2] = format(1 + k % 2, range(c).first, range(c).second);
+                ready[k % 2].release();
+            }
+        } catch (...) {
+            helperError = std::current_exception();
+            stop = true;
+            ready[0].release();
+            ready[1].release();
+        }
+    });
+    try {
+        for (size_t c = 0, k = 0; c < chunks; ++c) {
+            if (c % 2 == 0) {
+                handOn(c, format(0, range(c).first, range(c).second));
+                continue;
+            }
+            ready[k % 2].acquire();
+            if (helperError)
+                break;
+            handOn(c, texts[k % 2]);
+            free[k % 2].release();
+            ++k;
+        }
+    } catch (...) {
+        stop = true;
+        free[0].release();
+        free[1].release();
+        helper.join();
+        throw;
+    }
+    helper.join();
+    if (helperError)
+        std::rethrow_exception(helperError);
+}
+
+} // namespace
 
 void sourceToJson(const Source& s, const TextSink& sink)
 {
@@ -258,11 +334,22 @@ void sourceToJson(const Source& s, const TextSink& sink)
     writeSourceJson(w, s);
     w.key("entries");
     w.beginArray();
-    for (const auto& e : s.entries) {
-        writeEntryJson(w, e, s);
-        if (w.text().size() >= kSinkPart)
-            handOn();
-    }
+    handOn();
+    // Each chunk an array of its own whose brackets are left out.
+    JsonWriter chunkWriters[3];
+    writeInChunks(
+        s.entries.size(),
+        [&](size_t slot, size_t from, size_t to) {
+            JsonWriter& c = chunkWriters[slot];
+            c.clearText();
+            c.beginArray();
+            for (size_t i = from; i < to; ++i)
+                writeEntryJson(c, s.entries[i], s);
+            c.endArray();
+            const std::string_view text = c.text();
+            return text.substr(1, text.size() - 2);
+        },
+        sink, true);
     w.endArray();
     w.key("findings");
     writeFindingsJson(w, s.findings);
@@ -395,55 +482,51 @@ std::string sourceToTable(const Source& s)
     return out;
 }
 
-void sourceToTable(const Source& s, const TextSink& sink)
+namespace {
+
+struct TableWidths {
+    size_t name = 4, dtype = 5, shape = 5, count = 5;
+};
+
+// The columns entries [from, to) need.
+TableWidths measureRows(const Source& s, size_t from, size_t to)
 {
-    // Pass 1: column widths. Pass 2: the rows, written straight into the output.
-    size_t wName = 4, wDtype = 5, wShape = 5, wCount = 5;
+    TableWidths w;
     RowCells cells; // filled by rowCells after reset(); the buffers are never read past their lengths
-    for (const auto& e : s.entries) {
+    for (size_t i = from; i < to; ++i) {
+        const Entry& e = s.entries[i];
         cells.reset();
         rowCells(e, cells);
-        wName = std::max(wName, e.name.empty() ? size_t(8) : displayWidth(e.name));
+        w.name = std::max(w.name, e.name.empty() ? size_t(8) : displayWidth(e.name));
         if (e.kind == EntryKind::Object) {
-            wDtype = std::max(wDtype, displayWidth(cells.objectType));
-            wShape = std::max(wShape, std::min<size_t>(displayWidth(cells.objectValue), 40));
+            w.dtype = std::max(w.dtype, displayWidth(cells.objectType));
+            w.shape = std::max(w.shape, std::min<size_t>(displayWidth(cells.objectValue), 40));
         } else {
-            wDtype = std::max(wDtype, cells.dtypeLen);
-            wShape = std::max(wShape, cells.shapeLen);
-            wCount = std::max(wCount, cells.countLen);
+            w.dtype = std::max(w.dtype, cells.dtypeLen);
+            w.shape = std::max(w.shape, cells.shapeLen);
+            w.count = std::max(w.count, cells.countLen);
         }
     }
-    wName = std::min<size_t>(wName, 100);
-    wShape = std::min<size_t>(wShape, 40);
+    return w;
+}
 
-    std::string out;
-    out.reserve(kSinkPart + 4096);
-    out += "path:      ";
-    appendDisplay(out, s.path);
-    out += "\nformat:    " + std::string(formatId(s.format)) + "\n";
-    out += "container: ";
-    appendDisplay(out, s.container.empty() ? std::string_view("(top level)") : std::string_view(s.container));
-    if (s.containers.size() > 1)
-        out += "   (" + std::to_string(s.containers.size() - 1) + " more: statelens ls --containers)";
-    out += "\n\n";
-    auto fill = [&](size_t used, size_t width) {
-        if (used < width)
-            out.append(width - used, ' ');
-    };
+void fillTo(std::string& out, size_t used, size_t width)
+{
+    if (used < width)
+        out.append(width - used, ' ');
+}
+
+// The rows of entries [from, to), appended to `out`.
+void appendRows(std::string& out, const Source& s, size_t from, size_t to, const TableWidths& w)
+{
+    RowCells cells;
     auto cell = [&](std::string_view text, size_t width) {
         size_t before = out.size();
         appendDisplay(out, text);
-        fill(out.size() - before, width);
+        fillTo(out, out.size() - before, width);
     };
-    cell("NAME", wName);
-    out += "  ";
-    cell("DTYPE", wDtype);
-    out += "  ";
-    cell("SHAPE", wShape);
-    out += "  ";
-    fill(5, wCount);
-    out += "NUMEL  STORAGE\n";
-    for (const auto& e : s.entries) {
+    for (size_t i = from; i < to; ++i) {
+        const Entry& e = s.entries[i];
         cells.reset();
         rowCells(e, cells);
         const size_t nameStart = out.size();
@@ -451,10 +534,10 @@ void sourceToTable(const Source& s, const TextSink& sink)
             out += "(tensor)";
         else
             appendDisplay(out, e.name);
-        fill(displayWidth(std::string_view(out).substr(nameStart)), wName);
+        fillTo(out, displayWidth(std::string_view(out).substr(nameStart)), w.name);
         out += "  ";
         if (e.kind == EntryKind::Object) {
-            cell(cells.objectType, wDtype);
+            cell(cells.objectType, w.dtype);
             out += "  ";
             // Cut what is shown, not the raw bytes: an escape or a UTF-8 sequence is never split.
             const std::string v = terminalText(cells.objectValue);
@@ -468,27 +551,72 @@ void sourceToTable(const Source& s, const TextSink& sink)
             out.append(longer ? std::string_view(v).substr(0, cut) : std::string_view(v));
             if (longer)
                 out += "...";
-            fill(longer ? 40 : displayWidth(v), wShape);
+            fillTo(out, longer ? 40 : displayWidth(v), w.shape);
             out += "  ";
-            fill(0, wCount);
+            fillTo(out, 0, w.count);
         } else {
             out.append(cells.dtype, cells.dtypeLen);
-            fill(cells.dtypeLen, wDtype);
+            fillTo(out, cells.dtypeLen, w.dtype);
             out += "  ";
             out.append(cells.shape, cells.shapeLen);
-            fill(cells.shapeLen, wShape);
+            fillTo(out, cells.shapeLen, w.shape);
             out += "  ";
-            fill(cells.countLen, wCount);
+            fillTo(out, cells.countLen, w.count);
             out.append(cells.count, cells.countLen);
         }
         out += "  ";
         appendDisplay(out, e.location.storageId);
         out += '\n';
-        if (out.size() >= kSinkPart) {
-            sink(out);
-            out.clear();
-        }
     }
+}
+
+} // namespace
+
+void sourceToTable(const Source& s, const TextSink& sink)
+{
+    // Pass 1: column widths, over each half on a core of its own. Pass 2: the rows.
+    const size_t half = s.entries.size() / 2;
+    TableWidths halves[2];
+    parallelFor(2, 2, [&](size_t j) { halves[j] = measureRows(s, j ? half : 0, j ? s.entries.size() : half); });
+    TableWidths w;
+    w.name = std::min<size_t>(std::max(halves[0].name, halves[1].name), 100);
+    w.dtype = std::max(halves[0].dtype, halves[1].dtype);
+    w.shape = std::min<size_t>(std::max(halves[0].shape, halves[1].shape), 40);
+    w.count = std::max(halves[0].count, halves[1].count);
+
+    std::string out;
+    out += "path:      ";
+    appendDisplay(out, s.path);
+    out += "\nformat:    " + std::string(formatId(s.format)) + "\n";
+    out += "container: ";
+    appendDisplay(out, s.container.empty() ? std::string_view("(top level)") : std::string_view(s.container));
+    if (s.containers.size() > 1)
+        out += "   (" + std::to_string(s.containers.size() - 1) + " more: statelens ls --containers)";
+    out += "\n\n";
+    auto cell = [&](std::string_view text, size_t width) {
+        size_t before = out.size();
+        appendDisplay(out, text);
+        fillTo(out, out.size() - before, width);
+    };
+    cell("NAME", w.name);
+    out += "  ";
+    cell("DTYPE", w.dtype);
+    out += "  ";
+    cell("SHAPE", w.shape);
+    out += "  ";
+    fillTo(out, 5, w.count);
+    out += "NUMEL  STORAGE\n";
+    sink(out);
+    out.clear();
+    std::string rows[3];
+    writeInChunks(
+        s.entries.size(),
+        [&](size_t slot, size_t from, size_t to) {
+            rows[slot].clear();
+            appendRows(rows[slot], s, from, to, w);
+            return std::string_view(rows[slot]);
+        },
+        sink, false);
     out += "\n" + std::to_string(s.entries.size()) + " entries, " + humanCount(s.totalParameters()) + " parameters, "
         + humanBytes(s.totalBytes()) + "\n";
     out += loadSafetyLine(s);

@@ -19,7 +19,7 @@ using TextSink = std::function<void(std::string_view)>;
 
 // {"source": {...}, "entries": [...], "findings": [...]}
 std::string sourceToJson(const Source& s);
-// The same text handed to `sink` in parts of about a megabyte: a 90,000-tensor index's 54 MB of JSON is
+// The same text handed to `sink` in parts (4,096 entries each): a 90,000-tensor index's 54 MB of JSON is
 // never held whole.
 void sourceToJson(const Source& s, const TextSink& sink);
 // "load safety: executes (...)": the verdict of WeightsOnlyLoad in one line, or nothing when the source's

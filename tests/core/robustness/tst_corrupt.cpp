@@ -24,6 +24,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -639,6 +640,7 @@ private slots:
     void compactDimsKeepStrides();
     void compactVectorBehavesAsVector();
     void jsonStringsRoundTrip();
+    void listingsAreWholeAtEverySize();
 };
 
 void TstCorrupt::basesAreValid_data()
@@ -1714,6 +1716,47 @@ void TstCorrupt::jsonStringsRoundTrip()
                 QCOMPARE(o.value(want).toString(), want);
             }
         }
+    }
+}
+
+// ls writes its rows and JSON entries in chunks of 4,096 entries, two at a time on two cores, and measures
+// the table's columns over two halves (report/source_report.cpp). At sizes around the chunks' edges, the
+// JSON must parse with every entry once and in order, and every table row must line up under the header,
+// with the widest name in one half and the widest shape in the other.
+void TstCorrupt::listingsAreWholeAtEverySize()
+{
+    for (size_t n : { 0, 1, 4095, 4096, 4097, 8191, 8192, 8193, 12289 }) {
+        sl::Source s;
+        s.path = "synthetic";
+        for (size_t i = 0; i < n; ++i) {
+            sl::Entry e;
+            e.name = "layers." + std::to_string(i) + (i == n - 1 ? ".a_much_longer_name_than_the_others" : ".w");
+            e.dtype = sl::DType::Float32;
+            e.shape = i == 0 ? sl::Shape { 123456789, 2 } : sl::Shape { int64_t(i % 7 + 1) };
+            s.entries.push_back(std::move(e));
+        }
+        const std::string json = sl::sourceToJson(s);
+        QJsonParseError error {};
+        const QJsonArray entries
+            = QJsonDocument::fromJson(QByteArray::fromStdString(json), &error).object().value("entries").toArray();
+        QVERIFY2(error.error == QJsonParseError::NoError, qPrintable(error.errorString()));
+        QCOMPARE(size_t(entries.size()), n);
+        for (size_t i = 0; i < n; ++i)
+            QCOMPARE(entries[qsizetype(i)].toObject().value("name").toString().toStdString(), s.entries[i].name);
+
+        const QStringList lines = QString::fromStdString(sl::sourceToTable(s)).split('\n');
+        const qsizetype header = lines.indexOf(QRegularExpression("NAME +DTYPE.*")); // matches whole lines
+        QVERIFY(header > 0);
+        const qsizetype dtypeColumn = lines[header].indexOf("DTYPE"), numelColumn = lines[header].indexOf("NUMEL");
+        for (size_t i = 0; i < n; ++i) {
+            const QString& row = lines[header + 1 + qsizetype(i)];
+            QVERIFY2(row.startsWith(QString::fromStdString(s.entries[i].name) + ' '), qPrintable(row));
+            QCOMPARE(row.indexOf("float32"), dtypeColumn);
+            // NUMEL is right-aligned: each count ends under the header's last letter.
+            QVERIFY2(row[numelColumn + 4].isDigit() && row.mid(numelColumn + 5, 2) == "  ", qPrintable(row));
+            QCOMPARE(row.size(), lines[header + 1].size()); // every row as wide as the first
+        }
+        QVERIFY(lines[header + 1 + qsizetype(n)].isEmpty()); // the footer comes after the last row
     }
 }
 
