@@ -368,6 +368,7 @@ struct Located {
     uint64_t length = 0; // 0: the range is not known
     bool raw = false; // the range holds the chunk's elements as they are (not a whole item, not transformed)
     bool inItem = false; // the range is the chunk's item, not read: the elements are found when values are read
+    bool transformed = false; // the range is the item, stored through stream transforms
     std::string why; // unavailable: why
     Severity noteSeverity = Severity::Info;
     std::string note; // something worth a finding
@@ -543,6 +544,7 @@ public:
         at.length = r.itemLength;
         if (!r.transforms.empty()) {
             at.note = "stored through stream transforms (" + transformList(r) + "); the byte range is the transformed item's";
+            at.transformed = true;
             return at;
         }
         if (!m_inspectItems) {
@@ -795,7 +797,9 @@ public:
                 whole &= o == 0;
             if (whole) {
                 // A transformed or compressed item holds the bytes, but not as they are.
-                e.location.kind = only.raw ? TensorLocation::Kind::Mapped : TensorLocation::Kind::Compressed;
+                e.location.kind = only.raw ? TensorLocation::Kind::Mapped
+                    : only.transformed     ? TensorLocation::Kind::Transformed
+                                           : TensorLocation::Kind::Compressed;
                 e.location.file = only.file;
                 e.location.offset = only.offset;
                 e.location.length = only.length;

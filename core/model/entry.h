@@ -27,6 +27,7 @@ struct TensorLocation {
         None, // no bytes anywhere: meta tensors, storage-less wrapper subclasses, non-tensor values
         Mapped, // plain bytes at [offset, offset+length) of the file
         Compressed, // inside a deflated zip record; `offset` is the record's data offset
+        Transformed, // a DCP item stored through stream transforms (zstd); [offset, offset+length) is the item
         Inline, // bytes embedded in the pickle itself (numpy arrays, XLA tensors)
         Unavailable, // the file that holds them is missing or unreadable
     };

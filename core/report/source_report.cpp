@@ -18,6 +18,7 @@ std::string_view locationKindName(TensorLocation::Kind k)
     case TensorLocation::Kind::None: return "none";
     case TensorLocation::Kind::Mapped: return "mapped";
     case TensorLocation::Kind::Compressed: return "compressed";
+    case TensorLocation::Kind::Transformed: return "transformed";
     case TensorLocation::Kind::Inline: return "inline";
     case TensorLocation::Kind::Unavailable: return "unavailable";
     }

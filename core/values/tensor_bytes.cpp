@@ -203,6 +203,8 @@ TensorBytes TensorBytes::open(const Source& source, const Entry& e, FileCache& f
     case TensorLocation::Kind::Mapped:
     case TensorLocation::Kind::Compressed:
         break;
+    case TensorLocation::Kind::Transformed: // refused above, from its chunk, which names the transforms
+        return fail("it is stored through DCP stream transforms, which StateLens does not undo");
     case TensorLocation::Kind::Inline:
         return fail("its bytes sit inside the pickle; not read yet");
     case TensorLocation::Kind::Unavailable:

@@ -451,7 +451,7 @@ void TestDcp::fixture()
             const QJsonObject only = wantChunks.isEmpty() ? QJsonObject() : wantChunks[0].toObject();
             if (wantChunks.size() == 1 && allInFiles && only["sizes"] == we["shape"] && only["byte_length"].toDouble() > 0) {
                 QCOMPARE(e.location.kind,
-                    only["transformed"].toBool() ? TensorLocation::Kind::Compressed : TensorLocation::Kind::Mapped);
+                    only["transformed"].toBool() ? TensorLocation::Kind::Transformed : TensorLocation::Kind::Mapped);
                 QCOMPARE(e.location.offset, static_cast<uint64_t>(only["byte_offset"].toDouble()));
             }
         }

@@ -78,6 +78,8 @@ QString locationName(TensorLocation::Kind k)
         return QStringLiteral("mapped");
     case TensorLocation::Kind::Compressed:
         return QStringLiteral("compressed");
+    case TensorLocation::Kind::Transformed:
+        return QStringLiteral("transformed");
     case TensorLocation::Kind::Inline:
         return QStringLiteral("inline");
     case TensorLocation::Kind::Unavailable:
