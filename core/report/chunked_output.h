@@ -1,6 +1,6 @@
 #pragma once
-// Long outputs (ls's table rows and JSON entries) written on two cores: items in chunks of kChunkEntries,
-// the odd chunks by a helper thread, handed on in order. The same bytes as one pass, in a little more than
+// Long outputs (ls's table rows and JSON entries) written on two cores: items in chunks, the odd chunks by
+// a helper thread, handed on in order. The same bytes as one pass, in a little more than
 // half the time (a 76,800-tensor listing is 5.7 MB of table and 27 MB of JSON). (diff's JSON report keeps
 // its second core for folding the rows meanwhile: report/diff_report_json.cpp.)
 
@@ -17,17 +17,18 @@
 
 namespace sl {
 
-constexpr size_t kChunkEntries = 4096;
-
 // format(slot, from, to) writes items [from, to) into the buffer of `slot` and returns the text: slot 0 is
 // the calling thread's, 1 and 2 the helper's, which takes them in turn and waits until the one it needs
-// has been handed on. `commas` puts one between chunks. An exception on either side stops both and is
-// rethrown here.
-template <typename Format> void writeInChunks(size_t n, const Format& format, const TextSink& sink, bool commas)
+// has been handed on. Chunks of `chunkItems` items: the three buffers grow to hold one, so it is sized for
+// a few hundred kilobytes of text (all three are new memory: 4,096 JSON entries of a DeepSeek-V3 index
+// grew them by 16 MB of peak). `commas` puts one between chunks. An exception on either side stops both
+// and is rethrown here.
+template <typename Format>
+void writeInChunks(size_t n, size_t chunkItems, const Format& format, const TextSink& sink, bool commas)
 {
-    const size_t chunks = (n + kChunkEntries - 1) / kChunkEntries;
-    auto range = [n](size_t chunk) {
-        return std::pair { chunk * kChunkEntries, std::min(n, (chunk + 1) * kChunkEntries) };
+    const size_t chunks = (n + chunkItems - 1) / chunkItems;
+    auto range = [n, chunkItems](size_t chunk) {
+        return std::pair { chunk * chunkItems, std::min(n, (chunk + 1) * chunkItems) };
     };
     auto handOn = [&](size_t chunk, std::string_view text) {
         if (commas && chunk > 0)

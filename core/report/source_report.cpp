@@ -264,7 +264,7 @@ void sourceToJson(const Source& s, const TextSink& sink)
     // Each chunk an array of its own whose brackets are left out.
     JsonWriter chunkWriters[3];
     writeInChunks(
-        s.entries.size(),
+        s.entries.size(), 1024, // a few hundred bytes each
         [&](size_t slot, size_t from, size_t to) {
             JsonWriter& c = chunkWriters[slot];
             c.clearText();
@@ -536,7 +536,7 @@ void sourceToTable(const Source& s, const TextSink& sink)
     out.clear();
     std::string rows[3];
     writeInChunks(
-        s.entries.size(),
+        s.entries.size(), 4096, // about a hundred bytes each
         [&](size_t slot, size_t from, size_t to) {
             rows[slot].clear();
             appendRows(rows[slot], s, from, to, w);

@@ -1719,13 +1719,14 @@ void TstCorrupt::jsonStringsRoundTrip()
     }
 }
 
-// ls writes its rows and JSON entries in chunks of 4,096 entries, two at a time on two cores, and measures
-// the table's columns over two halves (report/source_report.cpp). At sizes around the chunks' edges, the
-// JSON must parse with every entry once and in order, and every table row must line up under the header,
-// with the widest name in one half and the widest shape in the other.
+// ls writes its JSON entries in chunks of 1,024 and its rows in chunks of 4,096, two at a time on two cores
+// (report/chunked_output.h), and measures the table's columns over two halves (report/source_report.cpp).
+// At sizes around the chunks' edges, the JSON must parse with every entry once and in order, and every
+// table row must line up under the header, with the widest name in one half and the widest shape in the
+// other.
 void TstCorrupt::listingsAreWholeAtEverySize()
 {
-    for (size_t n : { 0, 1, 4095, 4096, 4097, 8191, 8192, 8193, 12289 }) {
+    for (size_t n : { 0, 1, 1023, 1024, 1025, 2049, 4095, 4096, 4097, 8191, 8192, 8193, 12289 }) {
         sl::Source s;
         s.path = "synthetic";
         for (size_t i = 0; i < n; ++i) {
