@@ -324,6 +324,8 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
         if (options.timings)
             options.timings->phases.push_back(
                 { "  (object graph " + std::to_string(ck->arena.bytesAllocated() >> 20) + " MB)", 0.0, 0 });
+        // The containers are listed on the second core while the storages are resolved here.
+        std::future<torch::ContainerScan> containerScan = torch::startContainerScan(ck);
         PhaseTimer storageTimer(options.timings, "resolve storages");
 
         // Resolve each storage to its record without reading it: the record torch reads (the archive's own
@@ -405,7 +407,7 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
 
         storageTimer.stop();
         const std::string* container = options.container ? &*options.container : nullptr;
-        torch::finishSource(ck, out, container, options.timings);
+        torch::finishSource(ck, out, container, options.timings, std::move(containerScan));
     } catch (const FormatError& e) {
         scanned();
         throw LoadError(file->path(), safety.withDangers(e.what()));

@@ -167,14 +167,28 @@ void fillEntries(const PickledCheckpoint& ck, Source& out, const std::string* co
 
 } // namespace
 
-void finishSource(const std::shared_ptr<PickledCheckpoint>& ckpt, Source& out, const std::string* container,
-    Timings* timings)
+namespace {
+
+ContainerScan scanGraph(const PickledCheckpoint& ckpt)
 {
-    PhaseTimer scanTimer(timings, "scan containers");
     // The graph lives in the arena (8 bytes per node or reference at least) and its strings in the file's
     // pickles: together an upper bound on its size, known without walking it.
-    const size_t graphSize = ckpt->arena.bytesAllocated() / 8 + ckpt->fileSize / 64 + ckpt->ownedPickle.size() / 64 + 1;
-    ckpt->scan = scanContainers(ckpt->root, graphSize);
+    const size_t graphSize = ckpt.arena.bytesAllocated() / 8 + ckpt.fileSize / 64 + ckpt.ownedPickle.size() / 64 + 1;
+    return scanContainers(ckpt.root, graphSize);
+}
+
+} // namespace
+
+std::future<ContainerScan> startContainerScan(const std::shared_ptr<PickledCheckpoint>& ckpt)
+{
+    return std::async(std::launch::async, [ckpt] { return scanGraph(*ckpt); });
+}
+
+void finishSource(const std::shared_ptr<PickledCheckpoint>& ckpt, Source& out, const std::string* container,
+    Timings* timings, std::future<ContainerScan> started)
+{
+    PhaseTimer scanTimer(timings, started.valid() ? "scan containers (wait)" : "scan containers");
+    ckpt->scan = started.valid() ? started.get() : scanGraph(*ckpt);
     scanTimer.stop();
     reportGlobals(*ckpt, out);
     fillEntries(*ckpt, out, container, timings);

@@ -10,6 +10,7 @@
 #include "torch/torch_semantics.h"
 #include "io/input_file.h"
 
+#include <future>
 #include <memory>
 
 namespace sl {
@@ -36,9 +37,15 @@ struct PickledCheckpoint : SourceBacking {
     LoadSafety safety; // every pickle torch.load would run, scanned by the reader before the unpickler runs
 };
 
-// Scans containers, selects `container` (or picks one when null), builds entries and adds the findings
-// about globals and rebuild problems. Throws LoadError when `container` names nothing.
+// The walk that lists the graph's containers (scanContainers), started on a second thread once the graph is
+// built, for a reader that has more to do before finishSource (the zip reader resolves its storages). The
+// walk reads only the graph, which nothing writes meanwhile.
+std::future<ContainerScan> startContainerScan(const std::shared_ptr<PickledCheckpoint>& ckpt);
+
+// Scans containers (or takes the scan `started`), selects `container` (or picks one when null), builds
+// entries and adds the findings about globals and rebuild problems. Throws LoadError when `container` names
+// nothing.
 void finishSource(const std::shared_ptr<PickledCheckpoint>& ckpt, Source& out, const std::string* container,
-    Timings* timings = nullptr);
+    Timings* timings = nullptr, std::future<ContainerScan> started = {});
 
 } // namespace sl::torch
