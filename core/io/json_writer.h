@@ -126,6 +126,13 @@ public:
     // Forgets the text written so far (after it was handed on), keeping the writer's place in the document:
     // a long document is streamed out in parts.
     void clearText() { m_buffer.Clear(); }
+    // Starts a new document in the emptied buffer (rapidjson's writer takes one root value per document),
+    // keeping the buffer's room: a writer reused for many small documents.
+    void restart()
+    {
+        m_buffer.Clear();
+        m_writer.Reset(m_buffer);
+    }
 
 private:
     rapidjson::StringBuffer m_buffer;

@@ -267,7 +267,7 @@ void sourceToJson(const Source& s, const TextSink& sink)
         s.entries.size(), 1024, // a few hundred bytes each
         [&](size_t slot, size_t from, size_t to) {
             JsonWriter& c = chunkWriters[slot];
-            c.clearText();
+            c.restart();
             c.beginArray();
             for (size_t i = from; i < to; ++i)
                 writeEntryJson(c, s.entries[i], s);
