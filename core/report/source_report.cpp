@@ -442,15 +442,18 @@ void fillTo(std::string& out, size_t used, size_t width)
         out.append(width - used, ' ');
 }
 
+// `text` shown (terminal-safe) and padded to `width` columns.
+void appendCell(std::string& out, std::string_view text, size_t width)
+{
+    const size_t before = out.size();
+    appendDisplay(out, text);
+    fillTo(out, out.size() - before, width);
+}
+
 // The rows of entries [from, to), appended to `out`.
 void appendRows(std::string& out, const Source& s, size_t from, size_t to, const TableWidths& w)
 {
     RowCells cells;
-    auto cell = [&](std::string_view text, size_t width) {
-        size_t before = out.size();
-        appendDisplay(out, text);
-        fillTo(out, out.size() - before, width);
-    };
     for (size_t i = from; i < to; ++i) {
         const Entry& e = s.entries[i];
         cells.reset();
@@ -463,7 +466,7 @@ void appendRows(std::string& out, const Source& s, size_t from, size_t to, const
         fillTo(out, displayWidth(std::string_view(out).substr(nameStart)), w.name);
         out += "  ";
         if (e.kind == EntryKind::Object) {
-            cell(cells.objectType, w.dtype);
+            appendCell(out, cells.objectType, w.dtype);
             out += "  ";
             // Cut what is shown, not the raw bytes: an escape or a UTF-8 sequence is never split.
             const std::string v = terminalText(cells.objectValue);
@@ -500,10 +503,12 @@ void appendRows(std::string& out, const Source& s, size_t from, size_t to, const
 
 void sourceToTable(const Source& s, const TextSink& sink)
 {
-    // Pass 1: column widths, over each half on a core of its own. Pass 2: the rows.
+    // Pass 1: column widths, over each half on a core of its own when there are rows enough to pay for the
+    // thread (as writeInChunks starts its helper only for two chunks or more). Pass 2: the rows.
     const size_t half = s.entries.size() / 2;
     TableWidths halves[2];
-    parallelFor(2, 2, [&](size_t j) { halves[j] = measureRows(s, j ? half : 0, j ? s.entries.size() : half); });
+    parallelFor(2, s.entries.size() >= 8192 ? 2 : 1,
+        [&](size_t j) { halves[j] = measureRows(s, j ? half : 0, j ? s.entries.size() : half); });
     TableWidths w;
     w.name = std::min<size_t>(std::max(halves[0].name, halves[1].name), 100);
     w.dtype = std::max(halves[0].dtype, halves[1].dtype);
@@ -519,16 +524,11 @@ void sourceToTable(const Source& s, const TextSink& sink)
     if (s.containers.size() > 1)
         out += "   (" + std::to_string(s.containers.size() - 1) + " more: statelens ls --containers)";
     out += "\n\n";
-    auto cell = [&](std::string_view text, size_t width) {
-        size_t before = out.size();
-        appendDisplay(out, text);
-        fillTo(out, out.size() - before, width);
-    };
-    cell("NAME", w.name);
+    appendCell(out, "NAME", w.name);
     out += "  ";
-    cell("DTYPE", w.dtype);
+    appendCell(out, "DTYPE", w.dtype);
     out += "  ";
-    cell("SHAPE", w.shape);
+    appendCell(out, "SHAPE", w.shape);
     out += "  ";
     fillTo(out, 5, w.count);
     out += "NUMEL  STORAGE\n";
