@@ -29,6 +29,9 @@ struct OpenOptions {
     // False for an index's shards: a shard that is itself an index is refused where it is sniffed (it would
     // be read as an index again, perhaps naming itself), so shards are sniffed once, not twice.
     bool indexAllowed = true;
+    // torch.save zips: take each tensor record torch writes in one step, in the unpickler and the load-safety
+    // scan (pickle/tensor_record.h). Off, both run opcode by opcode, to the same result (tests compare them).
+    bool tensorLanes = true;
     // Progress and cancellation (util/load_control.h); null when nobody watches. A cancelled open throws
     // LoadCancelled.
     LoadControl* control = nullptr;

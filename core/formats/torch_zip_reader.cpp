@@ -112,7 +112,7 @@ bool sameRecord(const ZipEntry& a, const ZipEntry& b)
 // decides: when torch would read another record, or hand the archive to torch.jit.load, the early work is
 // dropped and done again in order (readTorchZip). Any error in the early work drops it too, so every error
 // comes from the in-order path, in its order.
-Early startEarly(ZipArchive& zip, torch::PickledCheckpoint& ck, std::future<pickle::PickleScan>& mainScan)
+Early startEarly(ZipArchive& zip, torch::PickledCheckpoint& ck, std::future<pickle::PickleScan>& mainScan, bool lanes)
 {
     Early early;
     std::optional<ZipEntry> first;
@@ -133,7 +133,7 @@ Early startEarly(ZipArchive& zip, torch::PickledCheckpoint& ck, std::future<pick
     }
     auto directoryRead = std::make_shared<std::promise<void>>();
     early.directoryRead = directoryRead->get_future();
-    mainScan = std::async(std::launch::async, [&zip, directoryRead, bytes = early.bytes, offset = early.offset] {
+    mainScan = std::async(std::launch::async, [&zip, directoryRead, bytes = early.bytes, offset = early.offset, lanes] {
         try {
             zip.readDirectory();
             directoryRead->set_value();
@@ -141,18 +141,36 @@ Early startEarly(ZipArchive& zip, torch::PickledCheckpoint& ck, std::future<pick
             directoryRead->set_exception(std::current_exception());
             return pickle::PickleScan {};
         }
-        return pickle::scanPickle(bytes, offset);
+        return pickle::scanPickle(bytes, offset, 2, lanes);
     });
     early.started = true;
     return early;
 }
 
+// Runs data.pkl into `ck`'s graph. The tensor lane (pickle/unpickler.h) builds the tensor records torch
+// writes in one step; a pickle that fetches what the lane did not build is run again without it.
+pickle::Value* unpickleData(Bytes bytes, uint64_t offset, torch::PickledCheckpoint& ck, const OpenOptions& options)
+{
+    if (options.tensorLanes) {
+        try {
+            pickle::Unpickler unpickler(bytes, ck.arena, ck.semantics, offset);
+            unpickler.setControl(options.control);
+            unpickler.setTensorLane(true);
+            return unpickler.load();
+        } catch (const pickle::TensorLaneRestart&) {
+            ck.arena.release();
+            ck.semantics = torch::TorchSemantics(torch::TorchSemantics::PersistentIds::Zip);
+        }
+    }
+    pickle::Unpickler unpickler(bytes, ck.arena, ck.semantics, offset);
+    unpickler.setControl(options.control);
+    return unpickler.load();
+}
+
 void unpickleEarly(Early& early, torch::PickledCheckpoint& ck, const OpenOptions& options)
 {
     try {
-        pickle::Unpickler unpickler(early.bytes, ck.arena, ck.semantics, early.offset);
-        unpickler.setControl(options.control);
-        early.root = unpickler.load();
+        early.root = unpickleData(early.bytes, early.offset, ck, options);
         early.succeeded = true;
     } catch (...) {
         // Done again in order, which reports it.
@@ -187,7 +205,7 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
     try {
         std::optional<PhaseTimer> directoryTimer(std::in_place, options.timings, "zip central directory");
         ZipArchive zip(*file, 0, UINT64_MAX, ZipDirectory::Later);
-        Early early = startEarly(zip, *ck, mainScan);
+        Early early = startEarly(zip, *ck, mainScan, options.tensorLanes);
         if (early.started) {
             directoryTimer->rename("zip end records + data.pkl");
             directoryTimer.reset();
@@ -245,7 +263,9 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
             if (&e == pkl) {
                 if (!reuse) // else the early start's thread scans them, after the directory
                     mainScan = std::async(std::launch::async,
-                        [pickleBytes, pickleOffset] { return pickle::scanPickle(pickleBytes, pickleOffset); });
+                        [pickleBytes, pickleOffset, lanes = options.tensorLanes] {
+                            return pickle::scanPickle(pickleBytes, pickleOffset, 2, lanes);
+                        });
                 scans.push_back({ prefix + "data.pkl", std::nullopt });
                 continue;
             }
@@ -314,9 +334,7 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
         if (reuse) {
             ck->root = early.root;
         } else {
-            pickle::Unpickler unpickler(pickleBytes, ck->arena, ck->semantics, pickleOffset);
-            unpickler.setControl(options.control);
-            ck->root = unpickler.load();
+            ck->root = unpickleData(pickleBytes, pickleOffset, *ck, options);
         }
         scanned();
         ck->safety = safety;

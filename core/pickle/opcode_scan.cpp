@@ -1,6 +1,7 @@
 #include "opcode_scan.h"
 
 #include "pickle/global_policy.h"
+#include "pickle/tensor_record.h"
 #include "pickle/unpickler.h"
 
 #include <algorithm>
@@ -48,10 +49,11 @@ struct SiteKeyHash {
 
 class Scanner {
 public:
-    Scanner(Bytes data, uint64_t base, uint32_t nested, PickleScan& out)
+    Scanner(Bytes data, uint64_t base, uint32_t nested, bool tensorLane, PickleScan& out)
         : m_data(data)
         , m_base(base)
         , m_nested(nested)
+        , m_tensorLane(tensorLane)
         , m_out(out)
     {
         m_memo.reserve(data.size() / 8); // as the unpickler's memo: no copies while it grows
@@ -179,6 +181,8 @@ private:
         }
         if (index < m_memo.size()) {
             m_memo[index] = handle;
+        } else if (index == m_memo.size()) { // the usual case: picklers number slots in order
+            m_memo.push_back(handle);
         } else if (index < m_memo.size() + 4096) {
             m_memo.resize(index + 1);
             m_memo[index] = handle;
@@ -205,7 +209,7 @@ private:
         Bytes inner(reinterpret_cast<const uint8_t*>(b.data()), b.size());
         if (m_nested == 0 || !looksLikeBinaryPickle(inner))
             return;
-        PickleScan sub = scanPickle(inner, m_base + (m_pos - b.size()), m_nested - 1);
+        PickleScan sub = scanPickle(inner, m_base + (m_pos - b.size()), m_nested - 1, m_tensorLane);
         for (auto& g : sub.globals) {
             g.nestedDepth += 1;
             m_out.globals.push_back(std::move(g));
@@ -245,11 +249,36 @@ private:
                 return;
             }
         }
+        called(callable);
+        push({});
+    }
+    void called(const Item& callable)
+    {
         markUse(callable, kCalled);
         // Calling what a getattr lookup returned makes getattr the gadget it is.
         if (callable.kind == Item::Global && m_out.globals[callable.global].attribute)
             m_out.globals[m_getattr].uses |= kCalled;
+    }
+
+    // A tensor record in one step, with the opcodes' effects on the scan: its two REDUCEs call what its
+    // GETs fetched with arguments the scan does not track, its string literals are memoised as strings and
+    // everything else it memoises as untracked values, and one untracked value (the tensor) is left pushed.
+    bool takeTensorRecord()
+    {
+        if (!matchTensorRecord(m_data, m_opStart, m_record))
+            return false;
+        const TensorRecord& r = m_record;
+        const Item hooks = memoGet(r.hooksCallable.slot), callable = memoGet(r.callable.slot);
+        for (uint8_t i = 0; i < r.putCount; ++i) {
+            std::string_view literal = r.literalOf(r.puts[i].part);
+            memoPut(r.puts[i].slot, literal.data() ? strItem(literal) : Item {});
+        }
+        called(hooks);
+        called(callable);
         push({});
+        m_pos = r.end;
+        ++m_out.tensorRecords;
+        return true;
     }
 
     [[gnu::always_inline]] inline bool step(uint8_t op)
@@ -295,6 +324,9 @@ private:
             if (!need(n))
                 return ranOut("truncated");
             uint64_t v = readUInt(n);
+            if ((op == 'h' || op == 'j') && m_tensorLane && m_pos < m_data.size() && m_data[m_pos] == '('
+                && takeTensorRecord())
+                return true;
             if (op == 'h' || op == 'j')
                 push(memoGet(v));
             else if (op == 'q' || op == 'r')
@@ -516,6 +548,8 @@ private:
     Bytes m_data;
     uint64_t m_base;
     uint32_t m_nested;
+    bool m_tensorLane;
+    TensorRecord m_record; // the lane's, kept here: it is a kilobyte
     uint32_t m_depth = 0;
     PickleScan& m_out;
     size_t m_pos = 0;
@@ -543,10 +577,10 @@ bool looksLikeBinaryPickle(Bytes data)
     return data.size() >= 3 && data[0] == 0x80 && data[1] >= 2 && data[1] <= 5;
 }
 
-PickleScan scanPickle(Bytes data, uint64_t baseOffset, uint32_t nestedDepth)
+PickleScan scanPickle(Bytes data, uint64_t baseOffset, uint32_t nestedDepth, bool tensorLane)
 {
     PickleScan out;
-    Scanner(data, baseOffset, nestedDepth, out).run();
+    Scanner(data, baseOffset, nestedDepth, tensorLane, out).run();
     return out;
 }
 

@@ -33,11 +33,14 @@ struct PickleScan {
     uint64_t consumed = 0; // bytes up to and including STOP
     bool complete = false; // reached STOP
     bool ranOut = false; // stopped because the bytes ended (a longer prefix may complete it)
+    uint64_t tensorRecords = 0; // taken in one step by the tensor lane (scanPickle), nested pickles' not counted
 };
 
 // Scans one pickle starting at data[0]; `baseOffset` is where data starts in its file. Bytes literals that
-// hold a pickle are scanned too, down to `nestedDepth` levels.
-PickleScan scanPickle(Bytes data, uint64_t baseOffset = 0, uint32_t nestedDepth = 2);
+// hold a pickle are scanned too, down to `nestedDepth` levels. With `tensorLane`, each tensor record torch
+// writes (pickle/tensor_record.h) is taken in one step, to the same result; off, opcode by opcode (tests
+// compare the two).
+PickleScan scanPickle(Bytes data, uint64_t baseOffset = 0, uint32_t nestedDepth = 2, bool tensorLane = true);
 
 // Whether `data` starts like a pickle of protocol 2-5 (PROTO n), the only kind nested loaders are handed.
 bool looksLikeBinaryPickle(Bytes data);

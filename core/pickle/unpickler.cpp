@@ -107,6 +107,10 @@ SmallInts kSmallInts; // never written after construction
 // Memo indices this far beyond the dense part go to a hash map instead of growing the vector.
 constexpr uint64_t kDenseMemoSlack = 1 << 16;
 
+// What the tensor lane leaves in the memo slots of values it did not build. Never handed out: fetching it
+// throws TensorLaneRestart.
+Value kLaneUnbuilt(Kind::None);
+
 int hexDigit(char c)
 {
     if (c >= '0' && c <= '9')
@@ -384,12 +388,74 @@ void Unpickler::memoPut(uint64_t index, Value* v)
 
 Value* Unpickler::memoGet(uint64_t index)
 {
-    if (index < m_memo.size() && m_memo[index])
-        return m_memo[index];
-    auto it = m_sparseMemo.find(index);
-    if (it == m_sparseMemo.end())
-        fail("memo key " + std::to_string(index) + " was never stored");
-    return it->second;
+    Value* v = nullptr;
+    if (index < m_memo.size() && m_memo[index]) {
+        v = m_memo[index];
+    } else {
+        auto it = m_sparseMemo.find(index);
+        if (it == m_sparseMemo.end())
+            fail("memo key " + std::to_string(index) + " was never stored");
+        v = it->second;
+    }
+    if (v == &kLaneUnbuilt) [[unlikely]]
+        throw TensorLaneRestart {};
+    return v;
+}
+
+const Value* Unpickler::memoPeek(uint64_t index) const
+{
+    const Value* v = nullptr;
+    if (index < m_memo.size()) {
+        v = m_memo[index];
+    } else if (auto it = m_sparseMemo.find(index); it != m_sparseMemo.end()) {
+        v = it->second;
+    }
+    return v == &kLaneUnbuilt ? nullptr : v;
+}
+
+bool Unpickler::takeTensorRecord(uint64_t callableSlot)
+{
+    // Only a global can be a rebuild function: anything else is not worth matching.
+    const Value* fn = memoPeek(callableSlot);
+    if (!fn || fn->kind != Kind::Global)
+        return false;
+    TensorRecord& r = m_record;
+    if (!matchTensorRecord(m_data, m_opStart, r))
+        return false;
+    // Literals are handed over as values on the stack here; the memo gets arena copies of the ones it keeps.
+    StrValue tag(Kind::Str, r.tag.text), key(Kind::Str, r.key.text), location(Kind::Str, r.location.text);
+    auto resolve = [&](const TensorRecord::Ref& ref, const StrValue& literal) -> const Value* {
+        return ref.literal ? &literal : memoPeek(ref.slot);
+    };
+    TensorCall call;
+    call.callable = fn;
+    call.tag = resolve(r.tag, tag);
+    call.storageClass = memoPeek(r.storageClass.slot);
+    call.key = resolve(r.key, key);
+    call.location = resolve(r.location, location);
+    call.hooksCallable = memoPeek(r.hooksCallable.slot);
+    if (!call.tag || !call.storageClass || !call.key || !call.location || !call.hooksCallable)
+        return false; // the opcode loop reports the empty slot, or restarts
+    call.numel = r.numel;
+    call.offset = r.offset;
+    call.size = { r.size, r.rank };
+    call.stride = { r.stride, r.strideRank };
+    call.requiresGrad = r.requiresGrad;
+    Value* tensor = m_semantics.tensorRecord(*this, call);
+    if (!tensor)
+        return false;
+    for (uint8_t i = 0; i < r.putCount; ++i) {
+        const TensorRecord::Put& put = r.puts[i];
+        std::string_view literal = r.literalOf(put.part);
+        Value* v = put.part == TensorRecord::Part::Result ? tensor
+            : literal.data()                              ? makeStr(literal)
+                                                          : &kLaneUnbuilt;
+        memoPut(put.slot, v);
+    }
+    push(tensor);
+    m_pos = r.end;
+    ++m_tensorRecords; // counted as one opcode by the cancellation check: a check every 65,536 records
+    return true;
 }
 
 Value* Unpickler::parseTextInt(std::string_view line, bool isLongOpcode)
@@ -893,11 +959,13 @@ Value* Unpickler::load()
             break;
         }
         case BINGET:
-            push(memoGet(readUInt(1)));
+        case LONG_BINGET: {
+            uint64_t index = readUInt(m_op == BINGET ? 1 : 4);
+            if (m_tensorLane && m_pos < m_data.size() && m_data[m_pos] == MARK && takeTensorRecord(index))
+                break;
+            push(memoGet(index));
             break;
-        case LONG_BINGET:
-            push(memoGet(readUInt(4)));
-            break;
+        }
 
         case EXT1:
         case EXT2:

@@ -11,10 +11,12 @@
 // input, so GET-amplified pickles cannot make the VM run for long. Malformed input throws FormatError
 // naming the opcode and its byte offset.
 
+#include "pickle/tensor_record.h"
 #include "pickle/value.h"
 #include "io/bytes.h"
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -28,6 +30,21 @@ namespace sl::pickle {
 
 class Unpickler;
 
+// A tensor record (pickle/tensor_record.h) with its GETs and literals resolved: what the opcode loop would
+// hand REDUCE and BINPERSID, without the tuples it would build for them.
+struct TensorCall {
+    const Value* callable = nullptr; // the rebuild function
+    const Value* tag = nullptr; // the persistent id: ('storage', class, key, location, numel)
+    const Value* storageClass = nullptr;
+    const Value* key = nullptr;
+    const Value* location = nullptr;
+    int64_t numel = 0;
+    int64_t offset = 0;
+    std::span<const int64_t> size, stride; // valid during the call only
+    bool requiresGrad = false;
+    const Value* hooksCallable = nullptr; // called with no arguments for backward_hooks
+};
+
 class Semantics {
 public:
     virtual ~Semantics() = default;
@@ -36,7 +53,14 @@ public:
     virtual Value* instantiate(Unpickler& u, Value* cls, SeqValue* args, Value* kwargs) = 0; // NEWOBJ, INST, OBJ
     virtual void build(Unpickler& u, Value* obj, Value* state) = 0; // BUILD
     virtual Value* persistentLoad(Unpickler& u, Value* pid) = 0; // PERSID, BINPERSID
+    // The tensor a whole tensor record builds, exactly as the opcodes would have; or null, having changed
+    // nothing, to leave the record to the opcode loop (anything it does not know to be a plain tensor).
+    virtual Value* tensorRecord(Unpickler&, const TensorCall&) { return nullptr; }
 };
+
+// Thrown by an Unpickler in its tensor lane when the pickle fetches a value the lane did not build; the
+// caller runs the pickle again with the lane off.
+struct TensorLaneRestart { };
 
 // Globals stay references, calls become ObjectValues, BUILD stores the state, persistent ids are refused.
 class InertSemantics : public Semantics {
@@ -61,6 +85,13 @@ public:
 
     // Checked every 65,536 opcodes: a cancelled load stops with LoadCancelled (util/load_control.h).
     void setControl(const LoadControl* control) { m_control = control; }
+    // The tensor lane: each tensor record (pickle/tensor_record.h) the semantics accepts is built in one
+    // step, and the tuples the opcodes would build for its arguments are not built. Their memo slots hold a
+    // placeholder that nothing torch writes fetches again; a pickle that does makes load() throw
+    // TensorLaneRestart, and must be run again with the lane off.
+    void setTensorLane(bool on) { m_tensorLane = on; }
+    // Records the lane built.
+    size_t tensorRecords() const { return m_tensorRecords; }
 
     // Runs until STOP and returns the top of the stack. Throws FormatError.
     Value* load();
@@ -90,6 +121,10 @@ private:
     uint64_t readUInt(unsigned n);
     void memoPut(uint64_t index, Value* v);
     Value* memoGet(uint64_t index);
+    // The slot's value, or null when it is empty or the lane's placeholder.
+    const Value* memoPeek(uint64_t index) const;
+    // At a GET (of `callableSlot`) followed by MARK: takes the tensor record starting at m_opStart, if there is one.
+    bool takeTensorRecord(uint64_t callableSlot);
     Value* parseTextInt(std::string_view line, bool isLongOpcode);
     Value* decodeTextString(std::string_view quoted); // STRING
     Value* decodeRawUnicodeEscape(std::string_view raw); // UNICODE
@@ -113,6 +148,9 @@ private:
     uint64_t m_memoCount = 0;
     size_t m_work = 0;
     size_t m_workBudget = 0;
+    bool m_tensorLane = false;
+    size_t m_tensorRecords = 0;
+    TensorRecord m_record; // the lane's, kept here: it is a kilobyte
 };
 
 // The name pickletools gives an opcode, for messages ("BINUNICODE").

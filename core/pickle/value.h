@@ -410,6 +410,12 @@ public:
         return { p, n };
     }
     std::string_view copy(std::string_view s);
+    // Frees every value at once, for a graph built again from the start.
+    void release()
+    {
+        m_resource.release();
+        m_bytes = 0;
+    }
     // Bytes handed out so far: an upper bound on the graph's nodes and references (8 bytes each), which
     // sizes the budgets of the walks over it without walking it first.
     size_t bytesAllocated() const { return m_bytes; }

@@ -239,6 +239,41 @@ Value* TorchSemantics::rebuildTensor(Unpickler& u, GlobalValue* fn, SeqValue* ar
     return t;
 }
 
+Value* TorchSemantics::tensorRecord(Unpickler& u, const TensorCall& c)
+{
+    // Every check of persistentLoad, storage and rebuildTensor first: declining must leave nothing changed.
+    auto* fn = asGlobal(c.callable);
+    auto* hooks = asGlobal(c.hooksCallable);
+    if (m_mode != PersistentIds::Zip || !fn || fn->id != KnownGlobal::RebuildTensorV2 || !hooks
+        || hooks->id != KnownGlobal::OrderedDict || strOf(c.tag) != "storage")
+        return nullptr;
+    std::string_view key = strOf(c.key);
+    if (key.empty() || c.numel < 0 || c.offset < 0 || c.size.size() != c.stride.size() || c.size.size() > kMaxDims)
+        return nullptr;
+    for (int64_t d : c.size)
+        if (d < 0)
+            return nullptr;
+    StorageValue* known = storagesByKey(key);
+    auto* cls = asGlobal(c.storageClass);
+    if (!known && !(cls && (cls->id == KnownGlobal::TypedStorageClass || cls->id == KnownGlobal::UntypedStorage)))
+        return nullptr; // storage() would record the unknown class
+
+    StorageValue* s = known ? known : storage(u, const_cast<GlobalValue*>(cls), key, strOf(c.location), c.numel);
+    auto* t = u.arena().make<TensorValue>();
+    t->storage = s;
+    t->dtype = s->dtype;
+    t->device = s->location;
+    t->storageOffset = c.offset;
+    auto size = u.arena().array<int64_t>(c.size.size());
+    std::copy(c.size.begin(), c.size.end(), size.begin());
+    auto stride = u.arena().array<int64_t>(c.stride.size());
+    std::copy(c.stride.begin(), c.stride.end(), stride.begin());
+    t->size = size;
+    t->stride = stride;
+    t->requiresGrad = c.requiresGrad;
+    return t;
+}
+
 Value* TorchSemantics::rebuildQTensor(Unpickler& u, GlobalValue* fn, SeqValue* args)
 {
     // _rebuild_qtensor(storage, offset, size, stride, quantizer_params, requires_grad, backward_hooks)

@@ -36,6 +36,10 @@ public:
     Value* instantiate(Unpickler& u, Value* cls, SeqValue* args, Value* kwargs) override;
     void build(Unpickler& u, Value* obj, Value* state) override;
     Value* persistentLoad(Unpickler& u, Value* pid) override;
+    // A plain tensor of a torch.save zip (_rebuild_tensor_v2 of a storage with an empty OrderedDict of
+    // hooks), built as persistentLoad and call would; null for anything they would build otherwise or
+    // complain about.
+    Value* tensorRecord(Unpickler& u, const TensorCall& c) override;
 
     struct GlobalUse {
         GlobalRisk risk = GlobalRisk::Unknown;

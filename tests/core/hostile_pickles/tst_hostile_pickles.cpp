@@ -11,6 +11,9 @@
 #include "io/zip_archive.h"
 #include "pickle/global_policy.h"
 #include "pickle/opcode_scan.h"
+#include "pickle/unpickler.h"
+#include "report/source_report.h"
+#include "torch/torch_semantics.h"
 #include "util/error.h"
 
 #include <QDirIterator>
@@ -48,6 +51,45 @@ QString ordinal(int n)
 {
     const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
     return QString::number(n) + QLatin1String(suffix);
+}
+
+// The JSON listing of a file, or its error, with the tensor lanes on or off (OpenOptions::tensorLanes).
+QString listedWithLanes(const QString& path, bool lanes)
+{
+    OpenOptions options;
+    options.tensorLanes = lanes;
+    try {
+        return QString::fromStdString(sourceToJson(openSource(path.toStdString(), options)));
+    } catch (const std::exception& e) {
+        return QString::fromUtf8(e.what());
+    }
+}
+
+// Two float tensors {"a": [2, 2], "b": [2, 2]} pickled as torch.save does (protocol 2, every value memoised),
+// and with `fetchSize` a third value "c" that is b's size tuple, fetched again by GET. With `systemHooks`, a
+// first value "x" is os.system, and b's backward hooks are built by calling it instead of OrderedDict.
+std::string twoTensorPickle(bool fetchSize, bool systemHooks = false)
+{
+    using namespace std::literals;
+    auto str = [](std::string_view t) {
+        std::string s = "X"s + char(t.size()) + "\0\0\0"s;
+        return s + std::string(t);
+    };
+    auto put = [](int slot) { return "q"s + char(slot); };
+    auto get = [](int slot) { return "h"s + char(slot); };
+    const std::string geometry = "QK\0K\x02K\x02\x86"s; // BINPERSID, offset 0, size (2, 2)
+    std::string p = "\x80\x02}"s + put(0) + "(";
+    if (systemHooks)
+        p += str("x") + "cos\nsystem\n" + put(20);
+    p += str("a") + "ctorch._utils\n_rebuild_tensor_v2\n" + put(1) + "((" + str("storage") + put(2)
+        + "ctorch\nFloatStorage\n" + put(3) + str("0") + put(4) + str("cpu") + put(5) + "K\x04t" + put(6) + geometry
+        + put(7) + "K\x02K\x01\x86" + put(8) + "\x89"s + "ccollections\nOrderedDict\n" + put(9) + ")R" + put(10) + "t"
+        + put(11) + "R" + put(12);
+    p += str("b") + get(1) + "((" + get(2) + get(3) + str("1") + put(13) + get(5) + "K\x04t" + put(14) + geometry
+        + put(15) + "K\x02K\x01\x86" + put(16) + "\x89" + get(systemHooks ? 20 : 9) + ")R" + put(17) + "t" + put(18) + "R" + put(19);
+    if (fetchSize)
+        p += str("c") + get(15);
+    return p + "u.";
 }
 
 // A stored zip of empty records with these names (ZIP64 end records, so more than 65,535 fit)
@@ -175,6 +217,8 @@ private slots:
         QVERIFY2(clock.elapsed() < 20000, "took too long");
         for (const auto& n : names)
             QVERIFY2(seen.contains(n), qPrintable(n + QStringLiteral(" not named in: ") + seen));
+        // The tensor lanes change nothing a hostile file shows (pickle/tensor_record.h).
+        QCOMPARE(listedWithLanes(path, false), listedWithLanes(path, true));
 
         // Through the CLI: the exit code a CI gate sees.
         auto plain = test::runStatelens({ QStringLiteral("ls"), path });
@@ -437,6 +481,70 @@ private slots:
         // Truncated input: the scan reports what it saw and stops.
         s = scan(proto2 + "cos\nsystem\n" + QByteArray(1, '\x8c') + QByteArray(1, '\xff'));
         QVERIFY(!s.complete && findGlobal(s, "os.system") && !s.problems.empty());
+    }
+
+    // The tensor lane (pickle/tensor_record.h) does not build the tuples of the records it takes, as nothing
+    // torch writes fetches them again. A pickle that does (its third value is the second tensor's size tuple,
+    // by GET) must still read as the opcode loop reads it: the unpickler stops with TensorLaneRestart and the
+    // reader runs the pickle again without the lane.
+    void fetchingWhatTheTensorLaneSkipped()
+    {
+        using pickle::TensorLaneRestart;
+        auto run = [](const std::string& p, bool lane, size_t* records = nullptr) {
+            pickle::Arena arena;
+            torch::TorchSemantics sem(torch::TorchSemantics::PersistentIds::Zip);
+            pickle::Unpickler u(Bytes(reinterpret_cast<const uint8_t*>(p.data()), p.size()), arena, sem);
+            u.setTensorLane(lane);
+            auto* root = pickle::asDict(u.load());
+            if (records)
+                *records = u.tensorRecords();
+            return root ? root->items.size() : size_t(0);
+        };
+        size_t records = 0;
+        QCOMPARE(run(twoTensorPickle(false), true, &records), size_t(2));
+        QCOMPARE(records, size_t(1)); // the second tensor: the first names its globals, which the lane leaves alone
+        QCOMPARE(run(twoTensorPickle(true), false), size_t(3));
+        QVERIFY_THROWS_EXCEPTION(TensorLaneRestart, run(twoTensorPickle(true), true));
+
+        QTemporaryDir dir;
+        for (bool fetch : { false, true }) {
+            const auto zip = emptyRecordsZip({ "archive/data.pkl", "archive/data/0", "archive/data/1", "archive/version" },
+                twoTensorPickle(fetch));
+            const QString path = dir.filePath(fetch ? QStringLiteral("fetch.pt") : QStringLiteral("plain.pt"));
+            QFile f(path);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(reinterpret_cast<const char*>(zip.data()), qint64(zip.size()));
+            f.close();
+            const QString with = listedWithLanes(path, true);
+            QCOMPARE(with, listedWithLanes(path, false));
+            QVERIFY2(with.contains(QLatin1String("{\"name\":\"b\",\"kind\":\"tensor\"")), qPrintable(with));
+            QCOMPARE(with.contains(QLatin1String("(2, 2)")), fetch);
+        }
+    }
+
+    // A record the scan's lane takes still calls what it fetches: b's backward hooks are os.system(), an import
+    // the pickle only named as a value before. The scan must see the call and call the pickle dangerous.
+    void tensorLaneSeesWhatARecordCalls()
+    {
+        const std::string p = twoTensorPickle(false, true);
+        const QByteArray bytes(p.data(), qsizetype(p.size()));
+        const pickle::PickleScan s = scan(bytes);
+        QCOMPARE(s.tensorRecords, uint64_t(1));
+        bool called = false;
+        for (const auto& g : s.globals)
+            called |= g.module == "os" && g.name == "system" && (g.uses & pickle::kCalled);
+        QVERIFY(called);
+        const auto zip = emptyRecordsZip({ "archive/data.pkl", "archive/data/0", "archive/data/1", "archive/version" }, p);
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("system_hooks.pt"));
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(reinterpret_cast<const char*>(zip.data()), qint64(zip.size()));
+        f.close();
+        const QString listed = listedWithLanes(path, true);
+        QCOMPARE(listed, listedWithLanes(path, false));
+        QVERIFY2(listed.contains(QLatin1String("\"verdict\":\"executes\"")) && listed.contains(QLatin1String("\"executes\":[\"os.system\"]")),
+            qPrintable(listed));
     }
 
     // The scan is linear: a 32 MB pickle of memo traffic takes well under a second.

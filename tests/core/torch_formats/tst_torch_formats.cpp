@@ -16,6 +16,7 @@
 #include "util/timings.h"
 
 #include <QDir>
+#include <QDirIterator>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -26,6 +27,10 @@
 
 #include "io/input_file.h"
 #include "io/zip_archive.h"
+#include "pickle/opcode_scan.h"
+#include "pickle/unpickler.h"
+#include "report/source_report.h"
+#include "torch/torch_semantics.h"
 
 #include <cmath>
 
@@ -70,7 +75,7 @@ QString kindName(EntryKind k)
     return {};
 }
 
-QString locationKindName(TensorLocation::Kind k)
+QString locationKindText(TensorLocation::Kind k)
 {
     switch (k) {
     case TensorLocation::Kind::None:
@@ -205,13 +210,13 @@ public:
         expect(!a.attribute("invalid_view"), where, QStringLiteral("flagged as an invalid view"));
 
         if (e.contains("has_storage") && !e.value("has_storage").toBool()) {
-            equal(locationKindName(loc.kind), QStringLiteral("none"), where, "location kind");
+            equal(locationKindText(loc.kind), QStringLiteral("none"), where, "location kind");
             return;
         }
         if (!e.contains("storage_group") || e.value("storage_group").isNull())
             return;
         const bool compressed = e.value("compressed").toBool();
-        equal(locationKindName(loc.kind), compressed ? QStringLiteral("compressed") : QStringLiteral("mapped"), where,
+        equal(locationKindText(loc.kind), compressed ? QStringLiteral("compressed") : QStringLiteral("mapped"), where,
             "location kind");
         equal(loc.file, 0, where, "location file");
         equal(quint64(loc.storageNbytes), quint64(e.value("storage_nbytes").toInteger()), where, "storage bytes");
@@ -395,6 +400,7 @@ private slots:
     void deflatedArchive();
     void torchAlignmentRuleMatchesEveryRecord();
     void earlyUnpickleIsKeptOnlyForTheRecordTorchReads();
+    void tensorLanesChangeNothing();
 };
 
 // StateLens computes record offsets of large torch archives with torch's alignment rule; on every zip
@@ -456,6 +462,107 @@ void TstTorchFormats::earlyUnpickleIsKeptOnlyForTheRecordTorchReads()
     const QStringList inOrder = phases(torchFixturesDir() + QStringLiteral("/deflated.pt"));
     QCOMPARE(inOrder.count(QStringLiteral("pickle")), 1);
     QVERIFY2(!inOrder.contains(QStringLiteral("zip end records + data.pkl")), qPrintable(inOrder.join(", ")));
+}
+
+namespace {
+
+// Every field of a load-safety scan, as text to compare.
+QString scanText(const pickle::PickleScan& s)
+{
+    QString out = QStringLiteral("consumed %1 complete %2 ranOut %3\n").arg(s.consumed).arg(s.complete).arg(s.ranOut);
+    for (const auto& g : s.globals)
+        out += QStringLiteral("%1.%2 %3 @%4 uses %5 count %6 depth %7 attribute %8\n")
+                   .arg(q(g.module), q(g.name), q(g.opcode))
+                   .arg(g.offset)
+                   .arg(g.uses)
+                   .arg(g.count)
+                   .arg(g.nestedDepth)
+                   .arg(g.attribute);
+    for (const auto& p : s.problems)
+        out += q(p) + "\n";
+    return out;
+}
+
+// Every container's JSON listing, or the error.
+QString everyListing(const std::string& file, bool lanes)
+{
+    OpenOptions options;
+    options.tensorLanes = lanes;
+    try {
+        Source s = openSource(file, options);
+        QString out = QString::fromStdString(sourceToJson(s));
+        for (const ContainerInfo& c : s.containers)
+            out += QString::fromStdString(sourceToJson(s.withContainer(c.path)));
+        return out;
+    } catch (const std::exception& e) {
+        return QString::fromUtf8(e.what());
+    }
+}
+
+} // namespace
+
+// The tensor lanes (pickle/tensor_record.h) take each tensor record torch writes in one step, in the
+// unpickler and in the load-safety scan. On every torch.save zip here and in ../shared/fixtures/real
+// (torch 1.x and 2.x, Lightning, torchao, HF tools), every container lists the same with and without them,
+// and the scan of data.pkl is the same field for field. And they do take records: in many_records.pt
+// (torch 1.13's state dict of float tensors) every tensor but the first, which names the globals.
+void TstTorchFormats::tensorLanesChangeNothing()
+{
+    QStringList files;
+    for (const QString& f : expectedFixtures())
+        files << torchFixturesDir() + "/" + f;
+    if (const QString real = test::realFixturesDir(); !real.isEmpty())
+        for (QDirIterator it(real, QDir::Files, QDirIterator::Subdirectories); it.hasNext();)
+            files << it.next();
+    int zips = 0, withRecords = 0;
+    bool sawManyRecords = false;
+    for (const QString& file : files) {
+        std::shared_ptr<const InputFile> in;
+        std::vector<uint8_t> head;
+        size_t records = 0, scanned = 0;
+        try {
+            in = InputFile::open(file.toStdString());
+            if (!looksLikeZip(in->prefix(4, head)))
+                continue;
+            ZipArchive zip(*in);
+            const ZipEntry* pkl = nullptr;
+            for (const auto& e : zip.entries())
+                if (std::string_view(e.name).ends_with("/data.pkl") && std::string_view(e.name).find('/') + 9 == e.name.size())
+                    pkl = &e;
+            if (!pkl)
+                continue;
+            std::vector<uint8_t> buffer;
+            const Bytes bytes = zip.contents(*pkl, buffer, 1 << 30);
+            const pickle::PickleScan laned = pickle::scanPickle(bytes, 0, 2, true);
+            QCOMPARE(scanText(laned), scanText(pickle::scanPickle(bytes, 0, 2, false)));
+            scanned = laned.tensorRecords;
+            pickle::Arena arena;
+            torch::TorchSemantics semantics(torch::TorchSemantics::PersistentIds::Zip);
+            pickle::Unpickler unpickler(bytes, arena, semantics);
+            unpickler.setTensorLane(true);
+            try {
+                unpickler.load();
+            } catch (const FormatError&) {
+            }
+            records = unpickler.tensorRecords();
+        } catch (const FormatError&) {
+            continue; // not a zip this test can read; the listings below still compare
+        }
+        ++zips;
+        withRecords += records > 0;
+        const std::string path = file.toStdString();
+        QCOMPARE(everyListing(path, true), everyListing(path, false));
+        if (file.endsWith(QLatin1String("/many_records.pt"))) {
+            const qsizetype tensors = readExpected(QStringLiteral("many_records.pt")).value("entries").toArray().size();
+            QVERIFY(tensors > 100);
+            QCOMPARE(qsizetype(records), tensors - 1);
+            QCOMPARE(qsizetype(scanned), tensors - 1);
+            sawManyRecords = true;
+        }
+    }
+    qInfo("%d zips, %d with records the lane took", zips, withRecords);
+    QVERIFY(sawManyRecords);
+    QVERIFY2(zips >= 30, qPrintable(QString::number(zips)));
 }
 
 // The suite is only as good as its fixtures: a missing one must fail, not shrink the data table.
