@@ -2,6 +2,9 @@
 // mode, then what the torch readers do with the object graph: scanContainers, pickContainer, buildEntries
 // for every container, shortRepr. Graphs from hostile pickles can be cyclic, deeply nested and shared
 // (memo GET), so every walk over them is exercised here.
+// The tensor lanes (pickle/tensor_record.h) are held to the opcode loop: with and without them the unpickler
+// (in the zip's persistent-id mode) gives the same graph, storages, globals, problems or error, unless the
+// laned run asks to be run again (TensorLaneRestart), and the opcode scan gives the same scan.
 // It also holds the load-safety verdict to the VM: when the unpickler resolved an import that executes,
 // the opcode scan (pickle/opcode_scan.h, what the verdict is made from) must call the pickle dangerous too,
 // so mutations around a known GLOBAL never make the verdict safer than what the VM saw.
@@ -16,6 +19,7 @@
 #include "torch/torch_semantics.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +72,59 @@ void scanNeverSafer(sl::Bytes bytes, const TorchSemantics& sem)
     }
 }
 
+// What one unpickler run shows, as text; nullopt when the laned run asks to be run again without the lane.
+std::optional<std::string> unpickled(sl::Bytes bytes, bool lane)
+{
+    sl::pickle::Arena arena;
+    TorchSemantics sem(TorchSemantics::PersistentIds::Zip);
+    std::string out;
+    try {
+        sl::pickle::Unpickler u(bytes, arena, sem, 0);
+        u.setTensorLane(lane);
+        sl::pickle::Value* root = u.load();
+        out = sl::pickle::shortRepr(root, 4000) + "\nconsumed " + std::to_string(u.consumed());
+        sl::torch::ContainerScan scan = sl::torch::scanContainers(root);
+        if (int picked = sl::torch::pickContainer(scan); picked >= 0) {
+            sl::Source entries;
+            sl::torch::buildEntries(scan, scan.containers[size_t(picked)], {}, entries);
+            out += "\n" + sl::sourceToJson(entries);
+        }
+    } catch (const sl::pickle::TensorLaneRestart&) {
+        return std::nullopt;
+    } catch (const sl::FormatError& e) {
+        out = std::string("error: ") + e.what();
+    }
+    for (const auto* st : sem.storages())
+        out += "\nstorage " + std::string(st->key) + " " + std::to_string(int(st->dtype)) + " " + std::to_string(st->numel)
+            + " " + std::string(st->location) + " " + std::to_string(st->index);
+    for (const auto& [name, use] : sem.globals())
+        out += "\nglobal " + name + " " + std::to_string(use.count);
+    for (const auto& p : sem.problems())
+        out += "\nproblem " + p;
+    return out;
+}
+
+std::string scanned(const sl::pickle::PickleScan& s)
+{
+    std::string out = std::to_string(s.consumed) + " " + std::to_string(s.complete) + " " + std::to_string(s.ranOut);
+    for (const auto& g : s.globals)
+        out += "\n" + g.module + "." + g.name + " " + g.opcode + " " + std::to_string(g.offset) + " "
+            + std::to_string(g.uses) + " " + std::to_string(g.count) + " " + std::to_string(g.nestedDepth) + " "
+            + std::to_string(g.attribute);
+    for (const auto& p : s.problems)
+        out += "\n" + p;
+    return out;
+}
+
+void lanesChangeNothing(sl::Bytes bytes)
+{
+    const std::optional<std::string> laned = unpickled(bytes, true);
+    if (laned && *laned != *unpickled(bytes, false))
+        sl::fuzz::die("the unpickler's tensor lane changed what it built", laned->substr(0, 200).c_str());
+    if (scanned(sl::pickle::scanPickle(bytes, 0, 2, true)) != scanned(sl::pickle::scanPickle(bytes, 0, 2, false)))
+        sl::fuzz::die("the opcode scan's tensor lane changed the scan", "");
+}
+
 void runTorch(sl::Bytes bytes, TorchSemantics::PersistentIds mode)
 {
     sl::pickle::Arena arena;
@@ -113,6 +170,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         runTorch(bytes, TorchSemantics::PersistentIds::Zip);
         runTorch(bytes, TorchSemantics::PersistentIds::Legacy);
         runTorch(bytes, TorchSemantics::PersistentIds::Tar);
+        lanesChangeNothing(bytes);
     });
     return 0;
 }
