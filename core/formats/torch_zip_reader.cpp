@@ -369,14 +369,18 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
         for (pickle::StorageValue* s : ck->semantics.storages()) {
             if (s->viewOf)
                 continue;
-            recordName.resize(dataPrefix.size());
-            recordName += s->key;
+            // A record found by number is named exactly data/<key>: both are the number's decimal digits.
             size_t number = 0;
             const ZipEntry* found = nullptr;
-            if (decimalKey(s->key, number) && number < numbered.size() && numbered[number])
+            const bool byNumber = decimalKey(s->key, number) && number < numbered.size() && numbered[number];
+            if (byNumber) {
                 found = &zip.entries()[numbered[number] - 1];
-            else if (!s->key.empty())
-                found = zip.findAsTorch(recordName);
+            } else {
+                recordName.resize(dataPrefix.size());
+                recordName += s->key;
+                if (!s->key.empty())
+                    found = zip.findAsTorch(recordName);
+            }
             if (!found) {
                 if (++missing <= 5)
                     out.addFinding(Severity::Danger,
@@ -385,7 +389,7 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
                 continue;
             }
             const ZipEntry& rec = *found;
-            if (rec.name.size() != recordName.size() || rec.name != recordName)
+            if (!byNumber && rec.name != recordName)
                 ++caseMatched;
             try {
                 uint64_t offset = computed ? zip.torchDataOffset(rec, alignment) : zip.dataOffset(rec);

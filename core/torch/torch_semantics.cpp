@@ -258,7 +258,7 @@ Value* TorchSemantics::tensorRecord(Unpickler& u, const TensorCall& c)
     if (!known && !(cls && (cls->id == KnownGlobal::TypedStorageClass || cls->id == KnownGlobal::UntypedStorage)))
         return nullptr; // storage() would record the unknown class
 
-    StorageValue* s = known ? known : storage(u, const_cast<GlobalValue*>(cls), key, strOf(c.location), c.numel);
+    StorageValue* s = known ? known : newStorage(u, cls, key, strOf(c.location), c.numel);
     auto* t = u.arena().make<TensorValue>();
     t->storage = s;
     t->dtype = s->dtype;
@@ -666,7 +666,12 @@ StorageValue* TorchSemantics::storage(Unpickler& u, Value* clsValue, std::string
 {
     if (StorageValue* known = storagesByKey(key))
         return known;
-    auto* cls = asGlobal(clsValue);
+    return newStorage(u, asGlobal(clsValue), key, location, numel);
+}
+
+StorageValue* TorchSemantics::newStorage(Unpickler& u, const GlobalValue* cls, std::string_view key,
+    std::string_view location, int64_t numel)
+{
     auto* s = u.arena().make<StorageValue>();
     s->key = key;
     s->location = location;

@@ -79,6 +79,9 @@ private:
     std::map<std::string, GlobalUse> m_globals;
     // Appends a storage whose key no other has.
     void addStorage(StorageValue* s);
+    // storage() for a key no storage has yet.
+    StorageValue* newStorage(Unpickler& u, const GlobalValue* cls, std::string_view key, std::string_view location,
+        int64_t numel);
     // Positions in m_storages by key (a flat index: one lookup per tensor on files with 100k storages).
     // torch keys storages "0", "1", ... in order of first use: a storage keyed as its own position is
     // found there (storagesByKey) and is left out of the index, so files torch wrote never hash a key.
