@@ -270,8 +270,8 @@ private:
         const TensorRecord& r = m_record;
         const Item hooks = memoGet(r.hooksCallable.slot), callable = memoGet(r.callable.slot);
         for (uint8_t i = 0; i < r.putCount; ++i) {
-            std::string_view literal = r.literalOf(r.puts[i].part);
-            memoPut(r.puts[i].slot, literal.data() ? strItem(literal) : Item {});
+            const TensorRecord::Part part = r.puts[i].part;
+            memoPut(r.puts[i].slot, TensorRecord::isLiteral(part) ? strItem(r.literalOf(part)) : Item {});
         }
         called(hooks);
         called(callable);

@@ -49,11 +49,10 @@ struct TensorRecord {
     uint8_t putCount = 0;
     size_t end = 0; // the position after the record (after the result's PUT, when there is one)
 
-    // The text of a literal part (Tag, Key, Location) that a PUT stores.
-    std::string_view literalOf(Part p) const
-    {
-        return p == Part::Tag ? tag.text : p == Part::Key ? key.text : p == Part::Location ? location.text : std::string_view {};
-    }
+    // Whether a PUT of this part stores a string literal (a GET is never followed by a PUT in a record).
+    static bool isLiteral(Part p) { return p == Part::Tag || p == Part::Key || p == Part::Location; }
+    // The text of a literal part.
+    std::string_view literalOf(Part p) const { return p == Part::Tag ? tag.text : p == Part::Key ? key.text : location.text; }
 };
 
 // Matches the record starting at data[pos] (its first GET); false when the bytes are anything else.

@@ -446,9 +446,8 @@ bool Unpickler::takeTensorRecord(uint64_t callableSlot)
         return false;
     for (uint8_t i = 0; i < r.putCount; ++i) {
         const TensorRecord::Put& put = r.puts[i];
-        std::string_view literal = r.literalOf(put.part);
         Value* v = put.part == TensorRecord::Part::Result ? tensor
-            : literal.data()                              ? makeStr(literal)
+            : TensorRecord::isLiteral(put.part)           ? makeStr(r.literalOf(put.part))
                                                           : &kLaneUnbuilt;
         memoPut(put.slot, v);
     }
