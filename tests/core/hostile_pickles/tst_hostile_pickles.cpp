@@ -175,6 +175,14 @@ const pickle::ScannedGlobal* findGlobal(const pickle::PickleScan& s, const std::
     return nullptr;
 }
 
+// A torch.save archive of twoTensorPickle's kind: its data.pkl, two empty storage records and a version.
+bool writeTwoTensorZip(const QString& path, const std::string& pkl)
+{
+    const auto zip = emptyRecordsZip({ "archive/data.pkl", "archive/data/0", "archive/data/1", "archive/version" }, pkl);
+    QFile f(path);
+    return f.open(QIODevice::WriteOnly) && f.write(reinterpret_cast<const char*>(zip.data()), qint64(zip.size())) == qint64(zip.size());
+}
+
 } // namespace
 
 class TestHostilePickles : public QObject {
@@ -508,13 +516,8 @@ private slots:
 
         QTemporaryDir dir;
         for (bool fetch : { false, true }) {
-            const auto zip = emptyRecordsZip({ "archive/data.pkl", "archive/data/0", "archive/data/1", "archive/version" },
-                twoTensorPickle(fetch));
             const QString path = dir.filePath(fetch ? QStringLiteral("fetch.pt") : QStringLiteral("plain.pt"));
-            QFile f(path);
-            QVERIFY(f.open(QIODevice::WriteOnly));
-            f.write(reinterpret_cast<const char*>(zip.data()), qint64(zip.size()));
-            f.close();
+            QVERIFY(writeTwoTensorZip(path, twoTensorPickle(fetch)));
             const QString with = listedWithLanes(path, true);
             QCOMPARE(with, listedWithLanes(path, false));
             QVERIFY2(with.contains(QLatin1String("{\"name\":\"b\",\"kind\":\"tensor\"")), qPrintable(with));
@@ -534,13 +537,9 @@ private slots:
         for (const auto& g : s.globals)
             called |= g.module == "os" && g.name == "system" && (g.uses & pickle::kCalled);
         QVERIFY(called);
-        const auto zip = emptyRecordsZip({ "archive/data.pkl", "archive/data/0", "archive/data/1", "archive/version" }, p);
         QTemporaryDir dir;
         const QString path = dir.filePath(QStringLiteral("system_hooks.pt"));
-        QFile f(path);
-        QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write(reinterpret_cast<const char*>(zip.data()), qint64(zip.size()));
-        f.close();
+        QVERIFY(writeTwoTensorZip(path, p));
         const QString listed = listedWithLanes(path, true);
         QCOMPARE(listed, listedWithLanes(path, false));
         QVERIFY2(listed.contains(QLatin1String("\"verdict\":\"executes\"")) && listed.contains(QLatin1String("\"executes\":[\"os.system\"]")),
