@@ -414,6 +414,16 @@ struct TableWidths {
     size_t name = 4, dtype = 5, shape = 5, count = 5;
 };
 
+// Characters std::to_chars writes for v.
+size_t decimalWidth(uint64_t v)
+{
+    size_t n = 1;
+    for (; v >= 10; v /= 10)
+        ++n;
+    return n;
+}
+size_t decimalWidth(int64_t v) { return v < 0 ? 1 + decimalWidth(0 - static_cast<uint64_t>(v)) : decimalWidth(static_cast<uint64_t>(v)); }
+
 // The columns entries [from, to) need.
 TableWidths measureRows(const Source& s, size_t from, size_t to)
 {
@@ -421,6 +431,18 @@ TableWidths measureRows(const Source& s, size_t from, size_t to)
     RowCells cells; // filled by rowCells after reset(); the buffers are never read past their lengths
     for (size_t i = from; i < to; ++i) {
         const Entry& e = s.entries[i];
+        if (e.kind == EntryKind::Tensor && e.typeName.empty() && e.shapeKnown) {
+            // A plain tensor's cells measured without writing them: what rowCells writes is its dtype's name,
+            // "[a, b, c]" shown up to 40 characters, and the element count.
+            size_t shape = 2 + (e.shape.empty() ? 0 : 2 * (e.shape.size() - 1));
+            for (int64_t d : e.shape)
+                shape += decimalWidth(d);
+            w.name = std::max(w.name, e.name.empty() ? size_t(8) : displayWidth(e.name));
+            w.dtype = std::max(w.dtype, std::min(dtypeName(e.dtype).size(), sizeof cells.dtype));
+            w.shape = std::max(w.shape, std::min<size_t>(shape, 40));
+            w.count = std::max(w.count, decimalWidth(e.numel()));
+            continue;
+        }
         cells.reset();
         rowCells(e, cells);
         w.name = std::max(w.name, e.name.empty() ? size_t(8) : displayWidth(e.name));

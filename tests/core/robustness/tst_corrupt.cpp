@@ -641,6 +641,7 @@ private slots:
     void compactVectorBehavesAsVector();
     void jsonStringsRoundTrip();
     void listingsAreWholeAtEverySize();
+    void tableColumnsFitTheirWidestCell();
 };
 
 void TstCorrupt::basesAreValid_data()
@@ -1758,6 +1759,44 @@ void TstCorrupt::listingsAreWholeAtEverySize()
             QCOMPARE(row.size(), lines[header + 1].size()); // every row as wide as the first
         }
         QVERIFY(lines[header + 1 + qsizetype(n)].isEmpty()); // the footer comes after the last row
+    }
+}
+
+// The table's columns are as wide as their widest cell, no wider (report/source_report.cpp measures plain
+// tensors' cells without writing them). One tensor a table, so its cells alone set the widths: shapes shown
+// in full up to 40 characters and cut to 40 past that, negative and 19-digit numbers, the empty shape.
+void TstCorrupt::tableColumnsFitTheirWidestCell()
+{
+    const std::vector<sl::Shape> shapes = {
+        {}, { 5 }, { -3, 4 }, { int64_t(1) << 40, int64_t(1) << 20 }, // "[-3, 4]", a 19-digit count
+        { 1234, 1234, 1234, 1234, 1234, 1234, 12 }, // 39 characters
+        { 1234, 1234, 1234, 1234, 1234, 1234, 123 }, // 40
+        { 1234, 1234, 1234, 1234, 1234, 1234, 1234 }, // 41: cut to 40
+        { 123456789, 123456789, 123456789, 123456789, 123456789, 123456789 }, // 64: cut to 40
+    };
+    for (const sl::Shape& shape : shapes) {
+        sl::Source s;
+        s.path = "synthetic";
+        sl::Entry e;
+        e.name = "w";
+        e.dtype = sl::DType::BFloat16;
+        e.shape = shape;
+        s.entries.push_back(e);
+        QStringList dims;
+        for (int64_t d : shape)
+            dims << QString::number(d);
+        const QString shown = "[" + dims.join(", ") + "]";
+        const qsizetype shapeWidth = std::max<qsizetype>(5, std::min<qsizetype>(shown.size(), 40));
+        const qsizetype countWidth = std::max<qsizetype>(5, QString::number(qulonglong(e.numel())).size());
+
+        const QStringList lines = QString::fromStdString(sl::sourceToTable(s)).split('\n');
+        const qsizetype header = lines.indexOf(QRegularExpression("NAME +DTYPE.*"));
+        QVERIFY(header > 0);
+        const QString& h = lines[header];
+        QCOMPARE(h.indexOf("SHAPE") - h.indexOf("DTYPE"), qsizetype(std::string("bfloat16").size()) + 2);
+        QCOMPARE(h.indexOf("NUMEL") + 5 - h.indexOf("SHAPE"), shapeWidth + 2 + countWidth);
+        const QString& row = lines[header + 1];
+        QCOMPARE(row.mid(h.indexOf("SHAPE"), std::min<qsizetype>(shown.size(), 37)), shown.left(37));
     }
 }
 
