@@ -151,20 +151,21 @@ Early startEarly(ZipArchive& zip, torch::PickledCheckpoint& ck, std::future<pick
 // writes in one step; a pickle that fetches what the lane did not build is run again without it.
 pickle::Value* unpickleData(Bytes bytes, uint64_t offset, torch::PickledCheckpoint& ck, const OpenOptions& options)
 {
+    auto run = [&](bool lane) {
+        pickle::Unpickler unpickler(bytes, ck.arena, ck.semantics, offset);
+        unpickler.setControl(options.control);
+        unpickler.setTensorLane(lane);
+        return unpickler.load();
+    };
     if (options.tensorLanes) {
         try {
-            pickle::Unpickler unpickler(bytes, ck.arena, ck.semantics, offset);
-            unpickler.setControl(options.control);
-            unpickler.setTensorLane(true);
-            return unpickler.load();
+            return run(true);
         } catch (const pickle::TensorLaneRestart&) {
             ck.arena.release();
             ck.semantics = torch::TorchSemantics(torch::TorchSemantics::PersistentIds::Zip);
         }
     }
-    pickle::Unpickler unpickler(bytes, ck.arena, ck.semantics, offset);
-    unpickler.setControl(options.control);
-    return unpickler.load();
+    return run(false);
 }
 
 void unpickleEarly(Early& early, torch::PickledCheckpoint& ck, const OpenOptions& options)

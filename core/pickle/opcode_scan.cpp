@@ -324,12 +324,11 @@ private:
             if (!need(n))
                 return ranOut("truncated");
             uint64_t v = readUInt(n);
-            if ((op == 'h' || op == 'j') && m_tensorLane && m_pos < m_data.size() && m_data[m_pos] == '('
-                && takeTensorRecord())
-                return true;
-            if (op == 'h' || op == 'j')
-                push(memoGet(v));
-            else if (op == 'q' || op == 'r')
+            if (op == 'h' || op == 'j') {
+                // A GET followed by MARK may start a tensor record.
+                if (!(m_tensorLane && m_pos < m_data.size() && m_data[m_pos] == '(' && takeTensorRecord()))
+                    push(memoGet(v));
+            } else if (op == 'q' || op == 'r')
                 memoPut(v, top());
             else
                 push({});

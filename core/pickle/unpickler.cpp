@@ -386,17 +386,20 @@ void Unpickler::memoPut(uint64_t index, Value* v)
         ++m_memoCount;
 }
 
+Value* Unpickler::memoSlot(uint64_t index) const
+{
+    // A slot past the dense part when it was stored can be in the sparse map and empty in the dense part.
+    if (index < m_memo.size() && m_memo[index])
+        return m_memo[index];
+    auto it = m_sparseMemo.find(index);
+    return it == m_sparseMemo.end() ? nullptr : it->second;
+}
+
 Value* Unpickler::memoGet(uint64_t index)
 {
-    Value* v = nullptr;
-    if (index < m_memo.size() && m_memo[index]) {
-        v = m_memo[index];
-    } else {
-        auto it = m_sparseMemo.find(index);
-        if (it == m_sparseMemo.end())
-            fail("memo key " + std::to_string(index) + " was never stored");
-        v = it->second;
-    }
+    Value* v = memoSlot(index);
+    if (!v)
+        fail("memo key " + std::to_string(index) + " was never stored");
     if (v == &kLaneUnbuilt) [[unlikely]]
         throw TensorLaneRestart {};
     return v;
@@ -404,12 +407,7 @@ Value* Unpickler::memoGet(uint64_t index)
 
 const Value* Unpickler::memoPeek(uint64_t index) const
 {
-    const Value* v = nullptr;
-    if (index < m_memo.size()) {
-        v = m_memo[index];
-    } else if (auto it = m_sparseMemo.find(index); it != m_sparseMemo.end()) {
-        v = it->second;
-    }
+    const Value* v = memoSlot(index);
     return v == &kLaneUnbuilt ? nullptr : v;
 }
 

@@ -121,6 +121,8 @@ private:
     uint64_t readUInt(unsigned n);
     void memoPut(uint64_t index, Value* v);
     Value* memoGet(uint64_t index);
+    // The slot's value, or null when it was never stored.
+    Value* memoSlot(uint64_t index) const;
     // The slot's value, or null when it is empty or the lane's placeholder.
     const Value* memoPeek(uint64_t index) const;
     // At a GET (of `callableSlot`) followed by MARK: takes the tensor record starting at m_opStart, if there is one.

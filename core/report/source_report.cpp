@@ -431,13 +431,13 @@ TableWidths measureRows(const Source& s, size_t from, size_t to)
     RowCells cells; // filled by rowCells after reset(); the buffers are never read past their lengths
     for (size_t i = from; i < to; ++i) {
         const Entry& e = s.entries[i];
+        w.name = std::max(w.name, e.name.empty() ? size_t(8) : displayWidth(e.name));
         if (e.kind == EntryKind::Tensor && e.typeName.empty() && e.shapeKnown) {
             // A plain tensor's cells measured without writing them: what rowCells writes is its dtype's name,
             // "[a, b, c]" shown up to 40 characters, and the element count.
             size_t shape = 2 + (e.shape.empty() ? 0 : 2 * (e.shape.size() - 1));
             for (int64_t d : e.shape)
                 shape += decimalWidth(d);
-            w.name = std::max(w.name, e.name.empty() ? size_t(8) : displayWidth(e.name));
             w.dtype = std::max(w.dtype, std::min(dtypeName(e.dtype).size(), sizeof cells.dtype));
             w.shape = std::max(w.shape, std::min<size_t>(shape, 40));
             w.count = std::max(w.count, decimalWidth(e.numel()));
@@ -445,7 +445,6 @@ TableWidths measureRows(const Source& s, size_t from, size_t to)
         }
         cells.reset();
         rowCells(e, cells);
-        w.name = std::max(w.name, e.name.empty() ? size_t(8) : displayWidth(e.name));
         if (e.kind == EntryKind::Object) {
             w.dtype = std::max(w.dtype, displayWidth(cells.objectType));
             w.shape = std::max(w.shape, std::min<size_t>(displayWidth(cells.objectValue), 40));

@@ -108,6 +108,12 @@ bool isTorchTensorClass(const GlobalValue* g)
     return g && g->name == "Tensor" && (g->module == "torch" || g->module == "torch._tensor");
 }
 
+// torch.FloatStorage and the like, or UntypedStorage.
+bool isStorageClass(const GlobalValue* g)
+{
+    return g && (g->id == KnownGlobal::TypedStorageClass || g->id == KnownGlobal::UntypedStorage);
+}
+
 bool isParameterClass(const GlobalValue* g)
 {
     return g && g->name == "Parameter" && (g->module == "torch.nn.parameter" || g->module == "torch.nn");
@@ -255,7 +261,7 @@ Value* TorchSemantics::tensorRecord(Unpickler& u, const TensorCall& c)
             return nullptr;
     StorageValue* known = storagesByKey(key);
     auto* cls = asGlobal(c.storageClass);
-    if (!known && !(cls && (cls->id == KnownGlobal::TypedStorageClass || cls->id == KnownGlobal::UntypedStorage)))
+    if (!known && !isStorageClass(cls))
         return nullptr; // storage() would record the unknown class
 
     StorageValue* s = known ? known : newStorage(u, cls, key, strOf(c.location), c.numel);
@@ -264,12 +270,13 @@ Value* TorchSemantics::tensorRecord(Unpickler& u, const TensorCall& c)
     t->dtype = s->dtype;
     t->device = s->location;
     t->storageOffset = c.offset;
-    auto size = u.arena().array<int64_t>(c.size.size());
-    std::copy(c.size.begin(), c.size.end(), size.begin());
-    auto stride = u.arena().array<int64_t>(c.stride.size());
-    std::copy(c.stride.begin(), c.stride.end(), stride.begin());
-    t->size = size;
-    t->stride = stride;
+    auto copied = [&](std::span<const int64_t> dims) { // into the arena, as readShape does
+        auto out = u.arena().array<int64_t>(dims.size());
+        std::copy(dims.begin(), dims.end(), out.begin());
+        return std::span<const int64_t>(out);
+    };
+    t->size = copied(c.size);
+    t->stride = copied(c.stride);
     t->requiresGrad = c.requiresGrad;
     return t;
 }
@@ -675,7 +682,7 @@ StorageValue* TorchSemantics::newStorage(Unpickler& u, const GlobalValue* cls, s
     auto* s = u.arena().make<StorageValue>();
     s->key = key;
     s->location = location;
-    if (cls && (cls->id == KnownGlobal::TypedStorageClass || cls->id == KnownGlobal::UntypedStorage)) {
+    if (isStorageClass(cls)) {
         s->dtype = cls->dtype;
         s->untyped = cls->id == KnownGlobal::UntypedStorage;
     } else if (m_problems.size() < 100) {
