@@ -967,13 +967,14 @@ bool describeDistributedTensor(const TensorValue& t, Entry& e, const DescribeCon
     return false;
 }
 
-void reportDistributedFindings(Source& s)
+void reportDistributedFindings(Source& s, std::span<const size_t> candidates)
 {
     constexpr size_t kMaxProblemFindings = 50;
     size_t problems = 0;
     std::vector<std::string> flat;
     std::string firstFlat;
-    for (Entry& e : s.entries) {
+    for (size_t i : candidates) {
+        Entry& e = s.entries[i];
         // A plain 1-D tensor under a flat_param key: an FSDP flat parameter without its ShardedTensor
         // wrapper. Its global (unsharded) size is not in the file.
         if (!e.sharding && e.kind == EntryKind::Tensor && e.typeName.empty() && e.shape.size() == 1

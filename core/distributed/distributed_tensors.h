@@ -50,6 +50,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -80,7 +81,14 @@ bool describeDistributedTensor(const pickle::TensorValue& t, Entry& e, const Des
 // Entry-level findings for a built state dict: a warning per entry with a "sharding_problem" attribute, plain
 // FSDP flat parameters marked as such, and one warning per source when LOCAL_STATE_DICT flat parameters are
 // present (the original parameter names are not in the file). Called once per container selection.
-void reportDistributedFindings(Source& s);
+// `candidates` are the entries that can have one (mayHaveDistributedFinding), ascending: a state dict's
+// other entries are not read again.
+void reportDistributedFindings(Source& s, std::span<const size_t> candidates);
+// An entry with attributes, sharding or one dimension: what reportDistributedFindings looks at.
+inline bool mayHaveDistributedFinding(const Entry& e)
+{
+    return !e.attributes.empty() || e.sharding || e.shape.size() == 1;
+}
 
 // True for `flat_param` / `<prefix>._flat_param` / `<prefix>.flat_param` keys.
 bool isFlatParamName(std::string_view name);

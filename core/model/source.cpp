@@ -170,8 +170,7 @@ uint64_t Source::totalParameters() const
 {
     uint64_t sum = 0;
     for (const auto& e : entries)
-        if (e.kind != EntryKind::Object)
-            sum += e.numel();
+        sum += parameterCount(e);
     return sum;
 }
 

@@ -82,6 +82,7 @@ public:
     void addFinding(Severity s, std::string message, std::string entry = {});
     size_t countFindings(Severity s) const;
     uint64_t totalParameters() const; // sum of numel over tensor and group entries
+    static uint64_t parameterCount(const Entry& e) { return e.kind == EntryKind::Object ? 0 : e.numel(); } // its share
     uint64_t totalBytes() const;
 };
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <numeric>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -478,6 +479,9 @@ public:
     // Storages that more than one emitted tensor uses (tied weights, views); empty when none is shared,
     // which lets the shared-storage report skip its work on ordinary state dicts.
     bool anyStorageShared() const { return m_anyShared; }
+    // The entries emitted with attributes, sharding or one dimension, ascending: the only ones the
+    // entry-level findings look at, picked while each entry is still in the cache.
+    const std::vector<size_t>& flagged() const { return m_flagged; }
 
 private:
     bool excluded(const Value* v) const
@@ -629,6 +633,13 @@ private:
     {
         noteStorage(t);
         fillTensorEntry(m_out->entries.emplace_back(), t, m_name, m_ctx, 0, m_budget);
+        emitted();
+    }
+
+    void emitted()
+    {
+        if (distributed::mayHaveDistributedFinding(m_out->entries.back()))
+            m_flagged.push_back(m_out->entries.size() - 1);
     }
 
     void emitGroup(const SeqValue& s)
@@ -659,12 +670,15 @@ private:
             }
         }
         m_out->entries.push_back(std::move(e));
+        emitted();
     }
 
     void emitObject(const Value* v)
     {
-        if (m_out)
-            m_out->entries.push_back(objectEntry(v, m_name));
+        if (!m_out)
+            return;
+        m_out->entries.push_back(objectEntry(v, m_name));
+        emitted();
     }
 
     // A non-tensor value as an entry (also the non-tensor parts of a group, so they name their type too).
@@ -709,6 +723,7 @@ private:
     std::unordered_set<const Value*> m_onPath;
     std::string m_name;
     std::vector<uint32_t> m_storageUses; // by StorageValue::index
+    std::vector<size_t> m_flagged;
     bool m_anyShared = false;
     size_t m_tensors = 0;
     size_t m_visits = 0;
@@ -875,12 +890,16 @@ bool buildEntries(const ContainerScan& scan, const Container& c, const EntryCont
     out.entries.reserve(out.entries.size() + c.info.tensorCount);
     WalkBudget budget { scan.walkBudget };
     const auto roles = containerRoles(scan); // the Flattener keeps a reference: it must outlive it
+    std::vector<size_t> flagged(out.entries.size()); // entries from before: looked at too
+    std::iota(flagged.begin(), flagged.end(), size_t(0));
     Flattener flattener(c, ctx, &out, roles, budget);
     flattener.run();
-    for (const auto& e : out.entries)
-        if (const std::string* bad = e.attribute("invalid_view"))
-            out.addFinding(Severity::Danger, "tensor " + *bad + "; torch.load would fail or read garbage", e.name);
-    distributed::reportDistributedFindings(out);
+    flagged.insert(flagged.end(), flattener.flagged().begin(), flattener.flagged().end());
+    for (size_t i : flagged)
+        if (const std::string* bad = out.entries[i].attribute("invalid_view"))
+            out.addFinding(Severity::Danger, "tensor " + *bad + "; torch.load would fail or read garbage",
+                out.entries[i].name);
+    distributed::reportDistributedFindings(out, flagged);
     return flattener.anyStorageShared();
 }
 

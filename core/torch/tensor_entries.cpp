@@ -33,7 +33,7 @@ void locateStorage(const StorageValue& s, Entry& e, const EntryContext& ctx)
 {
     auto& loc = e.location;
     const StorageValue* root = s.viewOf ? s.viewOf : &s;
-    loc.storageId = std::string(root->key);
+    loc.storageId = root->key;
     loc.file = ctx.fileIndex;
     unsigned storageItem = s.untyped ? 1 : std::max(1u, dtypeItemSize(s.dtype));
     uint64_t nbytes = 0;
@@ -128,7 +128,7 @@ void fillTensorEntry(Entry& e, const TensorValue& t, std::string_view name, cons
     e.shape.assign(t.size.begin(), t.size.end());
     e.requiresGrad = t.requiresGrad;
     e.isParameter = t.isParameter;
-    e.device = std::string(t.device);
+    e.device = t.device;
     if (t.extras().subclass)
         e.typeName = qualifiedName(*t.extras().subclass);
     auto& loc = e.location;

@@ -11,6 +11,7 @@
 #include "util/utf8.h"
 
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -44,34 +45,59 @@ inline bool isTerminalSafe(std::string_view text)
     return nextTerminalUnsafe(text, 0, length) == text.size();
 }
 
-inline void appendTerminalText(std::string& out, std::string_view text)
+// The escape of one byte (a C1 control's code point is its second byte) at `out`; returns its end.
+inline char* writeTerminalEscape(char* out, unsigned char c)
 {
     static constexpr char kHex[] = "0123456789abcdef";
-    auto escape = [&](unsigned char c) {
-        switch (c) {
-        case '\t':
-            out += "\\t";
-            return;
-        case '\n':
-            out += "\\n";
-            return;
-        case '\r':
-            out += "\\r";
-            return;
-        default:
-            out += "\\x";
-            out += kHex[c >> 4];
-            out += kHex[c & 15];
-        }
-    };
+    *out++ = '\\';
+    switch (c) {
+    case '\t': *out++ = 't'; break;
+    case '\n': *out++ = 'n'; break;
+    case '\r': *out++ = 'r'; break;
+    default:
+        *out++ = 'x';
+        *out++ = kHex[c >> 4];
+        *out++ = kHex[c & 15];
+    }
+    return out;
+}
+
+inline void appendTerminalText(std::string& out, std::string_view text)
+{
     size_t run = 0; // start of the pending run that needs nothing
     size_t length = 0;
     for (size_t i = nextTerminalUnsafe(text, 0, length); i < text.size(); i = nextTerminalUnsafe(text, run, length)) {
         out.append(text.substr(run, i - run));
-        escape(static_cast<unsigned char>(text[i + length - 1])); // C1's code point is its second byte
+        char escaped[4];
+        out.append(escaped, writeTerminalEscape(escaped, static_cast<unsigned char>(text[i + length - 1])));
         run = i + length;
     }
     out.append(text.substr(run));
+}
+
+// At most the bytes terminalText(text) takes for text.size() bytes: an escape is at most 4 bytes for 1.
+constexpr size_t kTerminalTextGrowth = 4;
+
+// `text` copied to `out`; returns its end. (memcpy is not given an empty view's null pointer.)
+inline char* copyBytes(char* out, std::string_view text)
+{
+    if (!text.empty())
+        std::memcpy(out, text.data(), text.size());
+    return out + text.size();
+}
+
+// terminalText(text) written at `out`, which has room for kTerminalTextGrowth * text.size() bytes; returns
+// its end. For writers that lay a line out in place (the ls table's rows).
+inline char* writeTerminalText(char* out, std::string_view text)
+{
+    size_t run = 0;
+    size_t length = 0;
+    for (size_t i = nextTerminalUnsafe(text, 0, length); i < text.size(); i = nextTerminalUnsafe(text, run, length)) {
+        out = copyBytes(out, text.substr(run, i - run));
+        out = writeTerminalEscape(out, static_cast<unsigned char>(text[i + length - 1]));
+        run = i + length;
+    }
+    return copyBytes(out, text.substr(run));
 }
 
 inline std::string terminalText(std::string_view text)
