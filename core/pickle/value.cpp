@@ -29,11 +29,26 @@ const GlobalValue* ObjectValue::cls() const
     return nullptr;
 }
 
+void* Arena::fromNewBlock(size_t bytes, size_t align)
+{
+    if (bytes > SIZE_MAX / 2 - align)
+        throw std::bad_alloc();
+    const size_t size = std::max(m_nextBlock, bytes + align);
+    auto block = std::make_unique_for_overwrite<std::byte[]>(size);
+    m_next = reinterpret_cast<uintptr_t>(block.get());
+    m_end = m_next + size;
+    m_blocks.push_back(std::move(block));
+    m_nextBlock = size < SIZE_MAX / 4 ? 2 * size : size;
+    const uintptr_t at = (m_next + (align - 1)) & ~uintptr_t(align - 1);
+    m_next = at + bytes;
+    return reinterpret_cast<void*>(at);
+}
+
 std::string_view Arena::copy(std::string_view s)
 {
     if (s.empty())
         return {};
-    char* p = static_cast<char*>(do_allocate(s.size(), 1));
+    char* p = static_cast<char*>(bump(s.size(), 1));
     std::memcpy(p, s.data(), s.size());
     return { p, s.size() };
 }
