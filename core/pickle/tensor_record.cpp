@@ -6,10 +6,17 @@ namespace sl::pickle {
 
 namespace {
 
-// Reads the record's opcodes; every read is checked against the bytes that remain, and any surprise
-// (a short read included) fails the match rather than throwing: the opcode loop then reports it. Every
-// method is inlined into the one matcher: as calls they took a third of its time.
-class Cursor {
+// Reads the record's opcodes; any surprise (a short read included) fails the match rather than throwing:
+// the opcode loop then reports it. Every method is inlined into the one matcher: as calls they took a third
+// of its time. Checked, every read is checked against the bytes that remain. Unchecked, where more bytes
+// remain than any record it takes can span (kUncheckedSpan), only a string's length is: one longer than
+// kUncheckedString ends the match with `tooLong` set, for the checked cursor to take again.
+constexpr size_t kUncheckedString = 256;
+// Three strings of kUncheckedString, two tuples of TensorRecord::kMaxRank LONG1s and the rest, with room.
+constexpr size_t kUncheckedSpan = 4096;
+static_assert(3 * (kUncheckedString + 10) + 2 * (TensorRecord::kMaxRank * 10 + 8) + 128 <= kUncheckedSpan);
+
+template <bool Checked> class Cursor {
 public:
     Cursor(Bytes data, size_t pos, TensorRecord& r)
         : m_data(data)
@@ -20,7 +27,7 @@ public:
 
     [[gnu::always_inline]] bool op(uint8_t want)
     {
-        if (m_pos >= m_data.size() || m_data[m_pos] != want)
+        if ((Checked && m_pos >= m_data.size()) || m_data[m_pos] != want)
             return false;
         ++m_pos;
         return true;
@@ -42,7 +49,13 @@ public:
         if (o != 'X' && o != 0x8c)
             return false;
         uint64_t n = 0;
-        if (!skipOpcode() || !unsignedArg(o == 'X' ? 4 : 1, n) || n > m_data.size() - m_pos)
+        if (!skipOpcode() || !unsignedArg(o == 'X' ? 4 : 1, n))
+            return false;
+        if (!Checked && n > kUncheckedString) {
+            tooLong = true;
+            return false;
+        }
+        if (Checked && n > m_data.size() - m_pos)
             return false;
         out.literal = true;
         out.text = std::string_view(reinterpret_cast<const char*>(m_data.data() + m_pos), n);
@@ -74,12 +87,15 @@ public:
         }
     }
     // A tuple of integers, with its optional PUT (an empty tuple has none: picklers never memoise it).
-    [[gnu::always_inline]] bool ints(int64_t* dims, uint8_t& rank, TensorRecord::Part part)
+    [[gnu::always_inline]] bool ints(int64_t* dims, uint8_t& rankOut, TensorRecord::Part part)
     {
-        rank = 0;
+        rankOut = 0;
         if (op(')'))
             return true;
         const bool marked = op('(');
+        // Counted here, not in the record: a store to dims[] may alias a uint8_t there, which kept the
+        // count in memory (an eighth of the match's time).
+        size_t rank = 0;
         while (true) {
             uint8_t o = peek();
             if (o != 'K' && o != 'M' && o != 'J' && o != 0x8a)
@@ -90,6 +106,7 @@ public:
         }
         if (marked ? !op('t') : (rank < 1 || rank > 3 || !op(static_cast<uint8_t>(0x84 + rank))))
             return false;
+        rankOut = static_cast<uint8_t>(rank);
         return optionalPut(part);
     }
     [[gnu::always_inline]] bool optionalPut(TensorRecord::Part part)
@@ -105,8 +122,9 @@ public:
         m_r.puts[m_r.putCount++] = { slot, part };
         return true;
     }
-    [[gnu::always_inline]] uint8_t peek() const { return m_pos < m_data.size() ? m_data[m_pos] : 0; }
+    [[gnu::always_inline]] uint8_t peek() const { return !Checked || m_pos < m_data.size() ? m_data[m_pos] : 0; }
     size_t pos() const { return m_pos; }
+    bool tooLong = false; // unchecked: a string longer than kUncheckedString
 
 private:
     // Past an opcode byte peek() has seen.
@@ -117,7 +135,7 @@ private:
     }
     [[gnu::always_inline]] bool unsignedArg(unsigned n, uint64_t& v)
     {
-        if (n > m_data.size() - m_pos)
+        if (Checked && n > m_data.size() - m_pos)
             return false;
         v = 0;
         for (unsigned i = 0; i < n; ++i)
@@ -155,13 +173,10 @@ bool slotsApart(const TensorRecord& r)
     return true;
 }
 
-} // namespace
-
-bool matchTensorRecord(Bytes data, size_t pos, TensorRecord& r)
+template <bool Checked> bool match(Cursor<Checked>& c, TensorRecord& r)
 {
     using Part = TensorRecord::Part;
     r.putCount = 0;
-    Cursor c(data, pos, r);
     // The rebuild function and its arguments' tuple, then the persistent id's tuple.
     if (!c.get(r.callable) || !c.op('(') || !c.op('('))
         return false;
@@ -183,6 +198,20 @@ bool matchTensorRecord(Bytes data, size_t pos, TensorRecord& r)
         return false;
     r.end = c.pos();
     return slotsApart(r);
+}
+
+} // namespace
+
+bool matchTensorRecord(Bytes data, size_t pos, TensorRecord& r)
+{
+    if (pos <= data.size() && data.size() - pos >= kUncheckedSpan) {
+        Cursor<false> fast(data, pos, r);
+        const bool matched = match(fast, r);
+        if (matched || !fast.tooLong)
+            return matched;
+    }
+    Cursor<true> c(data, pos, r);
+    return match(c, r);
 }
 
 } // namespace sl::pickle

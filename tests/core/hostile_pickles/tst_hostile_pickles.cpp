@@ -68,11 +68,13 @@ QString listedWithLanes(const QString& path, bool lanes)
 // Two float tensors {"a": [2, 2], "b": [2, 2]} pickled as torch.save does (protocol 2, every value memoised),
 // and with `fetchSize` a third value "c" that is b's size tuple, fetched again by GET. With `systemHooks`, a
 // first value "x" is os.system, and b's backward hooks are built by calling it instead of OrderedDict.
-std::string twoTensorPickle(bool fetchSize, bool systemHooks = false)
+std::string twoTensorPickle(bool fetchSize, bool systemHooks = false, const std::string& secondKey = "1", size_t tail = 0)
 {
     using namespace std::literals;
     auto str = [](std::string_view t) {
-        std::string s = "X"s + char(t.size()) + "\0\0\0"s;
+        std::string s = "X"s;
+        for (int i = 0; i < 4; ++i)
+            s += char(t.size() >> (8 * i));
         return s + std::string(t);
     };
     auto put = [](int slot) { return "q"s + char(slot); };
@@ -85,10 +87,12 @@ std::string twoTensorPickle(bool fetchSize, bool systemHooks = false)
         + "ctorch\nFloatStorage\n" + put(3) + str("0") + put(4) + str("cpu") + put(5) + "K\x04t" + put(6) + geometry
         + put(7) + "K\x02K\x01\x86" + put(8) + "\x89"s + "ccollections\nOrderedDict\n" + put(9) + ")R" + put(10) + "t"
         + put(11) + "R" + put(12);
-    p += str("b") + get(1) + "((" + get(2) + get(3) + str("1") + put(13) + get(5) + "K\x04t" + put(14) + geometry
+    p += str("b") + get(1) + "((" + get(2) + get(3) + str(secondKey) + put(13) + get(5) + "K\x04t" + put(14) + geometry
         + put(15) + "K\x02K\x01\x86" + put(16) + "\x89" + get(systemHooks ? 20 : 9) + ")R" + put(17) + "t" + put(18) + "R" + put(19);
     if (fetchSize)
         p += str("c") + get(15);
+    if (tail)
+        p += str("d") + str(std::string(tail, 'x'));
     return p + "u.";
 }
 
@@ -523,6 +527,27 @@ private slots:
             QVERIFY2(with.contains(QLatin1String("{\"name\":\"b\",\"kind\":\"tensor\"")), qPrintable(with));
             QCOMPARE(with.contains(QLatin1String("(2, 2)")), fetch);
         }
+    }
+
+    // Where more bytes remain than any record can span, the record is read without checking each read
+    // against the end (pickle/tensor_record.cpp), but for a string's length: one longer than that cursor
+    // takes must still be matched, by the checked one. Both lanes take the second tensor in every case.
+    void tensorLaneReadsLongStringsChecked()
+    {
+        for (const std::string& key : { std::string("1"), std::string(300, '7') })
+            for (size_t tail : { size_t(0), size_t(5000) }) {
+                const std::string p = twoTensorPickle(false, false, key, tail);
+                pickle::Arena arena;
+                torch::TorchSemantics sem(torch::TorchSemantics::PersistentIds::Zip);
+                pickle::Unpickler u(Bytes(reinterpret_cast<const uint8_t*>(p.data()), p.size()), arena, sem);
+                u.setTensorLane(true);
+                const pickle::DictValue* root = pickle::asDict(u.load());
+                QVERIFY(root && root->items.size() == (tail ? 3u : 2u));
+                const auto* b = pickle::asTensor(root->items[1].second);
+                QVERIFY(b && b->storage && b->storage->key == key);
+                QCOMPARE(u.tensorRecords(), size_t(1));
+                QCOMPARE(scan(QByteArray(p.data(), qsizetype(p.size()))).tensorRecords, uint64_t(1));
+            }
     }
 
     // A record the scan's lane takes still calls what it fetches: b's backward hooks are os.system(), an import
