@@ -30,10 +30,26 @@ uint32_t readU32At(Bytes d, size_t pos)
     return static_cast<uint32_t>(d[pos]) | static_cast<uint32_t>(d[pos + 1]) << 8
         | static_cast<uint32_t>(d[pos + 2]) << 16 | static_cast<uint32_t>(d[pos + 3]) << 24;
 }
+uint16_t readU16At(Bytes d, size_t pos) { return static_cast<uint16_t>(d[pos] | d[pos + 1] << 8); }
 
+// Whether a byte is an ASCII upper-case letter, eight at a time: every record's name is looked at.
 bool hasUpper(std::string_view s)
 {
-    return std::any_of(s.begin(), s.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
+    constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+        uint64_t w;
+        std::memcpy(&w, s.data() + i, 8);
+        // With each byte's high bit cleared, adding 0x80 - 'A' sets it from 'A' up and 0x80 - 'Z' - 1 from
+        // past 'Z'; no byte carries into the next. Bytes from 0x80 up are left out by ~w.
+        const uint64_t low = w & ~kHigh;
+        if ((low + (0x80 - 'A') * kOnes) & ~(low + (0x80 - 'Z' - 1) * kOnes) & ~w & kHigh)
+            return true;
+    }
+    for (; i < s.size(); ++i)
+        if (s[i] >= 'A' && s[i] <= 'Z')
+            return true;
+    return false;
 }
 
 // FNV-1a over the ASCII-lower-cased bytes (miniz's MZ_TOLOWER).
@@ -152,8 +168,7 @@ void ZipArchive::readDirectory()
     // miniz compares names ignoring ASCII case. Two names can only differ in case when one has an
     // upper-case letter; only then are names hashed lower-cased, to find such pairs and lookups that
     // match a record only ignoring case.
-    const bool upper = std::any_of(m_entries.begin(), m_entries.end(), [](const ZipEntry& e) { return hasUpper(e.name); });
-    if (upper)
+    if (m_anyUpper)
         indexFolded();
     // torch's lookup only differs from find() when a name repeats; archives torch writes have none, so
     // the sorted index (n log n name comparisons) is built only for those that do.
@@ -228,30 +243,30 @@ std::string_view ZipArchive::keepName(Bytes name)
         m_nameBlockUsed = 0;
     }
     char* at = m_nameBlocks.back().get() + m_nameBlockUsed;
-    std::copy(name.begin(), name.end(), at);
+    if (!name.empty())
+        std::memcpy(at, name.data(), name.size());
     m_nameBlockUsed += name.size();
     return { at, name.size() };
 }
 
 ZipArchive::CentralHeader ZipArchive::parseCentralHeader(ByteReader& r, uint64_t index) const
 {
-    if (r.u32le("central directory header") != kCentralHeaderSig)
+    // The fixed part, taken at once and read at its fields' offsets: a torch archive has a header per tensor.
+    const Bytes b = r.take(kCentralHeaderSize, "central directory header");
+    if (readU32At(b, 0) != kCentralHeaderSig)
         r.fail("zip central directory entry " + std::to_string(index) + " has a bad signature");
     CentralHeader h;
     ZipEntry& e = h.entry;
-    r.skip(4, "central directory header"); // versions
-    e.flags = r.u16le();
-    e.method = r.u16le();
-    r.skip(4, "central directory header"); // time, date
-    e.crc32 = r.u32le();
-    e.compressedSize = r.u32le();
-    e.size = r.u32le();
-    h.nameLen = r.u16le();
-    h.extraLen = r.u16le();
-    h.commentLen = r.u16le();
-    h.diskStart = r.u16le();
-    r.skip(6, "central directory header"); // attributes
-    e.localHeaderOffset = r.u32le();
+    e.flags = readU16At(b, 8); // after the signature and two versions
+    e.method = readU16At(b, 10);
+    e.crc32 = readU32At(b, 16); // after time and date
+    e.compressedSize = readU32At(b, 20);
+    e.size = readU32At(b, 24);
+    h.nameLen = readU16At(b, 28);
+    h.extraLen = readU16At(b, 30);
+    h.commentLen = readU16At(b, 32);
+    h.diskStart = readU16At(b, 34);
+    e.localHeaderOffset = readU32At(b, 42); // after the attributes
     return h;
 }
 
@@ -259,6 +274,7 @@ void ZipArchive::finishCentralHeader(CentralHeader& h, ByteReader rest, const By
 {
     ZipEntry& e = h.entry;
     e.name = keepName(rest.take(h.nameLen, "zip entry name"));
+    m_anyUpper = m_anyUpper || hasUpper(e.name); // while the name is in the cache
     ByteReader extra(rest.take(h.extraLen, "zip extra field"));
     // ZIP64 extended information: only the fields whose 32-bit value overflowed, in this order.
     while (extra.remaining() >= 4) {

@@ -132,6 +132,7 @@ private:
     bool m_directoryRead = false;
     std::vector<std::unique_ptr<char[]>> m_nameBlocks; // the records' names (entries point into them)
     size_t m_nameBlockUsed = 0;
+    bool m_anyUpper = false; // a name with an ASCII upper-case letter: only then can names differ in case alone
     std::vector<ZipEntry> m_entries;
     std::vector<size_t> m_duplicates;
     NameIndex m_byName; // positions in m_entries
