@@ -277,6 +277,7 @@ private:
         called(callable);
         push({});
         m_pos = r.end;
+        m_opStart = r.lastOpcode; // as the opcode loop leaves it, for a pickle that ends here
         ++m_out.tensorRecords;
         return true;
     }

@@ -38,7 +38,10 @@ public:
         if (o != 'h' && o != 'j')
             return false;
         out.literal = false;
-        return skipOpcode() && unsignedArg(o == 'h' ? 1 : 4, out.slot);
+        if (!skipOpcode() || !unsignedArg(o == 'h' ? 1 : 4, out.slot))
+            return false;
+        m_highestRead = std::max(m_highestRead, out.slot);
+        return true;
     }
     // A string: GET, or a literal with an optional PUT.
     [[gnu::always_inline]] bool str(TensorRecord::Ref& out, TensorRecord::Part part)
@@ -119,9 +122,13 @@ public:
         uint64_t slot = 0;
         if (!skipOpcode() || !unsignedArg(o == 'q' ? 1 : 4, slot))
             return false;
+        m_putsAscend = m_putsAscend && (m_r.putCount ? slot > m_r.puts[m_r.putCount - 1].slot : true);
         m_r.puts[m_r.putCount++] = { slot, part };
         return true;
     }
+    // Picklers number new slots upwards, past every slot read before: then no slot is both read and
+    // written, nor written twice, and slotsApart need not compare pairs. Known as the record is read.
+    bool putsPastReads() const { return m_putsAscend && (m_r.putCount == 0 || m_r.puts[0].slot > m_highestRead); }
     [[gnu::always_inline]] uint8_t peek() const { return !Checked || m_pos < m_data.size() ? m_data[m_pos] : 0; }
     size_t pos() const { return m_pos; }
     bool tooLong = false; // unchecked: a string longer than kUncheckedString
@@ -147,21 +154,15 @@ private:
     Bytes m_data;
     size_t m_pos;
     TensorRecord& m_r;
+    uint64_t m_highestRead = 0; // of the slots the record's GETs read
+    bool m_putsAscend = true; // each PUT's slot past the one before
 };
 
-// No slot both read and written by the record, and none written twice.
+// No slot both read and written by the record, and none written twice: compared pair by pair where the
+// cursor did not see its PUTs numbered past its reads.
 bool slotsApart(const TensorRecord& r)
 {
     const TensorRecord::Ref* reads[] = { &r.callable, &r.tag, &r.storageClass, &r.key, &r.location, &r.hooksCallable };
-    // Picklers number new slots upwards, past every slot read before: then no pair needs comparing.
-    uint64_t highestRead = 0;
-    for (const auto* ref : reads)
-        highestRead = ref->literal ? highestRead : std::max(highestRead, ref->slot);
-    bool ascending = true;
-    for (uint8_t i = 0; i < r.putCount && ascending; ++i)
-        ascending = r.puts[i].slot > (i ? r.puts[i - 1].slot : highestRead);
-    if (ascending)
-        return true;
     for (uint8_t i = 0; i < r.putCount; ++i) {
         for (const auto* ref : reads)
             if (!ref->literal && ref->slot == r.puts[i].slot)
@@ -194,10 +195,17 @@ template <bool Checked> bool match(Cursor<Checked>& c, TensorRecord& r)
         return false;
     // backward_hooks: OrderedDict(), then the arguments' tuple and the call.
     if (!c.get(r.hooksCallable) || !c.op(')') || !c.op('R') || !c.optionalPut(Part::Hooks) || !c.op('t')
-        || !c.optionalPut(Part::Args) || !c.op('R') || !c.optionalPut(Part::Result))
+        || !c.optionalPut(Part::Args))
+        return false;
+    const size_t reduceAt = c.pos();
+    if (!c.op('R'))
+        return false;
+    const size_t putAt = c.pos();
+    if (!c.optionalPut(Part::Result))
         return false;
     r.end = c.pos();
-    return slotsApart(r);
+    r.lastOpcode = r.end > putAt ? putAt : reduceAt;
+    return c.putsPastReads() || slotsApart(r);
 }
 
 } // namespace

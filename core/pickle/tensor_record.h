@@ -48,6 +48,8 @@ struct TensorRecord {
     Put puts[kMaxPuts];
     uint8_t putCount = 0;
     size_t end = 0; // the position after the record (after the result's PUT, when there is one)
+    size_t lastOpcode = 0; // where its last opcode starts (the result's PUT, or the REDUCE): what the opcode
+                           // loop names as the last one read, should the pickle end right after the record
 
     // Whether a PUT of this part stores a string literal (a GET is never followed by a PUT in a record).
     static bool isLiteral(Part p) { return p == Part::Tag || p == Part::Key || p == Part::Location; }

@@ -17,6 +17,7 @@
 #include "pickle/value_repr.h"
 #include "torch/state_dict_tree.h"
 #include "torch/torch_semantics.h"
+#include "util/terminal_text.h"
 
 #include <cstdint>
 #include <optional>
@@ -121,8 +122,11 @@ void lanesChangeNothing(sl::Bytes bytes)
     const std::optional<std::string> laned = unpickled(bytes, true);
     if (laned && *laned != *unpickled(bytes, false))
         sl::fuzz::die("the unpickler's tensor lane changed what it built", laned->substr(0, 200).c_str());
-    if (scanned(sl::pickle::scanPickle(bytes, 0, 2, true)) != scanned(sl::pickle::scanPickle(bytes, 0, 2, false)))
-        sl::fuzz::die("the opcode scan's tensor lane changed the scan", "");
+    const std::string with = scanned(sl::pickle::scanPickle(bytes, 0, 2, true));
+    const std::string without = scanned(sl::pickle::scanPickle(bytes, 0, 2, false));
+    if (with != without)
+        sl::fuzz::die("the opcode scan's tensor lane changed the scan",
+            sl::terminalText(with + "\n--- without the lane:\n" + without).c_str());
 }
 
 void runTorch(sl::Bytes bytes, TorchSemantics::PersistentIds mode)

@@ -550,6 +550,21 @@ private slots:
             }
     }
 
+    // A pickle that ends right after a record the lane takes: the scan says where as the opcode loop does,
+    // at the record's last opcode (its result's PUT), not where the record began (found by fuzz_pickle).
+    void tensorLaneEndsWhereTheOpcodeLoopEnds()
+    {
+        std::string p = twoTensorPickle(false);
+        p.resize(p.size() - 2); // no SETITEMS, no STOP: the pickle ends with b's record
+        const QByteArray bytes(p.data(), qsizetype(p.size()));
+        const pickle::PickleScan with = scan(bytes), without = pickle::scanPickle(
+            Bytes(reinterpret_cast<const uint8_t*>(p.data()), p.size()), 0, 2, false);
+        QCOMPARE(with.tensorRecords, uint64_t(1));
+        QVERIFY(with.ranOut && !with.problems.empty());
+        QCOMPARE(with.problems, without.problems);
+        QCOMPARE(with.problems.back(), "at offset " + std::to_string(p.size() - 2) + ": ends without STOP");
+    }
+
     // A record the scan's lane takes still calls what it fetches: b's backward hooks are os.system(), an import
     // the pickle only named as a value before. The scan must see the call and call the pickle dangerous.
     void tensorLaneSeesWhatARecordCalls()
