@@ -39,7 +39,7 @@ void* Arena::fromNewBlock(size_t bytes, size_t align)
     m_end = m_next + size;
     m_blocks.push_back(std::move(block));
     m_nextBlock = size < SIZE_MAX / 4 ? 2 * size : size;
-    const uintptr_t at = (m_next + (align - 1)) & ~uintptr_t(align - 1);
+    const uintptr_t at = alignedNext(align);
     m_next = at + bytes;
     return reinterpret_cast<void*>(at);
 }

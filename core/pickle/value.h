@@ -434,14 +434,16 @@ private:
     {
         m_bytes += bytes;
         bytes = std::max<size_t>(bytes, 1); // a distinct address, never the empty arena's 0
-        const uintptr_t at = (m_next + (align - 1)) & ~uintptr_t(align - 1);
+        const uintptr_t at = alignedNext(align);
         if (at >= m_next && at <= m_end && bytes <= m_end - at) [[likely]] {
             m_next = at + bytes;
             return reinterpret_cast<void*>(at);
         }
-        return fromNewBlock(bytes, align);
+        return fromNewBlock(bytes, align); // out of line: inlined into every make(), unpickling was 2-3% slower
     }
-    // A block twice the size of the last (as monotonic_buffer_resource grows), or one that fits.
+    uintptr_t alignedNext(size_t align) const { return (m_next + (align - 1)) & ~uintptr_t(align - 1); }
+    // `bytes` at `align` from a block twice the size of the last (as monotonic_buffer_resource grows), or one
+    // that fits them.
     void* fromNewBlock(size_t bytes, size_t align);
     void* do_allocate(size_t bytes, size_t align) override { return bump(bytes, align); }
     void do_deallocate(void*, size_t, size_t) override { } // released with the arena

@@ -62,17 +62,28 @@ inline char* writeTerminalEscape(char* out, unsigned char c)
     return out;
 }
 
-inline void appendTerminalText(std::string& out, std::string_view text)
+// Walks `text` as terminalText shows it: keep(run) for each run shown as it is, escape(byte) for each
+// character shown escaped (a C1 control by its second byte, its code point).
+template <typename Keep, typename Escape> void walkTerminalText(std::string_view text, Keep&& keep, Escape&& escape)
 {
     size_t run = 0; // start of the pending run that needs nothing
     size_t length = 0;
     for (size_t i = nextTerminalUnsafe(text, 0, length); i < text.size(); i = nextTerminalUnsafe(text, run, length)) {
-        out.append(text.substr(run, i - run));
-        char escaped[4];
-        out.append(escaped, writeTerminalEscape(escaped, static_cast<unsigned char>(text[i + length - 1])));
+        keep(text.substr(run, i - run));
+        escape(static_cast<unsigned char>(text[i + length - 1]));
         run = i + length;
     }
-    out.append(text.substr(run));
+    keep(text.substr(run));
+}
+
+inline void appendTerminalText(std::string& out, std::string_view text)
+{
+    walkTerminalText(
+        text, [&](std::string_view kept) { out.append(kept); },
+        [&](unsigned char c) {
+            char escaped[4];
+            out.append(escaped, writeTerminalEscape(escaped, c));
+        });
 }
 
 // At most the bytes terminalText(text) takes for text.size() bytes: an escape is at most 4 bytes for 1.
@@ -90,14 +101,10 @@ inline char* copyBytes(char* out, std::string_view text)
 // its end. For writers that lay a line out in place (the ls table's rows).
 inline char* writeTerminalText(char* out, std::string_view text)
 {
-    size_t run = 0;
-    size_t length = 0;
-    for (size_t i = nextTerminalUnsafe(text, 0, length); i < text.size(); i = nextTerminalUnsafe(text, run, length)) {
-        out = copyBytes(out, text.substr(run, i - run));
-        out = writeTerminalEscape(out, static_cast<unsigned char>(text[i + length - 1]));
-        run = i + length;
-    }
-    return copyBytes(out, text.substr(run));
+    walkTerminalText(
+        text, [&](std::string_view kept) { out = copyBytes(out, kept); },
+        [&](unsigned char c) { out = writeTerminalEscape(out, c); });
+    return out;
 }
 
 inline std::string terminalText(std::string_view text)
