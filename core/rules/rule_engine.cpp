@@ -249,28 +249,31 @@ struct CompiledRule {
     bool jit = false; // compiled to machine code: matched through pcre2_jit_match
     std::vector<ReplacementPart> replacement;
     std::string anchoredPrefix; // a '^literal' start: keys without it cannot match
+    // Patterns of plain text, '^text' or 'text', are matched by comparison and search, not PCRE2: real rule
+    // files are mostly prefixes ('^_orig_mod\\.', '^module\\.'), and their inverses insert one ('^').
+    enum class Plain : uint8_t { No, Prefix, Anywhere };
+    Plain plain = Plain::No;
+    std::string plainText;
     // Set for '^literal$' patterns: no PCRE2 code at all, a hash lookup (see Step).
     bool exact = false;
     std::string literal; // the key it matches
     std::string literalReplacement;
 };
 
-// A pattern that matches exactly one key: '^' + literal (escaped punctuation allowed) + '$'.
-std::optional<std::string> exactLiteral(std::string_view p)
+// Punctuation a pattern may escape to mean the character itself.
+constexpr std::string_view kEscapedPlain = ".-_/[](){}*+?|^$\\#&~ ,:;<>=!@%'\"`";
+
+// The text of a pattern part made only of plain characters (escaped punctuation allowed); nullopt for
+// anything a regex reads differently.
+std::optional<std::string> plainText(std::string_view body)
 {
-    if (p.size() < 2 || p.front() != '^' || p.back() != '$')
-        return std::nullopt;
     std::string out;
-    for (size_t i = 1; i + 1 < p.size(); ++i) {
-        char c = p[i];
+    for (size_t i = 0; i < body.size(); ++i) {
+        const char c = body[i];
         if (c == '\\') {
-            if (i + 2 >= p.size())
-                return std::nullopt; // the '$' is escaped: not an anchor
-            char n = p[i + 1];
-            if (std::string_view(".-_/[](){}*+?|^$\\#&~ ,:;<>=!@%'\"`").find(n) == std::string_view::npos)
-                return std::nullopt; // \d, \w, \b, ...
-            out += n;
-            ++i;
+            if (i + 1 >= body.size() || kEscapedPlain.find(body[i + 1]) == std::string_view::npos)
+                return std::nullopt; // \d, \w, \b, ... or a trailing backslash
+            out += body[++i];
             continue;
         }
         if (std::string_view(".[](){}*+?|^$").find(c) != std::string_view::npos)
@@ -278,6 +281,14 @@ std::optional<std::string> exactLiteral(std::string_view p)
         out += c;
     }
     return out;
+}
+
+// A pattern that matches exactly one key: '^' + literal (escaped punctuation allowed) + '$'.
+std::optional<std::string> exactLiteral(std::string_view p)
+{
+    if (p.size() < 2 || p.front() != '^' || p.back() != '$')
+        return std::nullopt;
+    return plainText(p.substr(1, p.size() - 2)); // an escaped '$' leaves a trailing backslash: not plain
 }
 
 // '^' followed by plain characters (escaped dots count) gives a prefix every match starts with, unless an
@@ -314,6 +325,28 @@ std::string anchoredLiteralPrefix(std::string_view p)
         out += c;
     }
     return out;
+}
+
+// Whether `s` starts with `prefix`, compared inline eight bytes at a time: every key meets every rule's
+// prefix, most differ within the first eight bytes, and a call to memcmp for each cost more than the test.
+inline bool startsWith(std::string_view s, std::string_view prefix)
+{
+    if (s.size() < prefix.size())
+        return false;
+    const char* a = s.data();
+    const char* b = prefix.data();
+    size_t n = prefix.size();
+    for (; n >= 8; a += 8, b += 8, n -= 8) {
+        uint64_t x, y;
+        std::memcpy(&x, a, 8);
+        std::memcpy(&y, b, 8);
+        if (x != y)
+            return false;
+    }
+    for (; n > 0; --n)
+        if (*a++ != *b++)
+            return false;
+    return true;
 }
 
 // PCRE2 runs with PCRE2_NO_UTF_CHECK, so a key must be strict UTF-8 (no overlong forms, surrogates or
@@ -397,6 +430,39 @@ struct CompiledRules::Impl {
             + (limit ? ": nested repeats such as (a+)+ backtrack exponentially; write the pattern without them" : "");
     }
 
+    // re.sub of a plain-text pattern: the prefix once, or every occurrence left to right (they cannot
+    // overlap, as Python's scan resumes after each match). Only group 0 can be referred to: the text itself.
+    static bool substitutePlain(const CompiledRule& r, std::string_view subject, std::string& out)
+    {
+        size_t at = plainMatch(r, subject);
+        if (at == std::string_view::npos)
+            return false;
+        out.clear();
+        if (r.drop)
+            return true;
+        size_t last = 0;
+        while (at != std::string_view::npos) {
+            out.append(subject.substr(last, at - last));
+            for (const auto& part : r.replacement)
+                out += part.group < 0 ? std::string_view(part.literal) : std::string_view(r.plainText);
+            last = at + r.plainText.size();
+            // A prefix matches once (an empty one would match again where it ended); other text is not empty.
+            at = r.plain == CompiledRule::Plain::Prefix ? std::string_view::npos : plainMatch(r, subject, last);
+        }
+        out.append(subject.substr(last));
+        return true;
+    }
+    // Where a plain-text pattern matches `s` first from `from`, or npos.
+    static size_t plainMatch(const CompiledRule& r, std::string_view s, size_t from = 0)
+    {
+        if (r.plain == CompiledRule::Plain::Prefix)
+            return from == 0 && startsWith(s, r.plainText) ? 0 : std::string_view::npos;
+        return s.find(r.plainText, from);
+    }
+
+    // False when the key lacks the rule's literal prefix: no regex run can match it.
+    static bool mayMatch(const CompiledRule& r, std::string_view key) { return startsWith(key, r.anchoredPrefix); }
+
     // An exact rule on one key: Python's '$' also matches before a final newline, so "k\n" becomes
     // replacement + "\n".
     static bool substituteExact(const CompiledRule& r, std::string_view subject, std::string& out)
@@ -416,6 +482,8 @@ struct CompiledRules::Impl {
     // after another match is allowed, but not two at the same position (must_advance in _sre).
     bool substitute(const CompiledRule& r, std::string_view subject, std::string& out) const
     {
+        if (r.plain != CompiledRule::Plain::No)
+            return substitutePlain(r, subject, out);
         size_t pos = 0;
         size_t last = 0;
         bool mustAdvance = false;
@@ -594,6 +662,14 @@ CompiledRules CompiledRules::compile(const RuleSet& set, std::vector<PatternErro
         // When JIT is missing, matching falls back to the interpreter.
         cr.jit = pcre2_jit_compile(compiled, PCRE2_JIT_COMPLETE) == 0;
         cr.anchoredPrefix = anchoredLiteralPrefix(rule.pattern);
+        if (auto text = rule.pattern.starts_with('^') ? plainText(std::string_view(rule.pattern).substr(1)) : std::nullopt) {
+            cr.plain = CompiledRule::Plain::Prefix;
+            cr.plainText = std::move(*text);
+        } else if (auto anywhere = plainText(rule.pattern); anywhere && !anywhere->empty()) {
+            // (The empty pattern, which matches between every two characters, stays PCRE2's.)
+            cr.plain = CompiledRule::Plain::Anywhere;
+            cr.plainText = std::move(*anywhere);
+        }
         impl.usable[i] = true;
         impl.rules.push_back(std::move(cr));
     }
@@ -660,9 +736,7 @@ CompiledRules::Result CompiledRules::apply(std::string_view name, std::vector<ui
     for (const auto& step : m_impl->steps) {
         if (step.exact.empty()) {
             const CompiledRule& r = m_impl->rules[step.first];
-            if (!r.anchoredPrefix.empty() && std::string_view(result.name).substr(0, r.anchoredPrefix.size()) != r.anchoredPrefix)
-                continue;
-            if (!m_impl->substitute(r, result.name, next))
+            if (!Impl::mayMatch(r, result.name) || !m_impl->substitute(r, result.name, next))
                 continue;
             if (!took(r))
                 return result;
@@ -703,9 +777,9 @@ bool CompiledRules::matches(size_t index, std::string_view name) const
         std::string ignored;
         return Impl::substituteExact(r, name, ignored);
     }
-    if (!r.anchoredPrefix.empty() && name.substr(0, r.anchoredPrefix.size()) != r.anchoredPrefix)
-        return false;
-    return m_impl->run(r, name, 0, 0) >= 0;
+    if (r.plain != CompiledRule::Plain::No)
+        return Impl::plainMatch(r, name) != std::string_view::npos;
+    return Impl::mayMatch(r, name) && m_impl->run(r, name, 0, 0) >= 0;
 }
 
 std::optional<std::string_view> CompiledRules::literalKey(size_t index) const

@@ -606,6 +606,11 @@ private slots:
             { R"(\.gam(?:ma)?_one)", ".G1" },
             { R"(post#?_no\-rm)", "pnorm" },
             { R"(\.d\d+xyz[.]tail)", ".T" },
+            // Plain text, matched without PCRE2: a drop, a repeated occurrence with the match itself in the
+            // replacement, and a bare '^' (an empty prefix, as inverted rules insert one) last.
+            { R"(\.tmp\.)", "", true },
+            { R"(o\.)", R"(\g<0>\g<0>)" },
+            { "^", "pre." },
         };
         QStringList keys;
         for (int l : { 0, 7, 31 })
@@ -617,7 +622,7 @@ private slots:
              << "model.layers.0.self_attn.rotary_emb.inv_freq" << "odd\\name" << "quote'd" << "" << "1.2.3"
              << "blocks.4.attn.qkv.weight" << "blocks.x.attn.qkv.weight" << "layer.lin_xxear.w" << "layers.lin_ear.w"
              << "m.acde.w" << "m.abcde.w" << "m.gam_one" << "m.gamma_one" << "post_no-rm" << "post#_no-rm" << "pos_no-rm"
-             << "a.d12xyz.tail" << "a.dxyz.tail" << "a.d1xyz_tail";
+             << "a.d12xyz.tail" << "a.dxyz.tail" << "a.d1xyz_tail" << "a.tmp.b" << "a.tmp" << "foo.o.o.x" << "oo..o.";
         const CompiledRules compiled = CompiledRules::compile(rs);
         QVERIFY(!compiled.empty());
 
