@@ -361,7 +361,7 @@ std::string_view Unpickler::readLine()
     return line;
 }
 
-void Unpickler::memoPut(uint64_t index, Value* v)
+void Unpickler::memoPutElsewhere(uint64_t index, Value* v)
 {
     if (index < m_memo.size()) {
         if (!m_memo[index])
