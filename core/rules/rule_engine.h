@@ -1,7 +1,8 @@
 #pragma once
 // Compiled rules: PCRE2 with the options that make it behave like Python's `re` on str patterns (UTF-8,
 // Unicode \d \w \s as Python 3 has them), JIT where available, and a literal prefilter so a rule anchored
-// on a literal prefix costs a comparison, not a regex run, on keys it cannot match.
+// on a literal prefix costs a comparison, not a regex run, on keys it cannot match. Patterns of plain text
+// ('^_orig_mod\.', '\.base_layer\.', a bare '^') never reach PCRE2: they are compared or searched for.
 //
 // Only the subset of syntax both engines read the same way is accepted: constructs that one engine lacks
 // or reads differently (\K, \R, \h, \v, \p{..}, \z, \Z, (?a), (?L), possessive quantifiers, atomic groups,
