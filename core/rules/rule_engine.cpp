@@ -484,6 +484,8 @@ struct CompiledRules::Impl {
     {
         if (r.plain != CompiledRule::Plain::No)
             return substitutePlain(r, subject, out);
+        if (!mayMatch(r, subject))
+            return false;
         size_t pos = 0;
         size_t last = 0;
         bool mustAdvance = false;
@@ -736,7 +738,7 @@ CompiledRules::Result CompiledRules::apply(std::string_view name, std::vector<ui
     for (const auto& step : m_impl->steps) {
         if (step.exact.empty()) {
             const CompiledRule& r = m_impl->rules[step.first];
-            if (!Impl::mayMatch(r, result.name) || !m_impl->substitute(r, result.name, next))
+            if (!m_impl->substitute(r, result.name, next))
                 continue;
             if (!took(r))
                 return result;
