@@ -170,13 +170,14 @@ private:
             m_out.globals[i.global].uses |= use;
     }
 
-    // The memo holds a handle per slot (0: a value the scan does not track, else 1 + its position in
-    // m_memoItems), so the hundreds of thousands of slots a large checkpoint's pickle fills cost 4 bytes each.
+    // The memo holds a handle per slot, so the hundreds of thousands of slots a large checkpoint's pickle
+    // fills cost 4 bytes each: 0 for a value the scan does not track, a string of the pickle's bytes as where
+    // they start (inlineStr), else 1 + the item's position in m_memoItems.
     void memoPut(uint64_t index, const Item& item)
     {
-        uint32_t handle = 0;
-        if (item.kind != Item::Other && item.kind != Item::Mark) {
-            m_memoItems.push_back(item);
+        uint32_t handle = inlineStr(item);
+        if (!handle && item.kind != Item::Other && item.kind != Item::Mark && m_memoItems.size() < kInlineStr - 1) {
+            m_memoItems.push_back(item); // past 2^31 items untracked: a STACK_GLOBAL over one reads as unknown
             handle = static_cast<uint32_t>(m_memoItems.size());
         }
         if (index < m_memo.size()) {
@@ -199,7 +200,40 @@ private:
         } else if (auto it = m_sparseMemo.find(index); it != m_sparseMemo.end()) {
             handle = it->second;
         }
+        if (handle & kInlineStr)
+            return inlineItem(handle);
         return handle ? m_memoItems[handle - 1] : Item {};
+    }
+    // A state dict memoises two strings per tensor (its key and its storage's), and as items, 16 bytes each
+    // in a vector that doubles, they were most of the scan's memory (7 MB of case a's 80 MB peak). A string
+    // of the pickle's own bytes is instead kept in its slot as where its bytes start, with the width of the
+    // length prefix right before them (1, 4 or 8 bytes), from which memoGet reads its length again.
+    static constexpr uint32_t kInlineStr = 0x80000000u;
+    static constexpr unsigned kInlineOffsetBits = 29; // strings starting in the pickle's first 512 MiB
+    static constexpr unsigned kPrefixWidths[3] = { 1, 4, 8 };
+    uint64_t readPrefix(size_t at, unsigned width) const
+    {
+        uint64_t v = 0;
+        for (unsigned i = 0; i < width; ++i)
+            v |= uint64_t(m_data[at - width + i]) << (8 * i);
+        return v;
+    }
+    uint32_t inlineStr(const Item& i) const
+    {
+        if (i.kind != Item::Str || i.decoded || i.first >= (1u << kInlineOffsetBits))
+            return 0;
+        for (uint32_t w = 0; w < 3; ++w)
+            if (i.first >= kPrefixWidths[w] && readPrefix(i.first, kPrefixWidths[w]) == i.global)
+                return kInlineStr | w << kInlineOffsetBits | i.first;
+        return 0; // a string whose bytes have no length prefix: kept as an item
+    }
+    Item inlineItem(uint32_t handle) const
+    {
+        Item i;
+        i.kind = Item::Str;
+        i.first = handle & ((1u << kInlineOffsetBits) - 1);
+        i.global = static_cast<uint32_t>(readPrefix(i.first, kPrefixWidths[(handle >> kInlineOffsetBits) & 3]));
+        return i;
     }
     Item top() const { return m_size == 0 ? Item {} : m_stack[m_size - 1]; }
 

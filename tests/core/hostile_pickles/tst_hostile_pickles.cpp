@@ -444,6 +444,51 @@ private slots:
         QVERIFY2(wrong.isEmpty(), qPrintable(wrong.join(QLatin1Char('\n'))));
     }
 
+    // A memoised string is kept in its slot as where its bytes start, and its length is read again from the
+    // prefix before them on every fetch: each width of prefix, the strings on either side of the import, and
+    // strings long enough to need the wider prefixes must still name it.
+    void scanFetchesMemoisedStringsOfEveryWidth()
+    {
+        auto le = [](uint64_t v, int width) {
+            QByteArray b;
+            for (int i = 0; i < width; ++i)
+                b += char((v >> (8 * i)) & 0xff);
+            return b;
+        };
+        struct Encoding {
+            const char* what;
+            char opcode;
+            int width;
+        };
+        const Encoding encodings[] = { { "SHORT_BINUNICODE", '\x8c', 1 }, { "BINUNICODE", 'X', 4 },
+            { "BINUNICODE8", '\x8d', 8 }, { "SHORT_BINSTRING", 'U', 1 }, { "BINSTRING", 'T', 4 } };
+        // A name padded with a dotted tail past 255 bytes: only a 4- or 8-byte prefix holds its length.
+        const std::string longName = "system" + std::string(1, '.') + std::string(300, 'x');
+        for (const Encoding& m : encodings) {
+            for (const Encoding& n : encodings) {
+                for (const std::string& name : { std::string("system"), longName }) {
+                    if (n.width == 1 && name.size() > 255)
+                        continue;
+                    auto enc = [](const Encoding& e, const std::string& t, auto& le) {
+                        return QByteArray(1, e.opcode) + le(t.size(), e.width) + QByteArray::fromStdString(t);
+                    };
+                    // os PUT 0, a decoy PUT 1, name PUT 2, popped; then fetched with GET 0 and GET 2.
+                    QByteArray p = QByteArray("\x80\x04", 2) + enc(m, "os", le) + QByteArray("q\0", 2) + "0"
+                        + enc(n, "decoy", le) + QByteArray("q\x01", 2) + "0" + enc(n, name, le) + QByteArray("q\x02", 2)
+                        + "0" + QByteArray("h\0", 2) + QByteArray("h\x02", 2) + "\x93" + enc(m, "", le) + "\x85R.";
+                    const auto s = scan(p);
+                    const std::string want = "os." + name;
+                    const QByteArray label = QByteArray(m.what) + " / " + n.what + " / " + QByteArray::number(qsizetype(name.size()));
+                    QVERIFY2(s.complete, label.constData());
+                    auto* g = findGlobal(s, want);
+                    QVERIFY2(g, label.constData());
+                    QVERIFY2(g->uses & pickle::kCalled, label.constData());
+                    QVERIFY2(!findGlobal(s, "os.decoy"), label.constData());
+                }
+            }
+        }
+    }
+
     // The scan names imports however the pickle reaches them, and follows how each is used.
     void scanFollowsTheStack()
     {
