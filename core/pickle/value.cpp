@@ -33,6 +33,24 @@ void* Arena::fromNewBlock(size_t bytes, size_t align)
 {
     if (bytes > SIZE_MAX / 2 - align)
         throw std::bad_alloc();
+    // The latest few only: a hostile pickle could leave many that fit nothing, and each search is paid for
+    // by one region used up.
+    constexpr size_t kSearched = 16;
+    for (size_t i = m_spares.size(), n = 0; i-- > 0 && n < kSearched; ++n) {
+        const Spare s = m_spares[i];
+        const uintptr_t at = (s.begin + (align - 1)) & ~uintptr_t(align - 1);
+        if (at < s.begin || at > s.end || bytes > s.end - at)
+            continue;
+        m_spares[i] = m_spares.back();
+        m_spares.pop_back();
+        if (m_end - m_next >= kMinSpare) // what is left where allocation stood
+            m_spares.push_back({ m_next, m_end });
+        m_next = at + bytes;
+        m_end = s.end;
+        return reinterpret_cast<void*>(at);
+    }
+    if (m_end - m_next >= kMinSpare)
+        m_spares.push_back({ m_next, m_end });
     const size_t size = std::max(m_nextBlock, bytes + align);
     auto block = std::make_unique_for_overwrite<std::byte[]>(size);
     m_next = reinterpret_cast<uintptr_t>(block.get());

@@ -136,11 +136,15 @@ struct StrValue : Value {
 };
 
 // The items of a container node: a vector in the graph's arena, 16 bytes (a std::pmr::vector takes 32, and
-// a 100 MB DCP .metadata makes millions of containers). Growth is given the arena, and old blocks are left
-// to it. T is a pointer or a pair of pointers.
+// a 100 MB DCP .metadata makes millions of containers). Growth is given the arena, and the old block is
+// handed back to it for later values (Arena::do_deallocate), so a vector is never copied: two copies would
+// share the block one of them gives back. T is a pointer or a pair of pointers.
 template <typename T> class ArenaVec {
 public:
     using value_type = T;
+    ArenaVec() = default;
+    ArenaVec(const ArenaVec&) = delete;
+    ArenaVec& operator=(const ArenaVec&) = delete;
     size_t size() const { return m_size; }
     bool empty() const { return m_size == 0; }
     size_t capacity() const { return m_capacity; }
@@ -163,6 +167,8 @@ public:
             throw std::length_error("a pickled container with more than 4 billion items");
         T* grown = static_cast<T*>(arena->allocate(n * sizeof(T), alignof(T)));
         std::copy(begin(), end(), grown);
+        if (m_data)
+            arena->deallocate(m_data, m_capacity * sizeof(T), alignof(T));
         m_data = grown;
         m_capacity = static_cast<uint32_t>(n);
     }
@@ -422,6 +428,7 @@ public:
     void release()
     {
         m_blocks.clear();
+        m_spares.clear();
         m_next = m_end = 0;
         m_bytes = 0;
     }
@@ -442,15 +449,28 @@ private:
         return fromNewBlock(bytes, align); // out of line: inlined into every make(), unpickling was 2-3% slower
     }
     uintptr_t alignedNext(size_t align) const { return (m_next + (align - 1)) & ~uintptr_t(align - 1); }
-    // `bytes` at `align` from a block twice the size of the last (as monotonic_buffer_resource grows), or one
-    // that fits them.
+    // `bytes` at `align` from a spare block that fits them, else from a new block twice the size of the last
+    // (as monotonic_buffer_resource grows), or one that fits them.
     void* fromNewBlock(size_t bytes, size_t align);
     void* do_allocate(size_t bytes, size_t align) override { return bump(bytes, align); }
-    void do_deallocate(void*, size_t, size_t) override { } // released with the arena
+    // A block a growing container left (ArenaVec): kept to serve later values before a new block is taken.
+    // A state dict's items double per batch of 1000 and leave as much behind as they finally take (2 MB of
+    // case a's 21 MB graph), in memory already touched. Small ones are not worth keeping. Nothing is written
+    // to the block here: the container may still read it to finish its own copy.
+    void do_deallocate(void* p, size_t bytes, size_t) override
+    {
+        if (bytes >= kMinSpare)
+            m_spares.push_back({ reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + bytes });
+    }
     bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
 
+    static constexpr size_t kMinSpare = 4096;
+    struct Spare {
+        uintptr_t begin, end;
+    };
     std::vector<std::unique_ptr<std::byte[]>> m_blocks;
-    uintptr_t m_next = 0; // the free part of the last block
+    std::vector<Spare> m_spares;
+    uintptr_t m_next = 0; // the free part of the last block (or of the spare in use)
     uintptr_t m_end = 0;
     size_t m_nextBlock; // bytes of the next block
     size_t m_bytes = 0;

@@ -84,6 +84,9 @@ def cases():
     yield "objects", [Point(1, "a"), Reduced(), Slotted()]
     yield "many_items", list(range(2500))
     yield "long_dict", {f"k{i}": i for i in range(1200)}
+    # Lists that grow batch by batch (APPENDS of 1000, or APPEND one by one at protocol 0) leave their old
+    # blocks to the arena, which hands them to the values that follow: every item must survive that.
+    yield "growth_reused", [[(i * 2500 + j) * 1000003 + 2**40 for j in range(2500)] + [f"s{i}"] for i in range(8)]
 
 
 def main():
