@@ -131,10 +131,13 @@ private:
     }
     void memoPutElsewhere(uint64_t index, Value* v);
     Value* memoGet(uint64_t index);
-    // The slot's value, or null when it was never stored.
-    Value* memoSlot(uint64_t index) const;
+    // The slot's value, or null when it was never stored; a string the lane left unbuilt is built now.
+    Value* memoSlot(uint64_t index);
     // The slot's value, or null when it is empty or the lane's placeholder.
-    const Value* memoPeek(uint64_t index) const;
+    const Value* memoPeek(uint64_t index);
+    // A string literal of a tensor record kept in its memo slot unbuilt (lazyLiteral), built when fetched.
+    Value* lazyLiteral(std::string_view text) const;
+    Value* buildLiteral(Value*& slot);
     // At a GET (of `callableSlot`) followed by MARK: takes the tensor record starting at m_opStart, if there is one.
     bool takeTensorRecord(uint64_t callableSlot);
     Value* parseTextInt(std::string_view line, bool isLongOpcode);
