@@ -251,9 +251,13 @@ void mapKeys(const Source& a, const CompiledRules& rules, size_t begin, size_t e
     auto apply = [&](const std::string& key, std::vector<uint32_t>* matched) {
         return rules.empty() ? CompiledRules::Result { key, false, -1, -1, 0 } : rules.apply(key, matched);
     };
+    std::string scratch; // the names along each chain, in one buffer for the whole range
     for (size_t i = begin; i < end; ++i) {
         const Entry& ea = a.entries[i];
-        out[i].result = apply(ea.name, &out[i].matched);
+        if (rules.empty())
+            out[i].result = apply(ea.name, nullptr);
+        else
+            rules.applyInto(ea.name, out[i].result, scratch, &out[i].matched);
         if (!isKeyedGroup(ea))
             continue;
         out[i].keyed = true;

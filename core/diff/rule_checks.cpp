@@ -79,18 +79,19 @@ std::vector<RuleIssue> roundTripIssues(const RuleSet& rules, const Source& b, co
         const CompiledRules backward = CompiledRules::compile(inverse.rules);
         const auto nameOf = [&fromA](size_t k) { return fromA.nameAt(k); };
         Half h;
+        CompiledRules::Result toA, back; // reused: their names keep their buffers from key to key
+        std::string scratch;
         for (size_t i = begin; i < end; ++i) {
             const std::string& name = b.entries[i].name;
-            CompiledRules::Result toA = backward.apply(name);
+            backward.applyInto(name, toA, scratch);
             const size_t inA = fromA.index.find(toA.name, nameOf);
-            CompiledRules::Result back;
             if (inA != NameIndex::npos && fromA.known[inA]) {
                 back.dropped = fromA.dropped[inA] != 0;
                 if (!back.dropped && fromA.mapped[inA] == name)
                     continue;
-                back.name = std::string(fromA.mapped[inA]);
+                back.name.assign(fromA.mapped[inA]);
             } else {
-                back = forward.apply(toA.name);
+                forward.applyInto(toA.name, back, scratch);
             }
             if (!back.dropped && back.name == name)
                 continue;
@@ -166,9 +167,11 @@ std::vector<RuleIssue> checkRules(const RuleSet& rules, const Source& a, const S
         }
     } else {
         std::vector<uint32_t> matched;
+        CompiledRules::Result r;
+        std::string scratch;
         for (size_t i = 0; i < a.entries.size(); ++i) {
             matched.clear();
-            CompiledRules::Result r = compiled.apply(a.entries[i].name, &matched);
+            compiled.applyInto(a.entries[i].name, r, scratch, &matched);
             for (uint32_t k : matched)
                 ++hits[k];
             if (r.dropped)

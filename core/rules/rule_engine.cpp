@@ -712,11 +712,21 @@ CompiledRules CompiledRules::compile(const RuleSet& set, std::vector<PatternErro
 CompiledRules::Result CompiledRules::apply(std::string_view name, std::vector<uint32_t>* matchedRules) const
 {
     Result result;
+    std::string scratch;
+    applyInto(name, result, scratch, matchedRules);
+    return result;
+}
+
+void CompiledRules::applyInto(std::string_view name, Result& result, std::string& next,
+    std::vector<uint32_t>* matchedRules) const
+{
     result.name.assign(name);
+    result.dropped = false;
+    result.lastRule = result.firstRule = -1;
+    result.matchedCount = 0;
     if (m_impl->rules.empty() || !validUtf8(name))
-        return result; // keys that are not UTF-8 text cannot be matched like Python str keys
+        return; // keys that are not UTF-8 text cannot be matched like Python str keys
     const bool firstMatch = m_impl->mode == RuleMode::FirstMatch;
-    std::string next;
     // One rule matched the current name and produced `next`; returns false when the chain stops there.
     auto took = [&](const CompiledRule& r) {
         ++result.matchedCount;
@@ -741,14 +751,14 @@ CompiledRules::Result CompiledRules::apply(std::string_view name, std::vector<ui
             if (!m_impl->substitute(r, result.name, next))
                 continue;
             if (!took(r))
-                return result;
+                return;
             continue;
         }
         if (!result.name.empty() && result.name.back() == '\n') {
             // Python's '$' before a final newline: rare enough to take the slow path, rule by rule.
             for (size_t k = step.first; k < step.last; ++k)
                 if (Impl::substituteExact(m_impl->rules[k], result.name, next) && !took(m_impl->rules[k]))
-                    return result;
+                    return;
             continue;
         }
         // A run of exact rules: follow the key through the table, each hit after the one before.
@@ -764,10 +774,9 @@ CompiledRules::Result CompiledRules::apply(std::string_view name, std::vector<ui
             next = r.literalReplacement;
             cursor = *pos + 1;
             if (!took(r))
-                return result;
+                return;
         }
     }
-    return result;
 }
 
 bool CompiledRules::matches(size_t index, std::string_view name) const

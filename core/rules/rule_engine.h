@@ -91,6 +91,10 @@ public:
     // `matchedRules`, when given, receives the index of every rule that matched along the way.
     // Throws RuleMatchError when a rule reaches a match limit on the key.
     Result apply(std::string_view name, std::vector<uint32_t>* matchedRules = nullptr) const;
+    // The same into `out`, whose name keeps its buffer, with `scratch` for the names along the chain: a loop
+    // over 100,000 keys that reuses both allocates nothing per key (two heap blocks a key, otherwise).
+    void applyInto(std::string_view name, Result& out, std::string& scratch,
+        std::vector<uint32_t>* matchedRules = nullptr) const;
     // Whether rule `index` matches `name` (on its own, not in the chain). Throws as apply does.
     bool matches(size_t index, std::string_view name) const;
     // For a rule that matches one whole key (`^model\.norm\.weight$`, a hash lookup): that key.
