@@ -94,7 +94,7 @@ struct Early {
     bool read = false; // the pickle's bytes were read
     bool succeeded = false; // the pickle was unpickled without an error
     ZipEntry record; // the archive's first record, which the pickle was read from
-    Bytes bytes; // its contents (in the checkpoint's ownedPickle)
+    Bytes bytes; // its contents (in a region the checkpoint keeps)
     uint64_t offset = 0;
     pickle::Value* root = nullptr;
     std::future<void> directoryRead; // ready when the second thread has read the directory (or failed to)
@@ -149,7 +149,8 @@ Early startEarly(ZipArchive& zip, torch::PickledCheckpoint& ck, std::future<pick
     });
     early.started = true;
     try {
-        early.bytes = zip.contents(early.record, ck.ownedPickle, kMaxInflatedPickle);
+        ck.regions.push_back(zip.storedContents(early.record, kMaxInflatedPickle)); // stored: checked above
+        early.bytes = ck.regions.back()->bytes();
         early.offset = zip.dataOffset(early.record);
         early.read = !early.bytes.empty();
     } catch (const FormatError&) {
@@ -272,7 +273,15 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
         // Every data.pkl candidate, at the opcode level: of duplicate names torch reads one that depends on the
         // archive's layout, other readers another, and a second data.pkl is a place to hide a payload from
         // other tools. miniz matches names ignoring ASCII case, so "DATA.PKL" is a candidate too.
-        const Bytes pickleBytes = reuse ? early.bytes : zip.contents(*pkl, ck->ownedPickle, kMaxInflatedPickle);
+        Bytes pickleBytes = early.bytes;
+        if (!reuse) {
+            if (auto stored = zip.storedContents(*pkl, kMaxInflatedPickle)) {
+                pickleBytes = stored->bytes();
+                ck->regions.push_back(std::move(stored));
+            } else {
+                pickleBytes = zip.contents(*pkl, ck->ownedPickle, kMaxInflatedPickle);
+            }
+        }
         const uint64_t pickleOffset = reuse ? early.offset : pkl->method == 0 ? zip.dataOffset(*pkl) : 0;
         for (const ZipEntry& e : zip.entries()) {
             if (!sameIgnoringCase(e.name, pklName))

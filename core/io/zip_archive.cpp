@@ -404,7 +404,10 @@ uint64_t ZipArchive::dataOffset(const ZipEntry& e) const
     return start;
 }
 
-Bytes ZipArchive::contents(const ZipEntry& e, std::vector<uint8_t>& buffer, uint64_t maxSize) const
+namespace {
+
+// What contents() checks before it reads a record.
+void checkReadable(const ZipEntry& e, uint64_t maxSize)
 {
     const std::string name(e.name);
     if (e.flags & 1)
@@ -412,12 +415,31 @@ Bytes ZipArchive::contents(const ZipEntry& e, std::vector<uint8_t>& buffer, uint
     if (e.size > maxSize)
         throw FormatError("zip record '" + name + "' inflates to " + std::to_string(e.size) + " bytes, more than the "
             + std::to_string(maxSize) + "-byte limit");
-    if (e.method == 0) {
-        if (e.size != e.compressedSize)
-            throw FormatError("zip record '" + name + "' is stored but its sizes disagree (" + std::to_string(e.size) + " vs "
-                + std::to_string(e.compressedSize) + ")");
+    if (e.method == 0 && e.size != e.compressedSize)
+        throw FormatError("zip record '" + name + "' is stored but its sizes disagree (" + std::to_string(e.size) + " vs "
+            + std::to_string(e.compressedSize) + ")");
+}
+
+} // namespace
+
+std::shared_ptr<const Region> ZipArchive::storedContents(const ZipEntry& e, uint64_t maxSize) const
+{
+    if (e.method != 0)
+        return nullptr;
+    checkReadable(e, maxSize);
+    const uint64_t offset = dataOffset(e);
+    if (offset > m_size || e.size > m_size - offset)
+        throw FormatError("bytes " + std::to_string(m_base + offset) + " to " + std::to_string(m_base + offset + e.size)
+            + " lie past the end of the archive");
+    return m_file.region(m_base + offset, e.size);
+}
+
+Bytes ZipArchive::contents(const ZipEntry& e, std::vector<uint8_t>& buffer, uint64_t maxSize) const
+{
+    checkReadable(e, maxSize);
+    const std::string name(e.name);
+    if (e.method == 0)
         return read(dataOffset(e), e.size, buffer);
-    }
     if (e.method != 8)
         throw FormatError("zip record '" + name + "' uses unsupported compression method " + std::to_string(e.method));
     // Deflate expands at most 1032:1, so a larger declared size is a lie; refuse it before allocating.

@@ -27,8 +27,9 @@ struct PickledCheckpoint : SourceBacking {
     void selectContainer(Source& s, const std::string& container) const override;
 
     uint64_t fileSize = 0; // bounds the walk over the object graph (finishSource)
-    std::vector<uint8_t> ownedPickle; // data.pkl, read (and inflated when the archive was re-zipped)
-    std::vector<std::shared_ptr<const Region>> regions; // other pickles' bytes, which the graph points into
+    std::vector<uint8_t> ownedPickle; // data.pkl inflated, when the archive was re-zipped
+    // Pickles' bytes the graph points into: a stored data.pkl, and other pickles read whole.
+    std::vector<std::shared_ptr<const Region>> regions;
     pickle::Arena arena;
     TorchSemantics semantics;
     pickle::Value* root = nullptr;
