@@ -68,8 +68,11 @@ const Source& openSide(const SideOption& side, OpenOptions options)
 
 std::pair<const Source&, const Source&> openBoth(const SideOption& a, const SideOption& b)
 {
-    auto second = std::async(std::launch::async, [&b]() -> const Source& { return openSide(b); });
-    const Source& first = openSide(a);
+    // Each side on a core of its own: neither reads its header on the other's core too.
+    OpenOptions options;
+    options.parallelHeader = false;
+    auto second = std::async(std::launch::async, [&b, options]() -> const Source& { return openSide(b, options); });
+    const Source& first = openSide(a, options);
     return { first, second.get() };
 }
 

@@ -32,6 +32,11 @@ struct OpenOptions {
     // torch.save zips: take each tensor record torch writes in one step, in the unpickler and the load-safety
     // scan (pickle/tensor_record.h). Off, both run opcode by opcode, to the same result (tests compare them).
     bool tensorLanes = true;
+    // safetensors: a header longer than two chunks of this many bytes is read a chunk at a time
+    // (streamSafetensorsHeader), on two threads with `parallelHeader`; tests make the chunks small. Off where
+    // the caller already reads two sources at once (diff opens both sides together).
+    size_t headerChunk = 512 << 10;
+    bool parallelHeader = true;
     // Progress and cancellation (util/load_control.h); null when nobody watches. A cancelled open throws
     // LoadCancelled.
     LoadControl* control = nullptr;

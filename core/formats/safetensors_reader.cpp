@@ -13,6 +13,11 @@
 #include <bit>
 #include <utility>
 #include <optional>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <cstring>
 
 namespace sl {
 
@@ -77,87 +82,150 @@ bool looksLikeSafetensors(Bytes head, uint64_t fileSize)
     return false;
 }
 
-void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, SafetensorsHeader& out,
-    const std::function<void(const SafetensorsTensor&)>& onTensor)
-{
-    const uint64_t fileSize = file.size();
-    const std::string& path = file.path();
-    const auto finding = [&out](Severity s, std::string message, std::string_view entry = {}) {
-        out.findings.push_back(Finding { s, std::move(message), std::string(entry) });
-    };
+namespace {
 
-    if (fileSize < 8)
-        throw LoadError(path, "HeaderTooSmall: " + std::to_string(fileSize) + " bytes, a safetensors file needs at least 8");
-    uint8_t length[8];
-    file.readInto(0, length);
-    uint64_t n = ByteReader(Bytes(length)).u64le();
-    if (n > kSafetensorsMaxHeader)
-        throw LoadError(path, "HeaderTooLarge: header length " + std::to_string(n) + " exceeds the 100,000,000-byte limit");
-    if (n > fileSize - 8)
-        throw LoadError(path, "InvalidHeaderLength: header length " + std::to_string(n) + " runs past the end of the "
-                + std::to_string(fileSize) + "-byte file");
-    const uint64_t bufferStart = 8 + n;
-    out.bufferStart = bufferStart;
+// A header object's members, read into tensors, findings and the lists the checks after the parse take
+// (spans, name hashes and, when kept, names). A header read in chunks is read by one Members, chunk by chunk.
+class Members {
+public:
+    // `keepNames`: names() lists every tensor's name, a view into the text (which must outlive it).
+    // Findings, metadata and unescaped names go to `out`.
+    Members(const std::string& path, uint64_t fileSize, uint64_t bufferStart, SafetensorsHeader& out, bool keepNames)
+        : m_path(path)
+        , m_fileSize(fileSize)
+        , m_bufferStart(bufferStart)
+        , m_out(&out)
+        , m_keepNames(keepNames)
+    {
+    }
 
-    PhaseTimer parseTimer(options.timings, "header parse");
-    // Only the header is read, into a buffer with the padding simdjson reads past the text (without
-    // interpreting it). simdjson On-Demand walks it once without building a document (the DOM parser's tape
-    // and string buffers for a 13 MB header cost as much as the parse). Names stay views into the text.
-    out.text = paddedJsonBuffer(static_cast<size_t>(n));
-    file.readInto(8, std::span(reinterpret_cast<uint8_t*>(out.text.get()), static_cast<size_t>(n)));
-    const char* const textEnd = out.text.get() + n;
-    auto bad = [&](const std::string& what) { throw LoadError(path, "InvalidHeaderDeserialization: " + what); };
-    // `what` is only called on an error: a message built per field cost more than the parse itself.
-    auto check = [&](simdjson::error_code err, auto&& what) {
-        if (err) [[unlikely]]
-            bad(std::string(what()) + " (" + simdjson::error_message(err) + ")");
-    };
-    simdjson::ondemand::parser parser;
-    simdjson::ondemand::document doc;
-    if (auto err = parser.iterate(out.text.get(), static_cast<size_t>(n), static_cast<size_t>(n) + simdjson::SIMDJSON_PADDING)
-                       .get(doc))
-        throw LoadError(path, std::string("InvalidHeaderDeserialization: ") + simdjson::error_message(err));
-    simdjson::ondemand::object header;
-    if (doc.get_object().get(header))
-        throw LoadError(path, "InvalidHeaderDeserialization: the header is not a JSON object");
+    // Parses the JSON object in text[0, length) (with simdjson's padding after it), handing each tensor to
+    // `onTensor` in order. Throws LoadError as the reference reader refuses.
+    template <typename OnTensor> void parse(const char* text, size_t length, size_t capacity, OnTensor&& onTensor)
+    {
+        const char* const textEnd = text + length;
+        simdjson::ondemand::document doc;
+        if (auto err = m_parser.iterate(text, length, capacity).get(doc))
+            throw LoadError(m_path, std::string("InvalidHeaderDeserialization: ") + simdjson::error_message(err));
+        simdjson::ondemand::object header;
+        if (doc.get_object().get(header))
+            throw LoadError(m_path, "InvalidHeaderDeserialization: the header is not a JSON object");
+        for (auto member : header) {
+            simdjson::ondemand::field field;
+            check(std::move(member).get(field), [] { return "malformed tensor name"; });
+            std::string_view key;
+            check(jsonKey(field, textEnd, m_out->unescaped, key), [] { return "malformed tensor name"; });
+            simdjson::ondemand::value value = field.value();
+            if (key == "__metadata__")
+                metadata(value);
+            else
+                onTensor(tensor(key, value));
+        }
+        // On-Demand stops at the end of the object; anything after it (a second value) is malformed JSON.
+        if (const char* at = nullptr; !doc.current_location().get(at))
+            bad("unexpected content after the header object");
+    }
+
+    // Room for a header of `length` bytes (a tensor takes over 64 of them).
+    void reserve(size_t length)
+    {
+        spans.reserve(length / 64);
+        hashes.reserve(length / 64);
+        if (m_keepNames)
+            names.reserve(length / 64);
+    }
+    // After the last member: the count of unknown dtypes beyond those named.
+    void finish()
+    {
+        if (unknownDtypes > kMaxFindingsPerKind)
+            finding(Severity::Warning, std::to_string(unknownDtypes) + " tensors in all have unknown dtypes", {});
+    }
 
     std::vector<Span> spans;
-    spans.reserve(static_cast<size_t>(n / 64));
-    // Each name's hash, taken while the name is in cache, for the duplicate check below.
+    // Each name's hash, taken while the name is in cache, for the duplicate check; and, when kept, every name
+    // for the checks after the parse.
     std::vector<std::pair<uint64_t, uint32_t>> hashes;
-    hashes.reserve(static_cast<size_t>(n / 64));
-    // Every name, for the checks after the parse (views into the text).
     std::vector<std::string_view> names;
-    names.reserve(static_cast<size_t>(n / 64));
-    std::string_view lastDtype;
-    std::optional<DType> lastDt;
     size_t unknownDtypes = 0;
+    // Whether each finding made names an unknown dtype (a chunk read on another thread counts its own; they
+    // are capped over the whole header when its chunk joins the others, adopt()).
+    std::vector<bool> unknownDtypeFinding;
 
-    for (auto member : header) {
-        simdjson::ondemand::field field;
-        check(std::move(member).get(field), [] { return "malformed tensor name"; });
-        std::string_view key;
-        check(jsonKey(field, textEnd, out.unescaped, key), [] { return "malformed tensor name"; });
-        simdjson::ondemand::value value = field.value();
-        if (key == "__metadata__") {
-            simdjson::ondemand::object meta;
-            if (value.get_object().get(meta))
-                bad("__metadata__ is not an object");
-            for (auto mf : meta) {
-                std::string_view mk;
-                check(mf.unescaped_key().get(mk), [] { return "malformed __metadata__ key"; });
-                std::string k(mk);
-                std::string_view s;
-                if (mf.value().get_string().get(s))
-                    bad("__metadata__ value for '" + k + "' is not a string");
-                out.metadata.emplace_back(std::move(k), std::string(s));
-            }
-            continue;
+    // The tensors handed over so far.
+    size_t count() const { return m_count; }
+
+    // Another thread's reader, for one chunk: from here on its findings, metadata and unescaped names go to
+    // `out`, and it counts tensors, spans, hashes and unknown dtypes from zero.
+    void startChunk(SafetensorsHeader& out)
+    {
+        m_out = &out;
+        m_count = 0;
+        unknownDtypes = 0;
+        spans.clear();
+        hashes.clear();
+        unknownDtypeFinding.clear();
+    }
+
+    // What another thread's reader found in a chunk after those read so far, as if read here: `found` its
+    // findings and metadata, each finding flagged where it names an unknown dtype. The chunk's `count`
+    // tensors are handed over after this.
+    void adopt(const std::vector<Span>& chunkSpans, const std::vector<std::pair<uint64_t, uint32_t>>& chunkHashes,
+        const std::vector<bool>& unknownDtypeFlags, size_t chunkUnknownDtypes, size_t count, SafetensorsHeader& found)
+    {
+        const auto offset = static_cast<uint32_t>(m_count);
+        for (const Span& sp : chunkSpans)
+            spans.push_back(Span { sp.begin, sp.end, sp.entry + offset });
+        for (const auto& [hash, index] : chunkHashes)
+            hashes.emplace_back(hash, index + offset);
+        for (size_t i = 0; i < found.findings.size(); ++i)
+            if (!unknownDtypeFlags[i] || ++unknownDtypes <= kMaxFindingsPerKind)
+                finding(found.findings[i].severity, std::move(found.findings[i].message), found.findings[i].entry);
+        unknownDtypes += chunkUnknownDtypes - std::min(chunkUnknownDtypes, kMaxFindingsPerKind);
+        for (auto& kv : found.metadata)
+            m_out->metadata.push_back(std::move(kv));
+        m_count += count;
+    }
+
+private:
+    [[noreturn]] void bad(const std::string& what) const
+    {
+        throw LoadError(m_path, "InvalidHeaderDeserialization: " + what);
+    }
+    // `what` is only called on an error: a message built per field cost more than the parse itself.
+    template <typename What> void check(simdjson::error_code err, What&& what) const
+    {
+        if (err) [[unlikely]]
+            bad(std::string(what()) + " (" + simdjson::error_message(err) + ")");
+    }
+    void finding(Severity s, std::string message, std::string_view entry, bool unknownDtype = false)
+    {
+        m_out->findings.push_back(Finding { s, std::move(message), std::string(entry) });
+        unknownDtypeFinding.push_back(unknownDtype);
+    }
+
+    void metadata(simdjson::ondemand::value value)
+    {
+        simdjson::ondemand::object meta;
+        if (value.get_object().get(meta))
+            bad("__metadata__ is not an object");
+        for (auto mf : meta) {
+            std::string_view mk;
+            check(mf.unescaped_key().get(mk), [] { return "malformed __metadata__ key"; });
+            std::string k(mk);
+            std::string_view s;
+            if (mf.value().get_string().get(s))
+                bad("__metadata__ value for '" + k + "' is not a string");
+            m_out->metadata.emplace_back(std::move(k), std::string(s));
         }
-        if (names.size() >= UINT32_MAX)
+    }
+
+    SafetensorsTensor tensor(std::string_view key, simdjson::ondemand::value value)
+    {
+        if (m_count >= UINT32_MAX)
             bad("more than 4 billion tensors");
-        hashes.emplace_back(std::hash<std::string_view> {}(key), static_cast<uint32_t>(names.size()));
-        names.push_back(key);
+        hashes.emplace_back(std::hash<std::string_view> {}(key), static_cast<uint32_t>(m_count));
+        if (m_keepNames)
+            names.push_back(key);
         SafetensorsTensor t;
         t.name = key;
         const auto named = [&t](const char* what) { return "entry '" + std::string(t.name) + "' " + what; };
@@ -179,10 +247,11 @@ void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, Sa
                 if (f.value().get_string().get(dtypeStr))
                     bad(named("has no string dtype"));
                 haveDtype = true;
-                // dtype strings repeat; the previous one's answer usually applies.
-                if (dtypeStr != lastDtype) {
-                    lastDt = dtypeFromSafetensors(dtypeStr);
-                    lastDtype = dtypeStr;
+                // dtype strings repeat; the previous one's answer usually applies (kept as a copy: a text read
+                // in chunks is overwritten by the next).
+                if (dtypeStr != m_lastDtype) {
+                    m_lastDt = dtypeFromSafetensors(dtypeStr);
+                    m_lastDtype.assign(dtypeStr);
                 }
             } else if (k == "shape") {
                 simdjson::ondemand::array shapeArr;
@@ -222,13 +291,14 @@ void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, Sa
         if (!haveOffsets)
             bad(named("has no data_offsets array"));
 
-        if (!lastDt) {
+        if (!m_lastDt) {
             if (++unknownDtypes <= kMaxFindingsPerKind)
                 finding(Severity::Warning,
-                    "unknown dtype '" + std::string(dtypeStr) + "'; the reference reader refuses the file", t.name);
-            t.dtypeText = dtypeStr;
+                    "unknown dtype '" + std::string(dtypeStr) + "'; the reference reader refuses the file", t.name, true);
+            // The parser unescaped it into its own buffer, which the next string overwrites.
+            t.dtypeText = m_out->unescaped.emplace_back(dtypeStr);
         }
-        t.dtype = lastDt.value_or(DType::Unknown);
+        t.dtype = m_lastDt.value_or(DType::Unknown);
 
         // Byte count against the shape, as Metadata::validate checks it.
         unsigned bits = dtypeBits(t.dtype);
@@ -247,7 +317,7 @@ void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, Sa
             finding(Severity::Danger, "InvalidOffset: data_offsets end before they begin", t.name);
         t.begin = begin;
         t.end = end;
-        t.bytesInFile = begin <= fileSize - bufferStart && end <= fileSize - bufferStart;
+        t.bytesInFile = begin <= m_fileSize - m_bufferStart && end <= m_fileSize - m_bufferStart;
 
         // torch sees F4 as float4_e2m1fn_x2 with the last dimension halved (two values per byte).
         if (t.dtype == DType::Float4_e2m1fn && !t.shape.empty() && t.shape.back() % 2 == 0) {
@@ -255,15 +325,299 @@ void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, Sa
             t.dtype = DType::Float4_e2m1fn_x2;
             t.shape.back() /= 2;
         }
-        spans.push_back(Span { begin, end, names.size() - 1 });
-        onTensor(t);
+        spans.push_back(Span { begin, end, m_count++ });
+        return t;
     }
-    // On-Demand stops at the end of the object; anything after it (a second value) is malformed JSON.
-    if (const char* at = nullptr; !doc.current_location().get(at))
-        bad("unexpected content after the header object");
-    if (unknownDtypes > kMaxFindingsPerKind)
-        finding(Severity::Warning, std::to_string(unknownDtypes) + " tensors in all have unknown dtypes");
-    parseTimer.stop();
+
+    const std::string& m_path;
+    const uint64_t m_fileSize;
+    const uint64_t m_bufferStart;
+    SafetensorsHeader* m_out; // findings, metadata and unescaped names go here
+    const bool m_keepNames;
+    size_t m_count = 0; // tensors so far
+    simdjson::ondemand::parser m_parser; // reused: a header read in chunks parses one document a chunk
+    std::string m_lastDtype;
+    std::optional<DType> m_lastDt;
+};
+
+
+// The header's length from its first 8 bytes, checked as the reference reader checks it.
+uint64_t headerLength(const InputFile& file)
+{
+    const uint64_t fileSize = file.size();
+    const std::string& path = file.path();
+    if (fileSize < 8)
+        throw LoadError(path, "HeaderTooSmall: " + std::to_string(fileSize) + " bytes, a safetensors file needs at least 8");
+    uint8_t length[8];
+    file.readInto(0, length);
+    uint64_t n = ByteReader(Bytes(length)).u64le();
+    if (n > kSafetensorsMaxHeader)
+        throw LoadError(path, "HeaderTooLarge: header length " + std::to_string(n) + " exceeds the 100,000,000-byte limit");
+    if (n > fileSize - 8)
+        throw LoadError(path, "InvalidHeaderLength: header length " + std::to_string(n) + " runs past the end of the "
+                + std::to_string(fileSize) + "-byte file");
+    return n;
+}
+
+// The whole header read into out.text (with the padding simdjson reads past the text without interpreting
+// it) and parsed in one document.
+template <typename OnTensor> void parseWhole(const InputFile& file, size_t n, SafetensorsHeader& out, Members& m, OnTensor&& onTensor)
+{
+    out.text = paddedJsonBuffer(n);
+    file.readInto(8, std::span(reinterpret_cast<uint8_t*>(out.text.get()), n));
+    m.reserve(n);
+    m.parse(out.text.get(), n, n + simdjson::SIMDJSON_PADDING, onTensor);
+}
+
+// Where a chunk starts or ends: the ',' of the first `}` [space] `,` [space] `"` whose '}' lies in
+// text[from, limit), the '"' read too. Nothing here proves the ',' lies between two top-level members rather
+// than inside a name or a nested object: the text up to it, closed with '}', parses as a whole object only
+// where it does (parseChunks).
+struct Cut {
+    enum { Found, None, More } state; // More: the text read so far (`filled`) may not hold the answer
+    size_t at = 0;
+};
+Cut firstCut(const char* text, size_t from, size_t limit, size_t filled, bool atEnd)
+{
+    for (size_t at = from; at < std::min(limit, filled);) {
+        const auto* close = static_cast<const char*>(std::memchr(text + at, '}', std::min(limit, filled) - at));
+        if (!close)
+            break;
+        size_t i = static_cast<size_t>(close - text) + 1;
+        while (i < filled && isJsonSpace(static_cast<uint8_t>(text[i])))
+            ++i;
+        if (i < filled && text[i] == ',') {
+            const size_t comma = i++;
+            while (i < filled && isJsonSpace(static_cast<uint8_t>(text[i])))
+                ++i;
+            if (i < filled && text[i] == '"')
+                return { Cut::Found, comma };
+        }
+        if (i >= filled && !atEnd)
+            return { Cut::More };
+        at = static_cast<size_t>(close - text) + 1;
+    }
+    return { atEnd || filled >= limit ? Cut::None : Cut::More };
+}
+
+// One chunk's document. Chunk k starts at the first cut whose '}' lies in [k * chunk, (k + 1) * chunk) (chunk 0
+// at the header's start) and ends at the first cut from (k + 1) * chunk on (the last at the header's end),
+// written "{" members "}" over the two cuts' ','. Chunks are told apart by these rules alone, so each is read
+// on its own, by either thread. One with no cut in its range is empty: the chunk before runs over it (a member
+// longer than a chunk). Each chunk reads its own range and on to its end, so the header is read about once.
+struct ChunkText {
+    std::unique_ptr<char[]> buffer;
+    size_t room = 0;
+    const char* doc = nullptr;
+    size_t length = 0; // 0: an empty chunk
+    size_t capacity = 0; // from doc to the end of the buffer's padding
+};
+void readChunk(const InputFile& file, size_t n, size_t k, size_t chunk, ChunkText& out)
+{
+    const size_t from = k * chunk;
+    size_t filled = 0, want = std::min(n - from, chunk + chunk / 8);
+    out.length = 0;
+    while (true) {
+        if (want > out.room) {
+            out.room = std::max(want, 2 * out.room);
+            auto grown = paddedJsonBuffer(out.room);
+            if (filled)
+                std::memcpy(grown.get(), out.buffer.get(), filled);
+            out.buffer = std::move(grown);
+        }
+        char* const text = out.buffer.get();
+        file.readInto(8 + from + filled, std::span(reinterpret_cast<uint8_t*>(text) + filled, want - filled));
+        filled = want;
+        const bool atEnd = from + filled == n;
+        const Cut start = k == 0 ? Cut { Cut::Found, 0 } : firstCut(text, 0, chunk, filled, atEnd);
+        if (start.state == Cut::None)
+            return; // empty
+        const Cut end = start.state == Cut::Found ? firstCut(text, chunk, SIZE_MAX, filled, atEnd) : Cut { Cut::More };
+        if (end.state == Cut::More) {
+            want = std::min(n - from, 2 * want);
+            continue;
+        }
+        if (k != 0)
+            text[start.at] = '{';
+        size_t last = filled; // the document's end: the '}' written over the end's ',', or the header's end
+        if (end.state == Cut::Found) {
+            text[end.at] = '}';
+            last = end.at + 1;
+        }
+        out.doc = text + start.at;
+        out.length = last - start.at;
+        out.capacity = out.room + simdjson::SIMDJSON_PADDING - start.at;
+        return;
+    }
+}
+
+// A chunk read on the second thread: its text (its tensors' names are views into it) and what it found.
+struct ReadChunk {
+    ChunkText text;
+    SafetensorsHeader found; // findings, metadata and unescaped names
+    std::vector<SafetensorsTensor> tensors;
+    std::vector<Span> spans;
+    std::vector<std::pair<uint64_t, uint32_t>> hashes;
+    std::vector<bool> unknownDtypeFinding;
+    size_t unknownDtypes = 0, count = 0;
+    bool ok = false;
+};
+
+// The header read in chunks (readChunk) through buffers of about kChunk bytes, on two threads: this one reads
+// every third chunk and hands its tensors over as it reads them; the second reads the others into tensors
+// of their own, handed over here in their turn (handing over, building the entries, is this thread's).
+// Every chunk parses as a whole object only when its cuts lie between top-level members, and then the chunks
+// hold exactly the header's members, in order. False when they do not (a cut inside a name, any error): the
+// caller reads the header again in one piece, which reports the first error where it occurs. Names are views
+// into the chunk's text only while `onTensor` runs.
+template <typename OnTensor>
+bool parseChunks(const InputFile& file, size_t n, size_t chunk, bool parallel, SafetensorsHeader& out, Members& m,
+    OnTensor&& onTensor)
+{
+    const size_t chunks = (n + chunk - 1) / chunk;
+    m.reserve(n);
+    ChunkText text;
+    if (!parallel) {
+        try {
+            for (size_t k = 0; k < chunks; ++k) {
+                readChunk(file, n, k, chunk, text);
+                if (text.length)
+                    m.parse(text.doc, text.length, text.capacity, onTensor);
+            }
+        } catch (const LoadError&) {
+            return false;
+        }
+        return true;
+    }
+    const auto mine = [](size_t k) { return k % 3 == 0; };
+    // The second thread's chunks, in order, at most kAhead of them waiting to be handed over.
+    constexpr size_t kAhead = 3;
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::deque<std::unique_ptr<ReadChunk>> ready;
+    std::vector<std::unique_ptr<ReadChunk>> spare; // handed over, to be read into again (their memory is touched)
+    bool stop = false, done = false;
+    auto second = std::async(std::launch::async, [&] {
+        struct Done { // however the thread ends, the handing over learns it
+            std::mutex& mutex;
+            std::condition_variable& changed;
+            bool& done;
+            ~Done()
+            {
+                {
+                    std::lock_guard lock(mutex);
+                    done = true;
+                }
+                changed.notify_all();
+            }
+        } announce { mutex, changed, done };
+        Members reader(file.path(), file.size(), out.bufferStart, out, false);
+        for (size_t k = 0; k < chunks; ++k) {
+            if (mine(k))
+                continue;
+            std::unique_ptr<ReadChunk> c;
+            {
+                std::unique_lock lock(mutex);
+                changed.wait(lock, [&] { return stop || ready.size() < kAhead; });
+                if (stop)
+                    return;
+                if (!spare.empty()) {
+                    c = std::move(spare.back());
+                    spare.pop_back();
+                }
+            }
+            try {
+                if (!c)
+                    c = std::make_unique<ReadChunk>();
+                c->found = SafetensorsHeader();
+                c->tensors.clear();
+                c->ok = false;
+                readChunk(file, n, k, chunk, c->text);
+                reader.startChunk(c->found);
+                if (c->text.length)
+                    reader.parse(c->text.doc, c->text.length, c->text.capacity,
+                        [&](const SafetensorsTensor& t) { c->tensors.push_back(t); });
+                c->spans.swap(reader.spans);
+                c->hashes.swap(reader.hashes);
+                c->unknownDtypeFinding.swap(reader.unknownDtypeFinding);
+                c->unknownDtypes = reader.unknownDtypes;
+                c->count = reader.count();
+                c->ok = true;
+            } catch (...) {
+                // Any failure (an error in the chunk, no memory) reads the header again in one piece.
+                if (!c)
+                    return; // the handing over finds no chunk: `stop` ends it
+            }
+            const bool failed = !c->ok;
+            {
+                std::lock_guard lock(mutex);
+                ready.push_back(std::move(c));
+            }
+            changed.notify_all();
+            if (failed)
+                return;
+        }
+    });
+    // The second thread reads what lives here: it is stopped and waited for however this ends.
+    struct Join {
+        std::mutex& mutex;
+        std::condition_variable& changed;
+        bool& stop;
+        std::future<void>& second;
+        ~Join()
+        {
+            {
+                std::lock_guard lock(mutex);
+                stop = true;
+            }
+            changed.notify_all();
+            second.wait();
+        }
+    } join { mutex, changed, stop, second };
+    for (size_t k = 0; k < chunks; ++k) {
+        if (mine(k)) {
+            try {
+                readChunk(file, n, k, chunk, text);
+                if (text.length)
+                    m.parse(text.doc, text.length, text.capacity, onTensor);
+            } catch (const LoadError&) {
+                return false;
+            }
+            continue;
+        }
+        std::unique_ptr<ReadChunk> c;
+        {
+            std::unique_lock lock(mutex);
+            // Empty and the second thread done: it could not make the chunk it owed.
+            changed.wait(lock, [&] { return !ready.empty() || done; });
+            if (ready.empty())
+                return false;
+            c = std::move(ready.front());
+            ready.pop_front();
+        }
+        changed.notify_all();
+        if (!c->ok)
+            return false;
+        m.adopt(c->spans, c->hashes, c->unknownDtypeFinding, c->unknownDtypes, c->count, c->found);
+        for (const SafetensorsTensor& t : c->tensors)
+            onTensor(t);
+        std::lock_guard lock(mutex);
+        spare.push_back(std::move(c));
+    }
+    return true;
+}
+
+// The checks after the parse: duplicate names and offsets that tile the byte buffer. `nameOf(i)` names the
+// i-th tensor.
+template <typename NameOf>
+void checkHeader(const OpenOptions& options, SafetensorsHeader& out, Members& m, uint64_t fileSize, NameOf&& nameOf)
+{
+    const uint64_t bufferStart = out.bufferStart;
+    const auto finding = [&out](Severity s, std::string message, std::string_view entry = {}) {
+        out.findings.push_back(Finding { s, std::move(message), std::string(entry) });
+    };
+    std::vector<Span>& spans = m.spans;
+    std::vector<std::pair<uint64_t, uint32_t>>& hashes = m.hashes;
 
     // Duplicate names: sort 64-bit name hashes and compare the names of equal neighbours. Cheaper than a
     // hash table whose 100,000 random probes miss the cache; the reference reader keeps only one of them.
@@ -273,7 +627,7 @@ void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, Sa
         std::vector<uint32_t> duplicates;
         for (size_t i = 1; i < hashes.size(); ++i)
             for (size_t j = i; j-- > 0 && hashes[j].first == hashes[i].first;)
-                if (names[hashes[j].second] == names[hashes[i].second]) {
+                if (nameOf(hashes[j].second) == nameOf(hashes[i].second)) {
                     duplicates.push_back(std::max(hashes[i].second, hashes[j].second));
                     break;
                 }
@@ -281,7 +635,7 @@ void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, Sa
         out.duplicateNames = !duplicates.empty();
         for (size_t i = 0; i < duplicates.size() && i < kMaxFindingsPerKind; ++i)
             finding(Severity::Danger, "duplicate tensor name in the header; the reference reader keeps only one",
-                names[duplicates[i]]);
+                nameOf(duplicates[i]));
         if (duplicates.size() > kMaxFindingsPerKind)
             finding(Severity::Danger, std::to_string(duplicates.size()) + " duplicate tensor names in all");
     }
@@ -303,7 +657,7 @@ void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, Sa
             finding(Severity::Danger,
                 std::string("InvalidOffset: data starts at ") + std::to_string(s.begin) + " but the previous tensor ends at "
                     + std::to_string(expected) + (s.begin > expected ? " (a gap)" : " (overlap)"),
-                names[s.entry]);
+                nameOf(s.entry));
         expected = std::max(expected, s.end);
     }
     if (reported > kMaxFindingsPerKind)
@@ -313,6 +667,53 @@ void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, Sa
             "MetadataIncompleteBuffer: tensors end at buffer byte " + std::to_string(expected) + " but the buffer holds "
                 + std::to_string(fileSize - bufferStart)
                 + (expected > fileSize - bufferStart ? " (the file is truncated)" : " (trailing bytes)"));
+}
+
+} // namespace
+
+void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, SafetensorsHeader& out,
+    const std::function<void(const SafetensorsTensor&)>& onTensor)
+{
+    const uint64_t n = headerLength(file);
+    out.bufferStart = 8 + n;
+    PhaseTimer parseTimer(options.timings, "header parse");
+    // simdjson On-Demand walks the text once without building a document (the DOM parser's tape and string
+    // buffers for a 13 MB header cost as much as the parse). Names stay views into the text.
+    Members m(file.path(), file.size(), out.bufferStart, out, true);
+    parseWhole(file, static_cast<size_t>(n), out, m, onTensor);
+    m.finish();
+    parseTimer.stop();
+    checkHeader(options, out, m, file.size(), [&](size_t i) { return m.names[i]; });
+}
+
+void streamSafetensorsHeader(const InputFile& file, const OpenOptions& options, SafetensorsHeader& out,
+    const std::function<void(const SafetensorsTensor&)>& onTensor, const std::function<std::string_view(size_t)>& nameOf,
+    const std::function<void()>& onRestart)
+{
+    const uint64_t n = headerLength(file);
+    out.bufferStart = 8 + n;
+    PhaseTimer parseTimer(options.timings, "header parse");
+    std::optional<Members> m;
+    m.emplace(file.path(), file.size(), out.bufferStart, out, false);
+    const size_t chunk = std::max<size_t>(options.headerChunk, 1);
+    const bool chunked = options.headerChunk != 0 && n > 2 * chunk;
+    const bool parallel = options.parallelHeader && std::thread::hardware_concurrency() > 1;
+    if (chunked && parseChunks(file, static_cast<size_t>(n), chunk, parallel, out, *m, onTensor)) {
+        out.chunks = (static_cast<size_t>(n) + chunk - 1) / chunk;
+    } else {
+        if (chunked) { // the chunks did not join: forget what they handed over
+            out.findings.clear();
+            out.metadata.clear();
+            out.unescaped.clear();
+            onRestart();
+            m.emplace(file.path(), file.size(), out.bufferStart, out, false);
+        }
+        parseWhole(file, static_cast<size_t>(n), out, *m, onTensor);
+    }
+    out.text.reset(); // nothing refers to it
+    m->finish();
+    parseTimer.stop();
+    checkHeader(options, out, *m, file.size(), nameOf);
 }
 
 Entry safetensorsEntry(uint64_t bufferStart, const SafetensorsTensor& t, int32_t file)
@@ -347,11 +748,15 @@ Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenO
     out.format = SourceFormat::Safetensors;
     out.files.push_back(file->path());
     SafetensorsHeader header;
-    readSafetensorsHeader(*file, options, header, [&](const SafetensorsTensor& t) {
-        if (out.entries.empty()) // the header's length is known once its tensors arrive
-            out.entries.reserve(static_cast<size_t>(header.bufferStart / 64));
-        emplaceBuilt(out.entries, [&] { return safetensorsEntry(header.bufferStart, t, 0); });
-    });
+    // Read in chunks: each entry keeps its name, so the header's text need not stay.
+    streamSafetensorsHeader(
+        *file, options, header,
+        [&](const SafetensorsTensor& t) {
+            if (out.entries.empty()) // the header's length is known once its tensors arrive
+                out.entries.reserve(static_cast<size_t>(header.bufferStart / 64));
+            emplaceBuilt(out.entries, [&] { return safetensorsEntry(header.bufferStart, t, 0); });
+        },
+        [&](size_t i) -> std::string_view { return out.entries[i].name; }, [&] { out.entries.clear(); });
     out.metadata = std::move(header.metadata);
     out.findings = std::move(header.findings);
     out.backing = std::make_shared<SourceBacking>(); // entries hold offsets; nothing to keep open

@@ -44,14 +44,23 @@ struct SafetensorsHeader {
     uint64_t bufferStart = 0; // file offset of the byte buffer: 8 + header length
     std::vector<std::pair<std::string, std::string>> metadata; // __metadata__
     std::vector<Finding> findings; // the reference reader's refusals, each naming its tensor
-    std::unique_ptr<char[]> text; // the header JSON with simdjson's padding
+    std::unique_ptr<char[]> text; // the header JSON with simdjson's padding (empty once streamed)
     std::deque<std::string> unescaped;
     bool duplicateNames = false; // some name is written twice (a danger finding says which)
+    size_t chunks = 0; // the chunks a streamed header was read in (streamSafetensorsHeader); 0: in one piece
 };
 // Reads the header into `out`, handing each tensor to `onTensor` in header order (its views stay valid while
 // `out` lives). Throws LoadError when the header cannot be read at all.
 void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, SafetensorsHeader& out,
     const std::function<void(const SafetensorsTensor&)>& onTensor);
+// The same for a caller that keeps what it needs of each tensor as it arrives: a large header is read a chunk
+// at a time through one small buffer, so the tensor's views are valid only during `onTensor`, and nothing
+// of the text stays in `out`. `nameOf(i)` names the i-th tensor handed over (the checks after the parse name
+// tensors). Should the chunks not join (formats/safetensors_reader.cpp), `onRestart` is called to forget the
+// tensors handed over so far, and they are handed over again from the first.
+void streamSafetensorsHeader(const InputFile& file, const OpenOptions& options, SafetensorsHeader& out,
+    const std::function<void(const SafetensorsTensor&)>& onTensor, const std::function<std::string_view(size_t)>& nameOf,
+    const std::function<void()>& onRestart);
 // The entry for one tensor of a header, its bytes in Source::files[file].
 Entry safetensorsEntry(uint64_t bufferStart, const SafetensorsTensor& t, int32_t file);
 

@@ -1,12 +1,30 @@
 // libFuzzer target: the safetensors reader on arbitrary bytes (header length, JSON header, offsets).
+// A header is also read in chunks of a few bytes (streamSafetensorsHeader; a real file's chunks are 512 KiB),
+// on one thread and on two, and must read exactly as in one piece: the same tensors, findings and metadata, or
+// the same error.
 
 #include "fuzz_common.h"
 
 #include "formats/safetensors_reader.h"
 #include "io/input_file.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
+
+namespace {
+
+// What a reading gives, to compare: the listing as JSON, or the error.
+std::string reading(const std::shared_ptr<const sl::InputFile>& file, const sl::OpenOptions& options)
+{
+    try {
+        return sl::sourceToJson(sl::readSafetensors(file, options));
+    } catch (const sl::LoadError& e) {
+        return std::string("error: ") + e.what();
+    }
+}
+
+} // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
@@ -17,5 +35,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         sl::Source s = sl::readSafetensors(file, {});
         sl::fuzz::exercise(s, name);
     });
+    sl::OpenOptions whole;
+    whole.headerChunk = 0;
+    const std::string expected = reading(file, whole);
+    // At most a few hundred chunks, so a 64 KB input stays quick.
+    for (size_t small : { 1, 7, 61 })
+        for (bool parallel : { false, true }) {
+            const size_t chunk = std::max(small, size / 256);
+            sl::OpenOptions chunked;
+            chunked.headerChunk = chunk;
+            chunked.parallelHeader = parallel;
+            if (reading(file, chunked) != expected)
+                sl::fuzz::die("a header read in chunks differs from the header read whole",
+                    (std::to_string(chunk) + "-byte chunks" + (parallel ? " on two threads" : "")).c_str());
+        }
     return 0;
 }

@@ -16,6 +16,7 @@
 #include "io/input_file.h"
 #include "model/dtype.h"
 #include "model/source.h"
+#include "report/source_report.h"
 #include "util/error.h"
 #include "util/load_control.h"
 
@@ -301,6 +302,8 @@ private slots:
     void gapFindingsAreCapped();
     void shapesBeyondTheInlineDims();
     void duplicateNamesInALargeHeader();
+    void headerReadInChunks_data();
+    void headerReadInChunks();
 
     void indexFixture_data();
     void indexFixture();
@@ -316,6 +319,7 @@ private slots:
     void hubCacheLayout();
     void folderResolvesAsCanonical();
     void indexKeysAcrossDtypeRuns();
+    void indexShardWithUnknownDtypes();
     void loadProgressAndCancel();
 };
 
@@ -390,12 +394,19 @@ void TstSafetensorsFormats::safetensorsFixture_data()
 {
     QTest::addColumn<QString>("name");
     QTest::addColumn<bool>("fromMemory");
+    QTest::addColumn<int>("chunk"); // OpenOptions::headerChunk: 0 reads the header in one piece
+    QTest::addColumn<bool>("parallel");
     const QStringList files = QDir(stDir()).entryList({ QStringLiteral("*.expected.json") }, QDir::Files, QDir::Name);
     QVERIFY(!files.isEmpty());
     for (const QString& f : files) {
         QString name = f.chopped(int(std::strlen(".expected.json")));
-        QTest::newRow(qPrintable(name + "/disk")) << name << false;
-        QTest::newRow(qPrintable(name + "/memory")) << name << true;
+        QTest::newRow(qPrintable(name + "/disk")) << name << false << int(OpenOptions().headerChunk) << true;
+        QTest::newRow(qPrintable(name + "/memory")) << name << true << int(OpenOptions().headerChunk) << true;
+        // Headers of a real file are read in 512 KiB chunks: these, in chunks of a few bytes, must read the same.
+        for (int chunk : { 1, 7, 40 }) {
+            QTest::newRow(qPrintable(name + "/chunks" + QString::number(chunk))) << name << false << chunk << false;
+            QTest::newRow(qPrintable(name + "/chunks" + QString::number(chunk) + "-two-threads")) << name << false << chunk << true;
+        }
     }
 }
 
@@ -403,14 +414,19 @@ void TstSafetensorsFormats::safetensorsFixture()
 {
     QFETCH(QString, name);
     QFETCH(bool, fromMemory);
+    QFETCH(int, chunk);
+    QFETCH(bool, parallel);
     const QString path = stDir() + "/" + name + ".safetensors";
     const QJsonObject x = requireJson(stDir() + "/" + name + ".expected.json");
     const QByteArray bytes = readAll(path);
     QCOMPARE(static_cast<uint64_t>(bytes.size()), u64(x["file_size"]));
 
+    OpenOptions options;
+    options.headerChunk = static_cast<size_t>(chunk);
+    options.parallelHeader = parallel;
     Source src;
     try {
-        src = fromMemory ? openSourceFromMemory(s(name + ".safetensors"), toVector(bytes)) : openSource(s(path));
+        src = fromMemory ? openSourceFromMemory(s(name + ".safetensors"), toVector(bytes), options) : openSource(s(path), options);
     } catch (const LoadError& e) {
         QFAIL(e.what());
     }
@@ -495,16 +511,23 @@ void TstSafetensorsFormats::headerLoadError()
     QFETCH(QString, openToken);
     const QString tag = QString::fromLatin1(QTest::currentDataTag());
 
-    // The reader on its own.
+    // The reader on its own, the header in one piece and in chunks of a few bytes (the chunks fail to join,
+    // and the header read again in one piece reports the error).
     const QString memName = tag + ".safetensors";
-    try {
-        readSafetensors(InputFile::fromBuffer(s(memName), toVector(bytes)), {});
-        QFAIL("readSafetensors accepted it");
-    } catch (const LoadError& e) {
-        checkLoadErrorText(e, memName, readerToken);
-        if (QTest::currentTestFailed())
-            return;
-    }
+    for (size_t chunk : { size_t(0), size_t(1), size_t(5) })
+        for (bool parallel : { false, true }) {
+            OpenOptions options;
+            options.headerChunk = chunk;
+            options.parallelHeader = parallel;
+            try {
+                readSafetensors(InputFile::fromBuffer(s(memName), toVector(bytes)), options);
+                QFAIL(qPrintable("readSafetensors accepted it, chunks of " + QString::number(chunk)));
+            } catch (const LoadError& e) {
+                checkLoadErrorText(e, memName, readerToken);
+                if (QTest::currentTestFailed())
+                    return;
+            }
+        }
 
     // Through the loader, from disk, as a user opens it.
     QTemporaryDir dir;
@@ -687,6 +710,145 @@ void TstSafetensorsFormats::duplicateNamesInALargeHeader()
     // The truth: the names after index 2000, each an earlier name again.
     QCOMPARE(reported, names.mid(2000, 20));
     QCOMPARE(count, QStringLiteral("31 duplicate tensor names in all"));
+}
+
+// A large header is read a chunk at a time (streamSafetensorsHeader), cut where a member ends. This one has
+// what makes cutting hard: Python's spacing and newlines, escaped names, __metadata__ in the middle, a name
+// longer than several chunks, unknown dtypes and a duplicate name in different chunks. Its truth is how it
+// was written. With `fakeCuts`, names end in "}," too: cut there, a chunk does not parse, and the header is
+// read again in one piece, to the same result.
+void TstSafetensorsFormats::headerReadInChunks_data()
+{
+    QTest::addColumn<bool>("fakeCuts");
+    QTest::addColumn<bool>("parallel");
+    QTest::newRow("one-thread") << false << false;
+    QTest::newRow("two-threads") << false << true;
+    QTest::newRow("fake-cuts/one-thread") << true << false;
+    QTest::newRow("fake-cuts/two-threads") << true << true;
+}
+
+void TstSafetensorsFormats::headerReadInChunks()
+{
+    QFETCH(bool, fakeCuts);
+    QFETCH(bool, parallel);
+    struct Tensor {
+        QString name; // as read
+        QByteArray written; // as written in the JSON
+        QByteArray dtype;
+        QList<qint64> shape;
+        qint64 begin = 0; // in the byte buffer
+    };
+    QList<Tensor> tensors;
+    for (int i = 0; i < 3000; ++i) {
+        Tensor t;
+        t.name = QStringLiteral("model.layers.%1.mlp.weight").arg(i);
+        t.written = t.name.toUtf8();
+        t.dtype = "F16";
+        t.shape = { 2, i % 5 + 1 };
+        if (i % 97 == 3) { // escapes: a quote, a backslash, and é spelled \u00e9
+            t.name = QStringLiteral("caf\u00e9 \"%1\"\\x").arg(i);
+            t.written = QByteArrayLiteral(R"(caf\u00e9 \")") + QByteArray::number(i) + QByteArrayLiteral(R"(\"\\x)");
+        }
+        if (i % 120 == 7) { // unknown dtypes, 25 in all
+            t.dtype = "X9";
+            t.shape = { 1 };
+        }
+        if (i == 1234) { // longer than several chunks
+            t.name = QString(3000, QLatin1Char('n'));
+            t.written = t.name.toUtf8();
+        }
+        if (fakeCuts && i % 500 == 11) { // "}," closes the name: it looks like the end of a member
+            t.name += QStringLiteral("},");
+            t.written += "},";
+        }
+        tensors << t;
+    }
+    for (int i = 0; i < 6; ++i) { // duplicates, far from their first, in chunks read on either thread
+        tensors[2900 + i].name = tensors[100 + i].name;
+        tensors[2900 + i].written = tensors[100 + i].written;
+    }
+    QByteArray header = "{";
+    QByteArray buffer;
+    for (int i = 0; i < tensors.size(); ++i) {
+        Tensor& t = tensors[i];
+        t.begin = buffer.size();
+        qint64 numel = 1;
+        QByteArrayList dims;
+        for (qint64 d : t.shape) {
+            numel *= d;
+            dims << QByteArray::number(d);
+        }
+        const qint64 bytes = t.dtype == "F16" ? 2 * numel : numel;
+        // Python's json.dumps spacing in the first half, compact in the rest, newlines here and there.
+        const QByteArray sep = i < 1500 ? ", " : i % 7 == 0 ? ",\n  " : ",";
+        const QByteArray colon = i < 1500 ? ": " : ":";
+        if (i)
+            header += sep;
+        if (i == 1700)
+            header += R"("__metadata__":{"format":"pt","note":"},\"x"},)";
+        header += '"' + t.written + '"' + colon + R"({"dtype":")" + t.dtype + R"(","shape":[)" + dims.join(',')
+            + R"(],"data_offsets":[)" + QByteArray::number(buffer.size()) + ',' + QByteArray::number(buffer.size() + bytes)
+            + "]}";
+        buffer += QByteArray(bytes, char(i));
+    }
+    header += "\n}";
+    const QByteArray file = stFile(header, buffer);
+    const uint64_t start = file.size() - buffer.size();
+
+    OpenOptions options;
+    options.headerChunk = 256; // the header is about 300 KB: over a thousand chunks
+    options.parallelHeader = parallel;
+    auto input = InputFile::fromBuffer("chunks.safetensors", toVector(file));
+    // How it was read: in chunks, unless a fake cut made it read again in one piece.
+    SafetensorsHeader h;
+    std::vector<std::string> names;
+    streamSafetensorsHeader(
+        *input, options, h, [&](const SafetensorsTensor& t) { names.emplace_back(t.name); },
+        [&](size_t i) -> std::string_view { return names[i]; }, [&] { names.clear(); });
+    if (fakeCuts)
+        QCOMPARE(h.chunks, size_t(0));
+    else
+        QVERIFY2(h.chunks > 1000, qPrintable(QString::number(h.chunks)));
+
+    const Source src = readSafetensors(input, options);
+    QCOMPARE(src.entries.size(), size_t(tensors.size()));
+    for (int i = 0; i < tensors.size(); ++i) {
+        const Entry& e = src.entries[size_t(i)];
+        QCOMPARE(q(e.name), tensors[i].name);
+        QList<qint64> shape;
+        for (int64_t d : e.shape)
+            shape << d;
+        QCOMPARE(shape, tensors[i].shape);
+        QCOMPARE(e.dtype == DType::Unknown, tensors[i].dtype == "X9");
+        QCOMPARE(e.location.offset, start + uint64_t(tensors[i].begin));
+    }
+    QCOMPARE(src.metadata.size(), size_t(2));
+    QCOMPARE(q(src.metadata[1].second), QStringLiteral("},\"x"));
+    QStringList unknown, duplicates, others;
+    for (const Finding& f : src.findings) {
+        const QString m = q(f.message);
+        if (m.startsWith("unknown dtype 'X9'"))
+            unknown << q(f.entry);
+        else if (m.contains("duplicate tensor name"))
+            duplicates << q(f.entry);
+        else
+            others << m;
+    }
+    QStringList firstUnknown;
+    for (const Tensor& t : tensors)
+        if (t.dtype == "X9" && firstUnknown.size() < 20)
+            firstUnknown << t.name;
+    QCOMPARE(unknown, firstUnknown);
+    QStringList duplicated;
+    for (int i = 0; i < 6; ++i)
+        duplicated << tensors[100 + i].name;
+    QCOMPARE(duplicates, duplicated);
+    QCOMPARE(others, QStringList { QStringLiteral("25 tensors in all have unknown dtypes") });
+
+    // And exactly as the header read in one piece.
+    OpenOptions whole;
+    whole.headerChunk = 0;
+    QCOMPARE(sourceToJson(readSafetensors(input, whole)), sourceToJson(src));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1083,6 +1245,28 @@ void TstSafetensorsFormats::folderResolvesAsCanonical()
 // Real shards list their tensors in data order, runs of one dtype each sorted by name, while weight_map is
 // sorted by name: each key is found right after an earlier hit in one of the runs, or through the shard's name
 // index. Whatever the route, every key gets its own tensor; a name a shard writes twice gets its first copy.
+// A shard's tensors wait for the merge as the header read them: an unknown dtype's text must outlive the
+// parser that read it (it lived in the parser's string buffer once, freed before the merge read it).
+void TstSafetensorsFormats::indexShardWithUnknownDtypes()
+{
+    QTemporaryDir tmp;
+    const QByteArray header = R"({"a":{"dtype":"Q4_K","shape":[1],"data_offsets":[0,1]},)"
+                              R"("b":{"dtype":"F32","shape":[1],"data_offsets":[1,5]},)"
+                              R"("c":{"dtype":"XYZ_LONGER_THAN_SIXTEEN_BYTES","shape":[1],"data_offsets":[5,6]}})";
+    QVERIFY(sl::test::writeSafetensorsFile(tmp.path() + "/s-1.safetensors", header, QByteArray(6, '\0')));
+    QFile index(tmp.path() + "/model.safetensors.index.json");
+    QVERIFY(index.open(QIODevice::WriteOnly)
+        && index.write(R"({"weight_map":{"a":"s-1.safetensors","b":"s-1.safetensors","c":"s-1.safetensors"}})") > 0);
+    index.close();
+    const Source src = openSource(s(tmp.path() + "/model.safetensors.index.json"));
+    QCOMPARE(src.entries.size(), size_t(3));
+    const std::string* a = src.entries[0].attribute("header_dtype");
+    const std::string* c = src.entries[2].attribute("header_dtype");
+    QVERIFY(a && c);
+    QCOMPARE(q(*a), QStringLiteral("Q4_K"));
+    QCOMPARE(q(*c), QStringLiteral("XYZ_LONGER_THAN_SIXTEEN_BYTES"));
+}
+
 void TstSafetensorsFormats::indexKeysAcrossDtypeRuns()
 {
     QTemporaryDir tmp;
