@@ -25,12 +25,8 @@ constexpr size_t kCentralHeaderSize = 46;
 constexpr size_t kLocalHeaderSize = 30;
 constexpr size_t kMaxCommentSize = 0xFFFF;
 
-uint32_t readU32At(Bytes d, size_t pos)
-{
-    return static_cast<uint32_t>(d[pos]) | static_cast<uint32_t>(d[pos + 1]) << 8
-        | static_cast<uint32_t>(d[pos + 2]) << 16 | static_cast<uint32_t>(d[pos + 3]) << 24;
-}
-uint16_t readU16At(Bytes d, size_t pos) { return static_cast<uint16_t>(d[pos] | d[pos + 1] << 8); }
+uint32_t readU32At(Bytes d, size_t pos) { return static_cast<uint32_t>(littleEndianAt(d, pos, 4)); }
+uint16_t readU16At(Bytes d, size_t pos) { return static_cast<uint16_t>(littleEndianAt(d, pos, 2)); }
 
 // Whether a byte is an ASCII upper-case letter, eight at a time: every record's name is looked at.
 bool hasUpper(std::string_view s)
@@ -227,11 +223,16 @@ void ZipArchive::indexFolded()
     std::sort(m_caseVariants.begin(), m_caseVariants.end());
 }
 
-Bytes ZipArchive::read(uint64_t offset, uint64_t length, std::vector<uint8_t>& buffer) const
+void ZipArchive::checkInside(uint64_t offset, uint64_t length) const
 {
     if (offset > m_size || length > m_size - offset)
         throw FormatError("bytes " + std::to_string(m_base + offset) + " to " + std::to_string(m_base + offset + length)
             + " lie past the end of the archive");
+}
+
+Bytes ZipArchive::read(uint64_t offset, uint64_t length, std::vector<uint8_t>& buffer) const
+{
+    checkInside(offset, length);
     return m_file.read(m_base + offset, length, buffer);
 }
 
@@ -428,9 +429,7 @@ std::shared_ptr<const Region> ZipArchive::storedContents(const ZipEntry& e, uint
         return nullptr;
     checkReadable(e, maxSize);
     const uint64_t offset = dataOffset(e);
-    if (offset > m_size || e.size > m_size - offset)
-        throw FormatError("bytes " + std::to_string(m_base + offset) + " to " + std::to_string(m_base + offset + e.size)
-            + " lie past the end of the archive");
+    checkInside(offset, e.size);
     return m_file.region(m_base + offset, e.size);
 }
 

@@ -125,6 +125,8 @@ private:
     void finishCentralHeader(CentralHeader& h, ByteReader rest, const ByteReader& header);
     void parseCentralDirectory(uint64_t cdOffset, uint64_t cdSize, uint64_t count);
     void indexFolded();
+    // Throws FormatError unless [offset, offset + length) lies inside the archive.
+    void checkInside(uint64_t offset, uint64_t length) const;
     // [offset, offset + length) of the archive, into `buffer`.
     Bytes read(uint64_t offset, uint64_t length, std::vector<uint8_t>& buffer) const;
     std::string_view keepName(Bytes name);

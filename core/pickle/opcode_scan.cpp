@@ -212,13 +212,7 @@ private:
     static constexpr uint32_t kInlineStr = 0x80000000u;
     static constexpr unsigned kInlineOffsetBits = 29; // strings starting in the pickle's first 512 MiB
     static constexpr unsigned kPrefixWidths[3] = { 1, 4, 8 };
-    uint64_t readPrefix(size_t at, unsigned width) const
-    {
-        uint64_t v = 0;
-        for (unsigned i = 0; i < width; ++i)
-            v |= uint64_t(m_data[at - width + i]) << (8 * i);
-        return v;
-    }
+    uint64_t readPrefix(size_t at, unsigned width) const { return littleEndianAt(m_data, at - width, width); }
     uint32_t inlineStr(const Item& i) const
     {
         if (i.kind != Item::Str || i.decoded || i.first >= (1u << kInlineOffsetBits))

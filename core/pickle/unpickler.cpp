@@ -393,17 +393,12 @@ void Unpickler::memoPutElsewhere(uint64_t index, Value* v)
 // SHORT_BINUNICODE (1-byte) literals; bit 1 says which, and the length is read again from the pickle.
 constexpr uintptr_t kLazyLiteral = 1, kLazyWide = 2;
 
-static uint32_t u32At(Bytes d, size_t at)
-{
-    return uint32_t(d[at]) | uint32_t(d[at + 1]) << 8 | uint32_t(d[at + 2]) << 16 | uint32_t(d[at + 3]) << 24;
-}
-
 Value* Unpickler::lazyLiteral(std::string_view text) const
 {
     const size_t at = static_cast<size_t>(reinterpret_cast<const uint8_t*>(text.data()) - m_data.data());
     if (at >= 2 && m_data[at - 2] == SHORT_BINUNICODE && m_data[at - 1] == text.size())
         return reinterpret_cast<Value*>(at << 2 | kLazyLiteral);
-    if (at >= 5 && m_data[at - 5] == BINUNICODE && u32At(m_data, at - 4) == text.size())
+    if (at >= 5 && m_data[at - 5] == BINUNICODE && littleEndianAt(m_data, at - 4, 4) == text.size())
         return reinterpret_cast<Value*>(at << 2 | kLazyWide | kLazyLiteral);
     return nullptr; // built now by the caller
 }
@@ -412,7 +407,7 @@ Value* Unpickler::buildLiteral(Value*& slot)
 {
     const auto bits = reinterpret_cast<uintptr_t>(slot);
     const size_t at = bits >> 2;
-    const size_t n = bits & kLazyWide ? u32At(m_data, at - 4) : m_data[at - 1];
+    const size_t n = bits & kLazyWide ? littleEndianAt(m_data, at - 4, 4) : m_data[at - 1];
     slot = makeStr(std::string_view(reinterpret_cast<const char*>(m_data.data()) + at, n));
     return slot;
 }
