@@ -468,9 +468,10 @@ struct ReadChunk {
     bool ok = false;
 };
 
-// The header read in chunks (readChunk) through buffers of about kChunk bytes, on two threads: this one reads
-// every third chunk and hands its tensors over as it reads them; the second reads the others into tensors
-// of their own, handed over here in their turn (handing over, building the entries, is this thread's).
+// The header read in chunks (readChunk) of about `chunk` bytes through reused buffers. With `parallel`, on two
+// threads: this one reads every third chunk and hands its tensors over as it reads them; the second reads the
+// others into tensors of their own, handed over here in their turn (handing over builds the entries, which is
+// this thread's work, so it reads fewer chunks).
 // Every chunk parses as a whole object only when its cuts lie between top-level members, and then the chunks
 // hold exactly the header's members, in order. False when they do not (a cut inside a name, any error): the
 // caller reads the header again in one piece, which reports the first error where it occurs. Names are views
