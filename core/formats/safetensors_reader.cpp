@@ -134,61 +134,60 @@ public:
     // Room for a header of `length` bytes (a tensor takes over 64 of them).
     void reserve(size_t length)
     {
-        spans.reserve(length / 64);
-        hashes.reserve(length / 64);
+        tally.spans.reserve(length / 64);
+        tally.hashes.reserve(length / 64);
         if (m_keepNames)
             names.reserve(length / 64);
     }
     // After the last member: the count of unknown dtypes beyond those named.
     void finish()
     {
-        if (unknownDtypes > kMaxFindingsPerKind)
-            finding(Severity::Warning, std::to_string(unknownDtypes) + " tensors in all have unknown dtypes", {});
+        if (tally.unknownDtypes > kMaxFindingsPerKind)
+            finding(Severity::Warning, std::to_string(tally.unknownDtypes) + " tensors in all have unknown dtypes", {});
     }
 
-    std::vector<Span> spans;
-    // Each name's hash, taken while the name is in cache, for the duplicate check; and, when kept, every name
-    // for the checks after the parse.
-    NameHashes hashes;
-    std::vector<std::string_view> names;
-    size_t unknownDtypes = 0;
-    // Whether each finding made names an unknown dtype (a chunk read on another thread counts its own; they
-    // are capped over the whole header when its chunk joins the others, adopt()).
-    std::vector<bool> unknownDtypeFinding;
-
-    // The tensors handed over so far.
-    size_t count() const { return m_count; }
+    // What the members read so far add up to, for the checks after the parse.
+    struct Tally {
+        size_t count = 0; // tensors
+        std::vector<Span> spans;
+        // Each name's hash, taken while the name is in cache, for the duplicate check.
+        NameHashes hashes;
+        size_t unknownDtypes = 0;
+        // Whether each finding made names an unknown dtype (a chunk read on another thread counts its own;
+        // they are capped over the whole header when its chunk joins the others, adopt()).
+        std::vector<bool> unknownDtypeFinding;
+    };
+    Tally tally;
+    std::vector<std::string_view> names; // when kept, every name, a view into the text
 
     // Another thread's reader, for one chunk: from here on its findings, metadata and unescaped names go to
-    // `out`, and it counts tensors, spans, hashes and unknown dtypes from zero.
+    // `out`, and it tallies from zero (keeping its vectors' room).
     void startChunk(SafetensorsHeader& out)
     {
         m_out = &out;
-        m_count = 0;
-        unknownDtypes = 0;
-        spans.clear();
-        hashes.clear();
-        unknownDtypeFinding.clear();
+        tally.count = 0;
+        tally.unknownDtypes = 0;
+        tally.spans.clear();
+        tally.hashes.clear();
+        tally.unknownDtypeFinding.clear();
     }
 
     // What another thread's reader found in a chunk after those read so far, as if read here: `found` its
-    // findings and metadata, each finding flagged where it names an unknown dtype. The chunk's `count`
-    // tensors are handed over after this.
-    void adopt(const std::vector<Span>& chunkSpans, const NameHashes& chunkHashes,
-        const std::vector<bool>& unknownDtypeFlags, size_t chunkUnknownDtypes, size_t count, SafetensorsHeader& found)
+    // findings and metadata. The chunk's tensors are handed over after this.
+    void adopt(const Tally& chunk, SafetensorsHeader& found)
     {
-        const auto offset = static_cast<uint32_t>(m_count);
-        for (const Span& sp : chunkSpans)
-            spans.push_back(Span { sp.begin, sp.end, sp.entry + offset });
-        for (const auto& [hash, index] : chunkHashes)
-            hashes.emplace_back(hash, index + offset);
+        const auto offset = static_cast<uint32_t>(tally.count);
+        for (const Span& sp : chunk.spans)
+            tally.spans.push_back(Span { sp.begin, sp.end, sp.entry + offset });
+        for (const auto& [hash, index] : chunk.hashes)
+            tally.hashes.emplace_back(hash, index + offset);
         for (size_t i = 0; i < found.findings.size(); ++i)
-            if (!unknownDtypeFlags[i] || ++unknownDtypes <= kMaxFindingsPerKind)
+            if (!chunk.unknownDtypeFinding[i] || ++tally.unknownDtypes <= kMaxFindingsPerKind)
                 finding(found.findings[i].severity, std::move(found.findings[i].message), found.findings[i].entry);
-        unknownDtypes += chunkUnknownDtypes - std::min(chunkUnknownDtypes, kMaxFindingsPerKind);
+        tally.unknownDtypes += chunk.unknownDtypes - std::min(chunk.unknownDtypes, kMaxFindingsPerKind);
         for (auto& kv : found.metadata)
             m_out->metadata.push_back(std::move(kv));
-        m_count += count;
+        tally.count += chunk.count;
     }
 
 private:
@@ -205,7 +204,7 @@ private:
     void finding(Severity s, std::string message, std::string_view entry, bool unknownDtype = false)
     {
         m_out->findings.push_back(Finding { s, std::move(message), std::string(entry) });
-        unknownDtypeFinding.push_back(unknownDtype);
+        tally.unknownDtypeFinding.push_back(unknownDtype);
     }
 
     void metadata(simdjson::ondemand::value value)
@@ -226,9 +225,9 @@ private:
 
     SafetensorsTensor tensor(std::string_view key, simdjson::ondemand::value value)
     {
-        if (m_count >= UINT32_MAX)
+        if (tally.count >= UINT32_MAX)
             bad("more than 4 billion tensors");
-        hashes.emplace_back(nameHash(key), static_cast<uint32_t>(m_count));
+        tally.hashes.emplace_back(nameHash(key), static_cast<uint32_t>(tally.count));
         if (m_keepNames)
             names.push_back(key);
         SafetensorsTensor t;
@@ -297,7 +296,7 @@ private:
             bad(named("has no data_offsets array"));
 
         if (!m_lastDt) {
-            if (++unknownDtypes <= kMaxFindingsPerKind)
+            if (++tally.unknownDtypes <= kMaxFindingsPerKind)
                 finding(Severity::Warning,
                     "unknown dtype '" + std::string(dtypeStr) + "'; the reference reader refuses the file", t.name, true);
             // The parser unescaped it into its own buffer, which the next string overwrites.
@@ -330,7 +329,7 @@ private:
             t.dtype = DType::Float4_e2m1fn_x2;
             t.shape.back() /= 2;
         }
-        spans.push_back(Span { begin, end, m_count++ });
+        tally.spans.push_back(Span { begin, end, tally.count++ });
         return t;
     }
 
@@ -339,7 +338,6 @@ private:
     const uint64_t m_bufferStart;
     SafetensorsHeader* m_out; // findings, metadata and unescaped names go here
     const bool m_keepNames;
-    size_t m_count = 0; // tensors so far
     simdjson::ondemand::parser m_parser; // reused: a header read in chunks parses one document a chunk
     std::string m_lastDtype;
     std::optional<DType> m_lastDt;
@@ -461,10 +459,7 @@ struct ReadChunk {
     ChunkText text;
     SafetensorsHeader found; // findings, metadata and unescaped names
     std::vector<SafetensorsTensor> tensors;
-    std::vector<Span> spans;
-    NameHashes hashes;
-    std::vector<bool> unknownDtypeFinding;
-    size_t unknownDtypes = 0, count = 0;
+    Members::Tally tally;
     bool ok = false;
 };
 
@@ -483,16 +478,21 @@ bool parseChunks(const InputFile& file, size_t n, size_t chunk, bool parallel, S
     const size_t chunks = (n + chunk - 1) / chunk;
     m.reserve(n);
     ChunkText text;
-    if (!parallel) {
+    // A chunk read here, its tensors handed over as they are read. False when it does not parse.
+    const auto readHere = [&](size_t k) {
         try {
-            for (size_t k = 0; k < chunks; ++k) {
-                readChunk(file, n, k, chunk, text);
-                if (text.length)
-                    m.parse(text.doc, text.length, text.capacity, onTensor);
-            }
+            readChunk(file, n, k, chunk, text);
+            if (text.length)
+                m.parse(text.doc, text.length, text.capacity, onTensor);
+            return true;
         } catch (const LoadError&) {
             return false;
         }
+    };
+    if (!parallel) {
+        for (size_t k = 0; k < chunks; ++k)
+            if (!readHere(k))
+                return false;
         return true;
     }
     const auto mine = [](size_t k) { return k % 3 == 0; };
@@ -543,11 +543,7 @@ bool parseChunks(const InputFile& file, size_t n, size_t chunk, bool parallel, S
                 if (c->text.length)
                     reader.parse(c->text.doc, c->text.length, c->text.capacity,
                         [&](const SafetensorsTensor& t) { c->tensors.push_back(t); });
-                c->spans.swap(reader.spans);
-                c->hashes.swap(reader.hashes);
-                c->unknownDtypeFinding.swap(reader.unknownDtypeFinding);
-                c->unknownDtypes = reader.unknownDtypes;
-                c->count = reader.count();
+                std::swap(c->tally, reader.tally); // the reader reuses the room of the chunk's old tally
                 c->ok = true;
             } catch (...) {
                 // Any failure (an error in the chunk, no memory) reads the header again in one piece.
@@ -582,13 +578,8 @@ bool parseChunks(const InputFile& file, size_t n, size_t chunk, bool parallel, S
     } join { mutex, changed, stop, second };
     for (size_t k = 0; k < chunks; ++k) {
         if (mine(k)) {
-            try {
-                readChunk(file, n, k, chunk, text);
-                if (text.length)
-                    m.parse(text.doc, text.length, text.capacity, onTensor);
-            } catch (const LoadError&) {
+            if (!readHere(k))
                 return false;
-            }
             continue;
         }
         std::unique_ptr<ReadChunk> c;
@@ -604,7 +595,7 @@ bool parseChunks(const InputFile& file, size_t n, size_t chunk, bool parallel, S
         changed.notify_all();
         if (!c->ok)
             return false;
-        m.adopt(c->spans, c->hashes, c->unknownDtypeFinding, c->unknownDtypes, c->count, c->found);
+        m.adopt(c->tally, c->found);
         for (const SafetensorsTensor& t : c->tensors)
             onTensor(t);
         std::lock_guard lock(mutex);
@@ -622,8 +613,8 @@ void checkHeader(const OpenOptions& options, SafetensorsHeader& out, Members& m,
     const auto finding = [&out](Severity s, std::string message, std::string_view entry = {}) {
         out.findings.push_back(Finding { s, std::move(message), std::string(entry) });
     };
-    std::vector<Span>& spans = m.spans;
-    NameHashes& hashes = m.hashes;
+    std::vector<Span>& spans = m.tally.spans;
+    NameHashes& hashes = m.tally.hashes;
 
     // Duplicate names: sort name hashes and compare the names of equal neighbours. Cheaper than a
     // hash table whose 100,000 random probes miss the cache; the reference reader keeps only one of them.
