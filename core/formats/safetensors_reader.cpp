@@ -5,6 +5,7 @@
 #include "util/emplace_built.h"
 #include "util/error.h"
 #include "util/timings.h"
+#include "util/name_hash.h"
 #include "util/name_index.h"
 
 #include <simdjson.h>
@@ -37,7 +38,7 @@ bool isJsonSpace(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == 
 // (name hash, tensor index) pairs. 32 bits of hash: names whose hashes collide are told apart by comparing
 // them (100,000 names make about one such pair), and the sort below takes half the passes of 64 bits.
 using NameHashes = std::vector<std::pair<uint32_t, uint32_t>>;
-uint32_t nameHash(std::string_view name) { return static_cast<uint32_t>(std::hash<std::string_view> {}(name) >> 32); }
+uint32_t nameHash(std::string_view name) { return static_cast<uint32_t>(nameHash64(name) >> 32); }
 
 // Sorts (name hash, tensor index) pairs that arrive in index order into (hash, index) order, as std::sort
 // would: stable counting passes over a digit of the hash each (an LSD radix sort), which keep equal

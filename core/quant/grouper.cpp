@@ -111,16 +111,37 @@ std::string_view Grouper::role(std::string_view text)
     return *m_roles.emplace(text).first;
 }
 
-bool Grouper::addPlan(Plan& p)
+bool Grouper::claimPlanName()
 {
     const auto planName = [this](size_t i) -> std::string_view { return m_plans[i].name; };
+    const size_t pos = m_plans.size() - 1;
+    const Planned& p = m_plans[pos];
+    if (!m_sortedNames || !m_sortedKnown)
+        return m_planNames.insert(pos, planName) == pos;
+    // Unique names: a plan named after its own anchor (FP8's 45,000 in DeepSeek-V3) shares its name only with
+    // a plan named otherwise, so it is marked on its anchor instead of hashed into m_planNames.
+    if (p.name == m_e[p.anchor].name) {
+        if (m_planNames.find(p.name, planName) != NameIndex::npos)
+            return false;
+        if (m_namedAfterAnchor.empty())
+            m_namedAfterAnchor.assign(m_e.size(), false);
+        m_namedAfterAnchor[p.anchor] = true;
+        return true;
+    }
+    if (const size_t entry = find(p.name); entry != npos && !m_namedAfterAnchor.empty() && m_namedAfterAnchor[entry])
+        return false;
+    return m_planNames.insert(pos, planName) == pos;
+}
+
+bool Grouper::addPlan(Plan& p)
+{
     if (p.anchor >= UINT32_MAX || m_parts.size() >= UINT32_MAX || m_planShapes.size() >= UINT32_MAX)
         throw std::length_error("more than 4 billion quantized groups");
     const bool anchorShape = p.shape == m_e[p.anchor].shape;
     m_plans.push_back(Planned { std::move(p.name), std::move(p.q), p.typeName, static_cast<uint32_t>(p.anchor),
         static_cast<uint32_t>(m_parts.size()), static_cast<uint32_t>(p.parts.size()),
         anchorShape ? kAnchorShape : static_cast<uint32_t>(m_planShapes.size()), p.dtype, p.shapeKnown });
-    const bool kept = m_planNames.insert(m_plans.size() - 1, planName) == m_plans.size() - 1;
+    const bool kept = claimPlanName();
     if (!kept) {
         m_plans.pop_back(); // two schemes claim one logical name: keep the first
     } else {

@@ -96,6 +96,8 @@ private:
 
     // Keeps the plan unless another claimed its name; the draft is left cleared for reuse.
     bool addPlan(Plan& p);
+    // Whether the name of the plan just added (m_plans' last) is still free, and if so takes it.
+    bool claimPlanName();
 
     void report(Concern c, Severity s, std::string message, std::string entry);
 
@@ -210,7 +212,8 @@ private:
     std::vector<Shape> m_planShapes;
     std::vector<Part> m_parts;
     std::unordered_set<std::string> m_roles; // role() texts (node-based: views stay valid)
-    NameIndex m_planNames; // positions in m_plans by name
+    NameIndex m_planNames; // positions in m_plans by name (with unique names: plans not named after their anchor)
+    std::vector<bool> m_namedAfterAnchor; // with unique names: entries whose name a plan anchored there took
     std::string m_key; // scratch for lookups (withSuffix, fp8Quantization)
     std::unordered_map<std::string, std::shared_ptr<const Quantization>> m_fp8Descriptions;
     std::vector<Finding> m_findings;

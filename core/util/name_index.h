@@ -9,6 +9,8 @@
 // holds no pointer into it and survives the owner being moved). The first position inserted under a name
 // keeps it, as unordered_map::emplace does.
 
+#include "name_hash.h"
+
 #include <cstdint>
 #include <functional>
 #include <stdexcept>
@@ -116,7 +118,7 @@ private:
 
     static uint32_t hashOf(std::string_view name)
     {
-        const uint64_t h = std::hash<std::string_view> {}(name);
+        const uint64_t h = nameHash64(name);
         return static_cast<uint32_t>(h ^ (h >> 32));
     }
 

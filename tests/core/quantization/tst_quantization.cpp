@@ -223,6 +223,7 @@ private slots:
     void floatLookalikesUnchanged();
     void largeQuantizedSource();
     void fp8ScalesBesideOrApart();
+    void oneNameTwoSchemes();
     void quantStateReadIsBounded();
     void realTorchaoAwq();
     void realTorchaoPrototypeInt4();
@@ -463,6 +464,37 @@ void TstQuantization::fp8ScalesBesideOrApart()
     }
     QCOMPARE(s.entries[3].parts[1].location.offset, uint64_t(555));
     QCOMPARE(s.entries[2].location.offset, uint64_t(0));
+}
+
+void TstQuantization::oneNameTwoSchemes()
+{
+    // torchao's flattened layout makes a group "p.weight" of p.weight:qdata and p.weight:scale, and GPTQ's
+    // p.qweight, p.qzeros and p.scales would make a group of that name too: the scheme grouped first
+    // (torchao's) keeps the name, and the GPTQ keys stay top-level tensors, untouched. FP8 weights are named
+    // after their own key and are checked for clashes another way when the names are sorted (so unique):
+    // both orders are tried.
+    for (const bool sorted : { true, false }) {
+        Source s;
+        s.format = SourceFormat::Safetensors;
+        s.entries.push_back(tensor("p.qweight", DType::Int32, { 32, 256 }));
+        s.entries.push_back(tensor("p.qzeros", DType::Int32, { 2, 32 }));
+        s.entries.push_back(tensor("p.scales", DType::Float16, { 2, 256 }));
+        s.entries.push_back(tensor("p.weight:qdata", DType::Float8_e4m3fn, { 256, 256 }));
+        s.entries.push_back(tensor("p.weight:scale", DType::Float32, { 256, 1 }));
+        s.entries.push_back(tensor("q.weight", DType::Float8_e4m3fn, { 256, 256 }));
+        s.entries.push_back(tensor("q.weight_scale_inv", DType::Float32, { 2, 2 }));
+        if (!sorted)
+            std::reverse(s.entries.begin(), s.entries.end());
+        quant::groupQuantizedEntries(s);
+        QStringList shown;
+        for (const Entry& e : s.entries)
+            shown << q(e.name) + (e.quantization ? " " + q(e.quantization->scheme) : QString());
+        shown.sort();
+        QCOMPARE(shown, QStringList({ "p.qweight", "p.qzeros", "p.scales", "p.weight torchao", "q.weight fp8.block" }));
+        for (const Entry& e : s.entries)
+            if (!e.quantization)
+                QVERIFY2(e.kind == EntryKind::Tensor && e.parts.empty() && e.attributes.empty(), e.name.c_str());
+    }
 }
 
 void TstQuantization::quantStateReadIsBounded()
