@@ -71,6 +71,7 @@ std::pair<const Source&, const Source&> openBoth(const SideOption& a, const Side
     // Each side on a core of its own: neither reads its header on the other's core too.
     OpenOptions options;
     options.parallelHeader = false;
+    options.shardPrefetchFrom = SIZE_MAX;
     auto second = std::async(std::launch::async, [&b, options]() -> const Source& { return openSide(b, options); });
     const Source& first = openSide(a, options);
     return { first, second.get() };

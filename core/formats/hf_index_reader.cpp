@@ -19,7 +19,12 @@
 #include <array>
 #include <cstring>
 #include <filesystem>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace sl {
 
@@ -94,7 +99,9 @@ simdjson::error_code rawJson(simdjson::ondemand::value v, std::string_view& out)
 }
 
 // `index.text` holds `size` bytes of JSON and simdjson's padding.
-void parseIndexText(const std::string& name, HfIndexFile& index, size_t size)
+// `onShard` (when given) hears each shard name the first time weight_map names it, while the parse goes on.
+void parseIndexText(const std::string& name, HfIndexFile& index, size_t size,
+    const std::function<void(std::string_view)>& onShard = {})
 {
     const auto corrupt = [&name](simdjson::error_code err) {
         return LoadError(name, std::string("corrupt index JSON: ") + simdjson::error_message(err));
@@ -186,6 +193,8 @@ void parseIndexText(const std::string& name, HfIndexFile& index, size_t size)
                     throw LoadError(name, "more than 4 billion shards");
                 index.shards.emplace_back(shard);
                 at = shardIndex.insert(index.shards.size() - 1, shardName);
+                if (onShard)
+                    onShard(index.shards.back());
             }
             lastShard = at;
             index.weightMap.emplace_back(tensor, static_cast<uint32_t>(at));
@@ -197,6 +206,147 @@ void parseIndexText(const std::string& name, HfIndexFile& index, size_t size)
     if (!haveMap)
         throw LoadError(name, "the index has no \"weight_map\" object");
 }
+
+// Where a shard name leads: its path beside the index as named (empty when the name is refused), that path
+// with symlinks followed, and where it leads when that is outside the index folder (never opened then).
+struct ShardPlace {
+    std::string path, real, outside;
+    // Spellings of one file ("a", "./a", "x/../a", symlinks to it in the folder) share this key.
+    std::string key() const { return !real.empty() && outside.empty() ? real : path; }
+};
+
+ShardPlace placeShard(const fs::path& dir, const CheckpointFolder& folder, const std::string& name)
+{
+    ShardPlace p;
+    if (!isSafeShardName(name))
+        return p;
+    p.path = (dir / name).lexically_normal().string();
+    p.real = folder.resolve(p.path);
+    if (!p.real.empty() && !folder.holds(p.real))
+        p.outside = p.real;
+    return p;
+}
+
+// Opens the shard at `path` (inside the folder): its contents, or its problem in `error` (a finding, not an
+// exception, so that no job of the parallel loop throws).
+void openShardAt(const std::string& path, LoadControl* control, ShardContents& opened, std::string& error)
+{
+    try {
+        if (!fs::exists(path)) {
+            error = "missing";
+            return;
+        }
+        // A folder or an index (this one, or one naming it) would be read as an index again and recurse
+        // without end: folders are refused here, indexes where the shard is sniffed (indexAllowed).
+        if (!fs::is_regular_file(path))
+            throw LoadError(path, "is not a regular file");
+        OpenOptions shardOptions;
+        shardOptions.indexAllowed = false;
+        shardOptions.threads = 1;
+        shardOptions.groupQuantized = false; // grouped once, over the merged state dict
+        shardOptions.control = control; // a big pickle shard stops on cancel too
+        opened = openShard(path, shardOptions);
+    } catch (const LoadError& e) {
+        error = e.problem();
+    } catch (const std::exception& e) {
+        error = e.what();
+    }
+}
+
+// Shards opened on a second core while the index is still being parsed: DeepSeek-V3's 9 MB index keeps one
+// core busy for 7 ms, and the other was idle then. Each shard name weight_map names is placed and opened
+// here as the opening loop would (placeShard, openShardAt), in order of first mention; the loop takes each
+// result whose path is its shard's, and opens the rest itself. stop() ends it once the parse is over: the
+// shard it is opening is finished, the others are left to the loop.
+class ShardPrefetch {
+public:
+    ShardPrefetch(const fs::path& dir, const CheckpointFolder& folder, LoadControl* control)
+        : m_dir(dir)
+        , m_folder(folder)
+        , m_control(control)
+        , m_worker([this] { run(); })
+    {
+    }
+    ~ShardPrefetch() { stop(); }
+    ShardPrefetch(const ShardPrefetch&) = delete;
+    ShardPrefetch& operator=(const ShardPrefetch&) = delete;
+
+    void announce(std::string_view name)
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            m_names.emplace_back(name);
+        }
+        m_wake.notify_one();
+    }
+    // `finish`: open every shard named so far first (tests).
+    void stop(bool finish = false)
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            (finish ? m_finishing : m_stopping) = true;
+        }
+        m_wake.notify_one();
+        if (m_worker.joinable())
+            m_worker.join();
+    }
+    // The shard at `path` as opened here, if it was (after stop()). The opening loop's threads call this at
+    // once, each for shards of its own: lookups only, no erase.
+    bool take(const std::string& path, ShardContents& opened, std::string& error)
+    {
+        const auto it = m_opened.find(path);
+        if (it == m_opened.end())
+            return false;
+        opened = std::move(it->second.first);
+        error = std::move(it->second.second);
+        return true;
+    }
+
+private:
+    void run()
+    {
+        // Whatever goes wrong here (out of memory) only ends the prefetch: the loop opens the rest, and reports.
+        try {
+            prefetch();
+        } catch (...) {
+        }
+    }
+    void prefetch()
+    {
+        std::unordered_set<std::string> keys; // spellings of one file are opened once, as the loop does
+        for (size_t next = 0;; ++next) {
+            std::string name;
+            {
+                std::unique_lock lock(m_mutex);
+                m_wake.wait(lock, [&] { return m_stopping || m_finishing || next < m_names.size(); });
+                if (m_stopping || next == m_names.size())
+                    return;
+                name = m_names[next];
+            }
+            if (m_control && m_control->cancelled())
+                return;
+            const ShardPlace place = placeShard(m_dir, m_folder, name);
+            if (place.path.empty() || !place.outside.empty() || !keys.insert(place.key()).second
+                || m_opened.count(place.path))
+                continue;
+            ShardContents opened;
+            std::string error;
+            openShardAt(place.path, m_control, opened, error);
+            m_opened.emplace(place.path, std::pair(std::move(opened), std::move(error)));
+        }
+    }
+
+    const fs::path& m_dir;
+    const CheckpointFolder& m_folder;
+    LoadControl* const m_control;
+    std::mutex m_mutex;
+    std::condition_variable m_wake;
+    std::vector<std::string> m_names; // announced, in order (a repeated weight_map announces names again)
+    bool m_stopping = false;
+    bool m_finishing = false; // stop once every name announced is done
+    std::unordered_map<std::string, std::pair<ShardContents, std::string>> m_opened; // by path; the worker's until stop()
+    std::thread m_worker; // last: starts once the members above exist
+};
 
 HfIndexFile withText(uint64_t size)
 {
@@ -235,7 +385,19 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
         file->whole(uint64_t(1) << 30, "shard index"); // refuses it, with the reason
     HfIndexFile index = withText(file->size());
     file->readInto(0, std::span(reinterpret_cast<uint8_t*>(index.text.get()), static_cast<size_t>(file->size())));
-    parseIndexText(indexPath, index, static_cast<size_t>(file->size()));
+    const fs::path dir = fs::path(indexPath).parent_path();
+    // Shard names are looked up beside the index as named (a hub cache's index is itself a symlink to a blob),
+    // and must resolve inside that folder.
+    const CheckpointFolder folder(dir.string());
+    LoadControl* control = options.control;
+    std::optional<ShardPrefetch> prefetch;
+    if (file->size() >= options.shardPrefetchFrom && threadsFor(options.threads) > 1)
+        prefetch.emplace(dir, folder, control);
+    parseIndexText(indexPath, index, static_cast<size_t>(file->size()),
+        prefetch ? [&prefetch](std::string_view shard) { prefetch->announce(shard); }
+                 : std::function<void(std::string_view)>());
+    if (prefetch)
+        prefetch->stop(options.shardPrefetchFinishes);
     indexTimer.stop();
     out.metadata = std::move(index.metadata);
     const uint64_t declaredTotal = index.totalSize.value_or(0);
@@ -247,22 +409,15 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     std::vector<Shard> shards;
     std::unordered_map<std::string, size_t> shardByPath;
     std::vector<size_t> shardOfName(index.shards.size());
-    const fs::path dir = fs::path(indexPath).parent_path();
-    // Shard names are looked up beside the index as named (a hub cache's index is itself a symlink to a blob),
-    // and must resolve inside that folder.
-    const CheckpointFolder folder(dir.string());
     for (size_t n = 0; n < index.shards.size(); ++n) {
         Shard s;
         s.name = std::move(index.shards[n]);
-        std::string real;
-        if (isSafeShardName(s.name)) {
-            s.path = (dir / s.name).lexically_normal().string();
-            real = folder.resolve(s.path);
-            if (!real.empty() && !folder.holds(real))
-                s.outside = real;
-        }
+        ShardPlace place = placeShard(dir, folder, s.name);
+        const std::string key = place.key();
+        s.path = std::move(place.path);
+        s.outside = std::move(place.outside);
         if (!s.path.empty()) {
-            auto [it, inserted] = shardByPath.emplace(!real.empty() && s.outside.empty() ? real : s.path, shards.size());
+            auto [it, inserted] = shardByPath.emplace(key, shards.size());
             if (!inserted) {
                 shardOfName[n] = it->second;
                 continue;
@@ -279,7 +434,6 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     spdlog::debug("{}: index names {} tensors in {} shard files", terminalText(indexPath), mapping.size(), shards.size());
     // Open the shards in parallel; each reader is independent.
     PhaseTimer shardTimer(options.timings, "open shards");
-    LoadControl* control = options.control;
     if (control)
         control->addTotal(shards.size());
     // Each shard's problems are kept with it (a finding, not an exception), so no job throws.
@@ -296,26 +450,8 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
         } advance { control };
         if (s.path.empty() || !s.outside.empty() || (control && control->cancelled()))
             return;
-        try {
-            if (!fs::exists(s.path)) {
-                s.error = "missing";
-                return;
-            }
-            // A folder or an index (this one, or one naming it) would be read as an index again and recurse
-            // without end: folders are refused here, indexes where the shard is sniffed (indexAllowed).
-            if (!fs::is_regular_file(s.path))
-                throw LoadError(s.path, "is not a regular file");
-            OpenOptions shardOptions;
-            shardOptions.indexAllowed = false;
-            shardOptions.threads = 1;
-            shardOptions.groupQuantized = false; // grouped once, over the merged state dict
-            shardOptions.control = control; // a big pickle shard stops on cancel too
-            s.opened = openShard(s.path, shardOptions);
-        } catch (const LoadError& e) {
-            s.error = e.problem();
-        } catch (const std::exception& e) {
-            s.error = e.what();
-        }
+        if (!prefetch || !prefetch->take(s.path, s.opened, s.error))
+            openShardAt(s.path, control, s.opened, s.error);
     });
     if (control)
         control->checkpoint(indexPath);

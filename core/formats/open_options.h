@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -37,6 +39,13 @@ struct OpenOptions {
     // the caller already reads two sources at once (diff opens both sides together).
     size_t headerChunk = 512 << 10;
     bool parallelHeader = true;
+    // Indexes of at least this many bytes open their shards on a second thread while the index is parsed
+    // (hf_index_reader.cpp, ShardPrefetch); tests set 0. SIZE_MAX where the caller already reads two
+    // sources at once.
+    size_t shardPrefetchFrom = 256 << 10;
+    // Tests: the parse's end waits until every shard named was opened there, so that the opening loop takes
+    // them all (a small index is otherwise parsed before the second thread opens anything).
+    bool shardPrefetchFinishes = false;
     // Progress and cancellation (util/load_control.h); null when nobody watches. A cancelled open throws
     // LoadCancelled.
     LoadControl* control = nullptr;

@@ -29,6 +29,7 @@
 #include "formats/torchscript_reader.h"
 #include "model/dtype.h"
 #include "model/source.h"
+#include "report/source_report.h"
 #include "util/error.h"
 
 #include <QCryptographicHash>
@@ -1244,6 +1245,18 @@ void TestRealFixtures::checkIndex(
         return;
     }
     tally("sharded indexes opened");
+    // Shards opened while the index is parsed (ShardPrefetch, all of them there) list the same.
+    {
+        OpenOptions prefetch;
+        prefetch.shardPrefetchFrom = 0;
+        prefetch.shardPrefetchFinishes = true;
+        try {
+            if (sourceToJson(openSource(abs.toStdString(), prefetch)) != sourceToJson(src))
+                problems << "shards opened while the index is parsed list differently";
+        } catch (const std::exception& e) {
+            problems << "openSource with shards opened while the index is parsed threw: " + QString::fromUtf8(e.what());
+        }
+    }
     const char* format = abs.endsWith(QLatin1String(".bin.index.json")) ? "torch-bin-index" : "safetensors-index";
     if (formatId(src.format) != format)
         problems << QString("format is %1, expected %2").arg(q(formatId(src.format)), format);

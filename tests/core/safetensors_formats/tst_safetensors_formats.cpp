@@ -52,6 +52,16 @@ std::string s(const QString& v) { return v.toStdString(); }
 QString stDir() { return test::fixturesDir() + QStringLiteral("/safetensors"); }
 QString indexDir() { return test::fixturesDir() + QStringLiteral("/index"); }
 
+// Options that open an index's shards while the index is parsed (ShardPrefetch), whatever its size, and all
+// of them there (the index of a test is parsed before the second thread would open any), or never.
+OpenOptions prefetching(bool on)
+{
+    OpenOptions o;
+    o.shardPrefetchFrom = on ? 0 : SIZE_MAX;
+    o.shardPrefetchFinishes = on;
+    return o;
+}
+
 
 
 bool writeFile(const QString& path, const QByteArray& bytes)
@@ -320,6 +330,7 @@ private slots:
     void hubCacheLayout();
     void folderResolvesAsCanonical();
     void indexKeysAcrossDtypeRuns();
+    void indexShardsOpenedWhileParsed();
     void indexShardWithUnknownDtypes();
     void loadProgressAndCancel();
 };
@@ -879,11 +890,15 @@ void TstSafetensorsFormats::indexFixture_data()
 {
     QTest::addColumn<QString>("folder");
     QTest::addColumn<bool>("openFolder"); // open the folder instead of the index file
+    QTest::addColumn<bool>("prefetch"); // shards opened while the index is parsed
     const QStringList cases = indexCases(false);
     QVERIFY(cases.size() >= 9);
     for (const QString& c : cases) {
-        QTest::newRow(qPrintable(c + "/index")) << c << false;
-        QTest::newRow(qPrintable(c + "/folder")) << c << true;
+        for (const bool prefetch : { false, true }) {
+            const QString p = prefetch ? "/prefetch" : "";
+            QTest::newRow(qPrintable(c + "/index" + p)) << c << false << prefetch;
+            QTest::newRow(qPrintable(c + "/folder" + p)) << c << true << prefetch;
+        }
     }
 }
 
@@ -891,13 +906,14 @@ void TstSafetensorsFormats::indexFixture()
 {
     QFETCH(QString, folder);
     QFETCH(bool, openFolder);
+    QFETCH(bool, prefetch);
     const QString dir = indexDir() + "/" + folder;
     const QJsonObject x = requireJson(dir + "/expected.json");
     const QString indexPath = dir + "/" + x["index"].toString();
 
     Source src;
     try {
-        src = openSource(s(openFolder ? dir : indexPath));
+        src = openSource(s(openFolder ? dir : indexPath), prefetching(prefetch));
     } catch (const LoadError& e) {
         QFAIL(e.what());
     }
@@ -945,11 +961,15 @@ void TstSafetensorsFormats::indexLoadError_data()
 {
     QTest::addColumn<QString>("folder");
     QTest::addColumn<bool>("openFolder");
+    QTest::addColumn<bool>("prefetch");
     const QStringList cases = indexCases(true);
     QVERIFY(cases.size() >= 3);
     for (const QString& c : cases) {
-        QTest::newRow(qPrintable(c + "/index")) << c << false;
-        QTest::newRow(qPrintable(c + "/folder")) << c << true;
+        for (const bool prefetch : { false, true }) {
+            const QString p = prefetch ? "/prefetch" : "";
+            QTest::newRow(qPrintable(c + "/index" + p)) << c << false << prefetch;
+            QTest::newRow(qPrintable(c + "/folder" + p)) << c << true << prefetch;
+        }
     }
 }
 
@@ -958,19 +978,20 @@ void TstSafetensorsFormats::indexLoadError()
 {
     QFETCH(QString, folder);
     QFETCH(bool, openFolder);
+    QFETCH(bool, prefetch);
     const QString dir = indexDir() + "/" + folder;
     const QJsonObject x = requireJson(dir + "/expected.json");
     const QString indexPath = dir + "/" + x["index"].toString();
     const QString token = x["load_error"].toArray()[0].toString();
     try {
-        openSource(s(openFolder ? dir : indexPath));
+        openSource(s(openFolder ? dir : indexPath), prefetching(prefetch));
         QFAIL("openSource accepted it");
     } catch (const LoadError& e) {
         QVERIFY2(QFileInfo(q(e.file())).canonicalFilePath() == QFileInfo(indexPath).canonicalFilePath(), e.what());
         QVERIFY2(!std::strchr(e.what(), '\n'), e.what());
         QVERIFY2(q(e.problem()).contains(token, Qt::CaseInsensitive), e.what());
     }
-    if (!openFolder)
+    if (!openFolder && !prefetch)
         checkCliFails(indexPath, token);
 }
 
@@ -1059,9 +1080,10 @@ void TstSafetensorsFormats::indexRefusesOddShards()
     QJsonObject back { { "model.ok", "../model.safetensors.index.json" }, { "model.self", "model.safetensors.index.json" } };
     QVERIFY(writeFile(dir.filePath("sub/model.safetensors.index.json"), QJsonDocument(QJsonObject { { "weight_map", back } }).toJson()));
 
+    for (const bool prefetch : { false, true }) {
     Source src;
     try {
-        src = openSource(s(dir.filePath("model.safetensors.index.json")));
+        src = openSource(s(dir.filePath("model.safetensors.index.json")), prefetching(prefetch));
     } catch (const LoadError& e) {
         QFAIL(e.what());
     }
@@ -1076,6 +1098,7 @@ void TstSafetensorsFormats::indexRefusesOddShards()
         found = found || (q(severityName(f.severity)) == severity && q(f.message).contains(token, Qt::CaseInsensitive));
     QVERIFY2(found, qPrintable(describeFindings(src)));
     QCOMPARE(src.countFindings(Severity::Danger), size_t(severity == "danger" ? 1 : 0));
+    }
 }
 
 // A shard that is a symlink out of the index folder is never opened, though it is a good shard: a danger names
@@ -1097,10 +1120,11 @@ void TstSafetensorsFormats::shardsSymlinkedOutOfTheFolder()
     for (const QString& target : { QStringLiteral("../outside/model-00002-of-00003.safetensors"), outside }) {
         QFile::remove(ckpt + "/model-00002-of-00003.safetensors");
         QVERIFY(symlinkTo(target, ckpt + "/model-00002-of-00003.safetensors"));
-        for (const QString& path : { ckpt + "/model.safetensors.index.json", d + "/alias" }) {
+        for (const QString& path : { ckpt + "/model.safetensors.index.json", d + "/alias" })
+        for (const bool prefetch : { false, true }) {
             Source src;
             try {
-                src = openSource(s(path));
+                src = openSource(s(path), prefetching(prefetch));
             } catch (const LoadError& e) {
                 QFAIL(e.what());
             }
@@ -1130,10 +1154,12 @@ void TstSafetensorsFormats::shardsSymlinkedOutOfTheFolder()
     QVERIFY(symlinkTo("a.safetensors", d + "/same/b.safetensors"));
     QVERIFY(writeFile(
         d + "/same/model.safetensors.index.json", R"({"weight_map": {"x": "a.safetensors", "y": "b.safetensors"}})"));
-    const Source same = openSource(s(d + "/same/model.safetensors.index.json"));
-    QCOMPARE(same.files.size(), size_t(1));
-    QCOMPARE(same.entries.size(), size_t(2));
-    QCOMPARE(locationName(nthEntry(same, "y", 0)->location.kind), QStringLiteral("mapped"));
+    for (const bool prefetch : { false, true }) {
+        const Source same = openSource(s(d + "/same/model.safetensors.index.json"), prefetching(prefetch));
+        QCOMPARE(same.files.size(), size_t(1));
+        QCOMPARE(same.entries.size(), size_t(2));
+        QCOMPARE(locationName(nthEntry(same, "y", 0)->location.kind), QStringLiteral("mapped"));
+    }
 
     // A folder whose index is a symlink out of it: nothing to list.
     const QString index = d + "/outside/model.safetensors.index.json";
@@ -1272,6 +1298,71 @@ void TstSafetensorsFormats::indexShardWithUnknownDtypes()
     QVERIFY(a && c);
     QCOMPARE(q(*a), QStringLiteral("Q4_K"));
     QCOMPARE(q(*c), QStringLiteral("XYZ_LONGER_THAN_SIXTEEN_BYTES"));
+}
+
+// Shards opened on a second thread while the index is parsed (ShardPrefetch) give the listing of shards opened
+// after it: 120 shards, one missing, one named twice (".\/" and plain), one reached through a symlink beside
+// it; and an index whose JSON fails after naming shards is the same LoadError. Repeated, to give a race a
+// chance to show (and ASan, in CI, a use after free).
+void TstSafetensorsFormats::indexShardsOpenedWhileParsed()
+{
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    constexpr int kShards = 120;
+    QJsonObject map;
+    for (int i = 1; i <= kShards; ++i) {
+        const QString shard = QStringLiteral("model-%1-of-00120.safetensors").arg(i, 5, 10, QLatin1Char('0'));
+        const QString a = QStringLiteral("t.%1.a").arg(i, 5, 10, QLatin1Char('0'));
+        const QString b = QStringLiteral("t.%1.b").arg(i, 5, 10, QLatin1Char('0'));
+        const QByteArray header = QStringLiteral(R"({"%1":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                                 R"("%2":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})")
+                                      .arg(a, b)
+                                      .toLatin1();
+        if (i != 7) // missing
+            QVERIFY(writeFile(dir.filePath(shard), stFile(header, QByteArray(8, '\0'))));
+        map[a] = shard;
+        map[b] = i == 3 ? "./" + shard : i == 10 ? QStringLiteral("alias.safetensors") : shard;
+    }
+    QVERIFY(symlinkTo("model-00010-of-00120.safetensors", dir.filePath("alias.safetensors")));
+    const QString index = dir.filePath("model.safetensors.index.json");
+    QVERIFY(writeFile(index, QJsonDocument(QJsonObject { { "weight_map", map } }).toJson()));
+
+    const Source after = openSource(s(index), prefetching(false));
+    QCOMPARE(after.entries.size(), size_t(2 * kShards));
+    size_t mapped = 0;
+    for (const Entry& e : after.entries)
+        mapped += e.location.kind == TensorLocation::Kind::Mapped;
+    QCOMPARE(mapped, size_t(2 * kShards - 2)); // shard 7's two are unavailable
+    QCOMPARE(after.files.size(), size_t(kShards)); // "./" and the symlink name no shard of their own
+    const std::string expected = sourceToJson(after);
+    OpenOptions someFirst = prefetching(true); // as a large index is read: the loop opens what is left
+    someFirst.shardPrefetchFinishes = false;
+    for (int run = 0; run < 10; ++run) {
+        QCOMPARE(sourceToJson(openSource(s(index), prefetching(true))), expected);
+        QCOMPARE(sourceToJson(openSource(s(index), someFirst)), expected);
+    }
+
+    // Shards named, then a value that is not a file name: the same error, whatever was opened meanwhile.
+    const QString bad = dir.filePath("bad.safetensors.index.json");
+    QVERIFY(writeFile(bad,
+        R"({"weight_map": {"t.00001.a": "model-00001-of-00120.safetensors", "t.00002.a": "model-00002-of-00120.safetensors",)"
+        R"( "t.00003.a": "model-00003-of-00120.safetensors", "t.00004.a": 5}})"));
+    QString message;
+    try {
+        openSource(s(bad), prefetching(false));
+        QFAIL("accepted");
+    } catch (const LoadError& e) {
+        message = q(e.what());
+    }
+    QVERIFY2(message.contains("weight_map value for 't.00004.a' is not a file name"), qPrintable(message));
+    for (int run = 0; run < 20; ++run) {
+        try {
+            openSource(s(bad), prefetching(true));
+            QFAIL("accepted");
+        } catch (const LoadError& e) {
+            QCOMPARE(q(e.what()), message);
+        }
+    }
 }
 
 void TstSafetensorsFormats::indexKeysAcrossDtypeRuns()
