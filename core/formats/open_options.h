@@ -39,6 +39,10 @@ struct OpenOptions {
     // the caller already reads two sources at once (diff opens both sides together).
     size_t headerChunk = 512 << 10;
     bool parallelHeader = true;
+    // safetensors: header members in the writers' own layout are read by SafetensorsScan this many at a time
+    // (formats/safetensors_scan.h); 0 reads every member with simdjson, to the same result (tests compare them
+    // and make the batches small).
+    size_t headerScanBatch = 256;
     // Indexes of at least this many bytes open their shards on a second thread while the index is parsed
     // (hf_index_reader.cpp, ShardPrefetch); tests set 0. SIZE_MAX where the caller already reads two
     // sources at once.

@@ -1,7 +1,8 @@
 // libFuzzer target: the safetensors reader on arbitrary bytes (header length, JSON header, offsets).
 // A header is also read in chunks of a few bytes (streamSafetensorsHeader; a real file's chunks are 512 KiB),
 // on one thread and on two, and must read exactly as in one piece: the same tensors, findings and metadata, or
-// the same error.
+// the same error. And members in the writers' layout, read by SafetensorsScan (a member or two at a time, the
+// rest by simdjson), must read exactly as simdjson reads them all.
 
 #include "fuzz_common.h"
 
@@ -38,6 +39,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     sl::OpenOptions whole;
     whole.headerChunk = 0;
     const std::string expected = reading(file, whole);
+    for (size_t batch : { 0, 1, 2 }) {
+        sl::OpenOptions scanned = whole;
+        scanned.headerScanBatch = batch;
+        if (reading(file, scanned) != expected)
+            sl::fuzz::die("a header read with SafetensorsScan differs from the header read by simdjson alone",
+                (std::to_string(batch) + "-member batches").c_str());
+    }
     // At most a few hundred chunks, so a 64 KB input stays quick.
     for (size_t small : { 1, 7, 61 })
         for (bool parallel : { false, true }) {

@@ -11,6 +11,7 @@
 #include "common/test_paths.h"
 #include "formats/loader.h"
 #include "formats/safetensors_reader.h"
+#include "formats/safetensors_scan.h"
 #include "formats/torch_zip_reader.h"
 #include "io/file_trust.h"
 #include "io/input_file.h"
@@ -315,6 +316,9 @@ private slots:
     void duplicateNamesInALargeHeader();
     void headerReadInChunks_data();
     void headerReadInChunks();
+    void headerScanReadsAsJson_data();
+    void headerScanReadsAsJson();
+    void headerScanStopsWhereTheLayoutEnds();
 
     void indexFixture_data();
     void indexFixture();
@@ -408,16 +412,23 @@ void TstSafetensorsFormats::safetensorsFixture_data()
     QTest::addColumn<bool>("fromMemory");
     QTest::addColumn<int>("chunk"); // OpenOptions::headerChunk: 0 reads the header in one piece
     QTest::addColumn<bool>("parallel");
+    QTest::addColumn<int>("scanBatch"); // OpenOptions::headerScanBatch: 0 reads every member with simdjson
     const QStringList files = QDir(stDir()).entryList({ QStringLiteral("*.expected.json") }, QDir::Files, QDir::Name);
     QVERIFY(!files.isEmpty());
+    const int batch = int(OpenOptions().headerScanBatch);
     for (const QString& f : files) {
         QString name = f.chopped(int(std::strlen(".expected.json")));
-        QTest::newRow(qPrintable(name + "/disk")) << name << false << int(OpenOptions().headerChunk) << true;
-        QTest::newRow(qPrintable(name + "/memory")) << name << true << int(OpenOptions().headerChunk) << true;
+        QTest::newRow(qPrintable(name + "/disk")) << name << false << int(OpenOptions().headerChunk) << true << batch;
+        QTest::newRow(qPrintable(name + "/memory")) << name << true << int(OpenOptions().headerChunk) << true << batch;
+        // Each member by simdjson, or the writers' layout a member or two at a time (what is not in it
+        // resumes in simdjson after the members read).
+        for (int scan : { 0, 1, 2 })
+            QTest::newRow(qPrintable(name + "/scan" + QString::number(scan))) << name << false << 0 << false << scan;
         // Headers of a real file are read in 512 KiB chunks: these, in chunks of a few bytes, must read the same.
         for (int chunk : { 1, 7, 40 }) {
-            QTest::newRow(qPrintable(name + "/chunks" + QString::number(chunk))) << name << false << chunk << false;
-            QTest::newRow(qPrintable(name + "/chunks" + QString::number(chunk) + "-two-threads")) << name << false << chunk << true;
+            QTest::newRow(qPrintable(name + "/chunks" + QString::number(chunk))) << name << false << chunk << false << batch;
+            QTest::newRow(qPrintable(name + "/chunks" + QString::number(chunk) + "-two-threads"))
+                << name << false << chunk << true << batch;
         }
     }
 }
@@ -428,6 +439,7 @@ void TstSafetensorsFormats::safetensorsFixture()
     QFETCH(bool, fromMemory);
     QFETCH(int, chunk);
     QFETCH(bool, parallel);
+    QFETCH(int, scanBatch);
     const QString path = stDir() + "/" + name + ".safetensors";
     const QJsonObject x = requireJson(stDir() + "/" + name + ".expected.json");
     const QByteArray bytes = readAll(path);
@@ -436,6 +448,7 @@ void TstSafetensorsFormats::safetensorsFixture()
     OpenOptions options;
     options.headerChunk = static_cast<size_t>(chunk);
     options.parallelHeader = parallel;
+    options.headerScanBatch = static_cast<size_t>(scanBatch);
     Source src;
     try {
         src = fromMemory ? openSourceFromMemory(s(name + ".safetensors"), toVector(bytes), options) : openSource(s(path), options);
@@ -513,6 +526,24 @@ void TstSafetensorsFormats::headerLoadError_data()
     QTest::newRow("offsets_missing") << entry(R"({"dtype":"F32","shape":[1]})") << deser << deser;
     QTest::newRow("offsets_one_value") << entry(R"({"dtype":"F32","shape":[1],"data_offsets":[4]})") << deser << deser;
     QTest::newRow("offsets_negative") << entry(R"({"dtype":"F32","shape":[1],"data_offsets":[-4,0]})") << deser << deser;
+    // Errors after members in the writers' layout (read by SafetensorsScan, the rest by simdjson).
+    const QByteArray two = R"("a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]})";
+    const QByteArray eight(8, '\x01');
+    QTest::newRow("unclosed_after_members") << stFile("{" + two + R"(,"c":{"dtype":"F32","shape":[1],"data_offsets":[8,12])", eight)
+                                            << deser << deser;
+    QTest::newRow("content_after_members") << stFile("{" + two + "} x", eight) << deser << deser;
+    QTest::newRow("second_object_after_members") << stFile("{" + two + "}{}", eight) << deser << deser;
+    QTest::newRow("shape_negative_after_members")
+        << stFile("{" + two + R"(,"c":{"dtype":"F32","shape":[-1],"data_offsets":[8,12]}})", eight) << deser << deser;
+    QTest::newRow("shape_leading_zero_after_members")
+        << stFile("{" + two + R"(,"c":{"dtype":"F32","shape":[01],"data_offsets":[8,12]}})", eight) << deser << deser;
+    QTest::newRow("exponent_after_members")
+        << stFile("{" + two + R"(,"c":{"dtype":"F32","shape":[1],"data_offsets":[8,12e0]}})", eight) << deser << deser;
+    QTest::newRow("offsets_three_after_members")
+        << stFile("{" + two + R"(,"c":{"dtype":"F32","shape":[1],"data_offsets":[8,12,16]}})", eight) << deser << deser;
+    QTest::newRow("invalid_utf8_after_members")
+        << stFile("{" + two + ",\"c\xff\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", eight)
+        << "InvalidHeader" << "InvalidHeader";
 }
 
 // Unreadable headers: a LoadError (one line naming the file, naming the reference error), and exit code 2.
@@ -525,21 +556,24 @@ void TstSafetensorsFormats::headerLoadError()
 
     // The reader on its own, the header in one piece and in chunks of a few bytes (the chunks fail to join,
     // and the header read again in one piece reports the error).
+    // Each with the writers' layout read by SafetensorsScan, a member at a time, and by simdjson alone.
     const QString memName = tag + ".safetensors";
     for (size_t chunk : { size_t(0), size_t(1), size_t(5) })
-        for (bool parallel : { false, true }) {
-            OpenOptions options;
-            options.headerChunk = chunk;
-            options.parallelHeader = parallel;
-            try {
-                readSafetensors(InputFile::fromBuffer(s(memName), toVector(bytes)), options);
-                QFAIL(qPrintable("readSafetensors accepted it, chunks of " + QString::number(chunk)));
-            } catch (const LoadError& e) {
-                checkLoadErrorText(e, memName, readerToken);
-                if (QTest::currentTestFailed())
-                    return;
+        for (bool parallel : { false, true })
+            for (size_t scan : { OpenOptions().headerScanBatch, size_t(1), size_t(0) }) {
+                OpenOptions options;
+                options.headerChunk = chunk;
+                options.parallelHeader = parallel;
+                options.headerScanBatch = scan;
+                try {
+                    readSafetensors(InputFile::fromBuffer(s(memName), toVector(bytes)), options);
+                    QFAIL(qPrintable("readSafetensors accepted it, chunks of " + QString::number(chunk)));
+                } catch (const LoadError& e) {
+                    checkLoadErrorText(e, memName, readerToken);
+                    if (QTest::currentTestFailed())
+                        return;
+                }
             }
-        }
 
     // Through the loader, from disk, as a user opens it.
     QTemporaryDir dir;
@@ -867,6 +901,141 @@ void TstSafetensorsFormats::headerReadInChunks()
     OpenOptions whole;
     whole.headerChunk = 0;
     QCOMPARE(sourceToJson(readSafetensors(input, whole)), sourceToJson(src));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Members in the writers' layout read without simdjson (formats/safetensors_scan.h)
+
+void TstSafetensorsFormats::headerScanReadsAsJson_data()
+{
+    // Headers that parse, in the writers' layout, near it, or not in it from some member on: each must read
+    // exactly as simdjson reads it alone (headerScanBatch 0), findings and metadata included.
+    QTest::addColumn<QByteArray>("header");
+    QTest::addColumn<int>("tensors");
+    const auto t = [](const char* name, uint64_t begin, const char* layout = nullptr) {
+        const QByteArray offsets = "[" + QByteArray::number(qulonglong(begin)) + "," + QByteArray::number(qulonglong(begin + 4)) + "]";
+        QByteArray fields = layout ? QByteArray(layout) : QByteArray(R"({"dtype":"F32","shape":[1],"data_offsets":OFF})");
+        fields.replace("OFF", offsets);
+        return "\"" + QByteArray(name) + "\":" + fields;
+    };
+    const QByteArray meta = R"("__metadata__":{"format":"pt","note":"x y"})";
+    QTest::newRow("writers") << "{" + meta + "," + t("a", 0) + "," + t("b", 4) + "," + t("c", 8) + "}" << 3;
+    QTest::newRow("empty") << QByteArray("{}") << 0;
+    QTest::newRow("empty_spaced") << QByteArray(" {  }  ") << 0;
+    QTest::newRow("metadata_last") << "{" + t("a", 0) + "," + meta + "}" << 1;
+    QTest::newRow("metadata_empty") << "{" + QByteArray(R"("__metadata__":{})") + "," + t("a", 0) + "}" << 1;
+    QTest::newRow("metadata_twice") << "{" + meta + "," + t("a", 0) + "," + meta + "}" << 1;
+    QTest::newRow("spaces") << "{ " + meta + " , " + t("a", 0, R"( { "shape" : [ 1 ] , "data_offsets" : OFF , "dtype" : "F32" } )")
+            + " , " + t("b", 4) + " }  "
+                            << 2;
+    QTest::newRow("fields_reordered") << "{" + t("a", 0, R"({"data_offsets":OFF,"dtype":"F32","shape":[1]})") + "," + t("b", 4) + "}" << 2;
+    QTest::newRow("scalar_and_zero_dims")
+        << "{" + t("a", 0, R"({"dtype":"F32","shape":[],"data_offsets":OFF})") + "," + t("b", 4, R"({"dtype":"F32","shape":[0,5],"data_offsets":[4,4]})")
+            + "," + t("c", 4) + "}"
+        << 3;
+    QTest::newRow("line_breaks") << "{\n  " + t("a", 0) + ",\n  " + t("b", 4) + "\n}\n" << 2;
+    QTest::newRow("escaped_name_later") << "{" + t("a", 0) + "," + t("b", 4) + "," + t("c\\u0041", 8) + "," + t("d", 12) + "}" << 4;
+    QTest::newRow("utf8_name_later") << "{" + t("a", 0) + "," + t("b", 4) + "," + t("\xc3\xa9", 8) + "," + t("d", 12) + "}" << 4;
+    QTest::newRow("utf8_metadata") << "{" + QByteArray("\"__metadata__\":{\"k\":\"\xe2\x82\xac\"}") + "," + t("a", 0) + "}" << 1;
+    QTest::newRow("unknown_field_later")
+        << "{" + t("a", 0) + "," + t("b", 4, R"({"dtype":"F32","shape":[1],"data_offsets":OFF,"extra":[1,2]})") + "," + t("c", 8) + "}" << 3;
+    QTest::newRow("field_twice_later")
+        << "{" + t("a", 0) + "," + t("b", 4, R"({"dtype":"F16","dtype":"F32","shape":[1],"data_offsets":OFF})") + "," + t("c", 8) + "}" << 3;
+    QTest::newRow("twenty_digits")
+        << "{" + t("a", 0) + "," + t("b", 4, R"({"dtype":"F32","shape":[1],"data_offsets":[4,18446744073709551615]})") + "}" << 2;
+    QTest::newRow("dims_past_int64")
+        << "{" + t("a", 0) + "," + t("b", 4, R"({"dtype":"F32","shape":[9223372036854775807,2],"data_offsets":OFF})") + "}" << 2;
+    QTest::newRow("findings") // an unknown dtype, bytes that do not match the shape, offsets that leave a gap
+        << "{" + t("a", 0, R"({"dtype":"Q7","shape":[1],"data_offsets":OFF})") + "," + t("b", 4, R"({"dtype":"F32","shape":[3],"data_offsets":OFF})")
+            + "," + t("c", 12) + "," + t("a", 16) + "}"
+        << 4;
+    QTest::newRow("f4_halved") << "{" + t("a", 0, R"({"dtype":"F4","shape":[2,4],"data_offsets":OFF})") + "}" << 1;
+    QByteArray many = "{" + meta;
+    for (int i = 0; i < 600; ++i) // over two batches of OpenOptions' default
+        many += "," + t(qPrintable("layers." + QString::number(i) + ".weight"), uint64_t(i) * 4);
+    QTest::newRow("600_tensors") << many + "}" << 600;
+    QTest::newRow("600_tensors_escape_at_end") << many + "," + t("x\\n", 2400) + "}" << 601;
+}
+
+void TstSafetensorsFormats::headerScanReadsAsJson()
+{
+    QFETCH(QByteArray, header);
+    QFETCH(int, tensors);
+    const QByteArray file = stFile(header, QByteArray(4096, '\x01'));
+    const auto input = InputFile::fromBuffer("scan.safetensors", toVector(file));
+    const auto reading = [&](size_t chunk, size_t scan) {
+        OpenOptions options;
+        options.headerChunk = chunk;
+        options.parallelHeader = false;
+        options.headerScanBatch = scan;
+        try {
+            return sourceToJson(readSafetensors(input, options));
+        } catch (const LoadError& e) {
+            return std::string("error: ") + e.what();
+        }
+    };
+    const std::string json = reading(0, 0);
+    QVERIFY2(!json.starts_with("error"), json.c_str());
+    QCOMPARE(int(QJsonDocument::fromJson(QByteArray::fromStdString(json)).object()["entries"].toArray().size()), tensors);
+    for (size_t chunk : { size_t(0), size_t(13) })
+        for (size_t scan : { size_t(1), size_t(2), size_t(3), OpenOptions().headerScanBatch })
+            QVERIFY2(reading(chunk, scan) == json,
+                qPrintable(QStringLiteral("chunks of %1, scan batches of %2").arg(chunk).arg(scan)));
+}
+
+// Where the scanner hands over to simdjson: at the ',' before the first member it did not return.
+void TstSafetensorsFormats::headerScanStopsWhereTheLayoutEnds()
+{
+    const std::string a = R"("a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]})";
+    const std::string b = R"("b":{"dtype":"BF16","shape":[],"data_offsets":[24,26]})";
+    const std::string meta = R"("__metadata__":{"format":"pt"})";
+    {
+        const std::string text = "{" + meta + "," + a + "," + b + "}   ";
+        SafetensorsScan scan(text.data(), text.size());
+        QCOMPARE(scan.next(256), SafetensorsScan::Step::End);
+        QCOMPARE(scan.members().size(), size_t(3));
+        QVERIFY(scan.members()[0].isMetadata);
+        QCOMPARE(scan.metadata().size(), size_t(1));
+        QCOMPARE(scan.metadata()[0].second, std::string_view("pt"));
+        const SafetensorsScan::Member& m = scan.members()[1];
+        QCOMPARE(m.name, std::string_view("a"));
+        QCOMPARE(m.dtype, std::string_view("F32"));
+        QVERIFY(m.shape == Shape({ 2, 3 }));
+        QCOMPARE(m.begin, uint64_t(0));
+        QCOMPARE(m.end, uint64_t(24));
+        QVERIFY(scan.members()[2].shape.empty());
+        QCOMPARE(scan.members()[2].end, uint64_t(26));
+    }
+    {
+        // A batch of one: a, then b; a field the layout lacks stops it at the ',' before that member.
+        const std::string text = "{" + a + "," + b + R"(,"c":{"dtype":"F32","shape":[1],"data_offsets":[26,30],"x":0}})";
+        SafetensorsScan scan(text.data(), text.size());
+        QCOMPARE(scan.next(1), SafetensorsScan::Step::Batch);
+        QCOMPARE(scan.members().size(), size_t(1));
+        QCOMPARE(scan.members()[0].name, std::string_view("a"));
+        QCOMPARE(scan.next(1), SafetensorsScan::Step::Batch);
+        QCOMPARE(scan.members()[0].name, std::string_view("b"));
+        QCOMPARE(scan.next(1), SafetensorsScan::Step::Other);
+        QVERIFY(scan.members().empty());
+        QCOMPARE(scan.resumeAt(), text.find(R"(,"c")"));
+    }
+    {
+        // Garbage after a whole batch: the batch is not returned, and nothing was, so simdjson reads it all.
+        const std::string text = "{" + a + "," + b + "} x";
+        SafetensorsScan scan(text.data(), text.size());
+        QCOMPARE(scan.next(256), SafetensorsScan::Step::Other);
+        QVERIFY(scan.members().empty());
+        QCOMPARE(scan.resumeAt(), SafetensorsScan::npos);
+    }
+    // Not JSON in the layout from the start; and a text with an escape, a byte outside printable ASCII, or a
+    // tab or line break anywhere is left to simdjson whole.
+    const std::string escapeLater = "{" + a + "," + b + R"(,"c\u0041":{"dtype":"F32","shape":[1],"data_offsets":[26,30]}})";
+    for (const std::string& other : { std::string("[1,2]"), std::string("{\"a\":1}"), std::string("{\"a\xff\":{}}"), std::string("{\t}"),
+             escapeLater, "{" + a + ",\n" + b + "}" }) {
+        SafetensorsScan scan(other.data(), other.size());
+        QCOMPARE(scan.next(256), SafetensorsScan::Step::Other);
+        QCOMPARE(scan.resumeAt(), SafetensorsScan::npos);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
