@@ -326,8 +326,8 @@ private:
             if (m_control && m_control->cancelled())
                 return;
             const ShardPlace place = placeShard(m_dir, m_folder, name);
-            if (place.path.empty() || !place.outside.empty() || !keys.insert(place.key()).second
-                || m_opened.count(place.path))
+            // One path has one key: a spelling seen before is skipped here.
+            if (place.path.empty() || !place.outside.empty() || !keys.insert(place.key()).second)
                 continue;
             ShardContents opened;
             std::string error;

@@ -1250,23 +1250,23 @@ void TstSafetensorsFormats::indexRefusesOddShards()
     QVERIFY(writeFile(dir.filePath("sub/model.safetensors.index.json"), QJsonDocument(QJsonObject { { "weight_map", back } }).toJson()));
 
     for (const bool prefetch : { false, true }) {
-    Source src;
-    try {
-        src = openSource(s(dir.filePath("model.safetensors.index.json")), prefetching(prefetch));
-    } catch (const LoadError& e) {
-        QFAIL(e.what());
-    }
-    QCOMPARE(src.entries.size(), size_t(2));
-    const Entry* ok = nthEntry(src, "model.ok", 0);
-    const Entry* odd = nthEntry(src, "model.odd", 0);
-    QVERIFY(ok && odd);
-    QCOMPARE(locationName(ok->location.kind), QStringLiteral("mapped"));
-    QCOMPARE(locationName(odd->location.kind), QStringLiteral("unavailable"));
-    bool found = false;
-    for (const auto& f : src.findings)
-        found = found || (q(severityName(f.severity)) == severity && q(f.message).contains(token, Qt::CaseInsensitive));
-    QVERIFY2(found, qPrintable(describeFindings(src)));
-    QCOMPARE(src.countFindings(Severity::Danger), size_t(severity == "danger" ? 1 : 0));
+        Source src;
+        try {
+            src = openSource(s(dir.filePath("model.safetensors.index.json")), prefetching(prefetch));
+        } catch (const LoadError& e) {
+            QFAIL(e.what());
+        }
+        QCOMPARE(src.entries.size(), size_t(2));
+        const Entry* ok = nthEntry(src, "model.ok", 0);
+        const Entry* odd = nthEntry(src, "model.odd", 0);
+        QVERIFY(ok && odd);
+        QCOMPARE(locationName(ok->location.kind), QStringLiteral("mapped"));
+        QCOMPARE(locationName(odd->location.kind), QStringLiteral("unavailable"));
+        bool found = false;
+        for (const auto& f : src.findings)
+            found = found || (q(severityName(f.severity)) == severity && q(f.message).contains(token, Qt::CaseInsensitive));
+        QVERIFY2(found, qPrintable(describeFindings(src)));
+        QCOMPARE(src.countFindings(Severity::Danger), size_t(severity == "danger" ? 1 : 0));
     }
 }
 
@@ -1289,29 +1289,30 @@ void TstSafetensorsFormats::shardsSymlinkedOutOfTheFolder()
     for (const QString& target : { QStringLiteral("../outside/model-00002-of-00003.safetensors"), outside }) {
         QFile::remove(ckpt + "/model-00002-of-00003.safetensors");
         QVERIFY(symlinkTo(target, ckpt + "/model-00002-of-00003.safetensors"));
-        for (const QString& path : { ckpt + "/model.safetensors.index.json", d + "/alias" })
-        for (const bool prefetch : { false, true }) {
-            Source src;
-            try {
-                src = openSource(s(path), prefetching(prefetch));
-            } catch (const LoadError& e) {
-                QFAIL(e.what());
+        for (const QString& path : { ckpt + "/model.safetensors.index.json", d + "/alias" }) {
+            for (const bool prefetch : { false, true }) {
+                Source src;
+                try {
+                    src = openSource(s(path), prefetching(prefetch));
+                } catch (const LoadError& e) {
+                    QFAIL(e.what());
+                }
+                QVERIFY2(hasFinding(src, Severity::Danger,
+                             "shard model-00002-of-00003.safetensors is a symlink that points outside the index folder (to "
+                                 + outside + "); not opened"),
+                    qPrintable(describeFindings(src)));
+                QCOMPARE(src.countFindings(Severity::Danger), size_t(1));
+                QVERIFY2(hasFinding(src, Severity::Warning,
+                             "unavailable because shard model-00002-of-00003.safetensors was not opened (it is a symlink "
+                             "out of the index folder)"),
+                    qPrintable(describeFindings(src)));
+                for (const char* name : { "model.layers.1.mlp.weight", "model.layers.2.mlp.weight" })
+                    QCOMPARE(locationName(nthEntry(src, name, 0)->location.kind), QStringLiteral("unavailable"));
+                for (const char* name : { "model.embed_tokens.weight", "lm_head.weight" }) // shard 1; shard 3 via sub/
+                    QCOMPARE(locationName(nthEntry(src, name, 0)->location.kind), QStringLiteral("mapped"));
+                QCOMPARE(src.files.size(), size_t(2));
+                QVERIFY2(inputReachedBy(s(outside)).empty(), "the shard outside the folder was opened");
             }
-            QVERIFY2(hasFinding(src, Severity::Danger,
-                         "shard model-00002-of-00003.safetensors is a symlink that points outside the index folder (to "
-                             + outside + "); not opened"),
-                qPrintable(describeFindings(src)));
-            QCOMPARE(src.countFindings(Severity::Danger), size_t(1));
-            QVERIFY2(hasFinding(src, Severity::Warning,
-                         "unavailable because shard model-00002-of-00003.safetensors was not opened (it is a symlink "
-                         "out of the index folder)"),
-                qPrintable(describeFindings(src)));
-            for (const char* name : { "model.layers.1.mlp.weight", "model.layers.2.mlp.weight" })
-                QCOMPARE(locationName(nthEntry(src, name, 0)->location.kind), QStringLiteral("unavailable"));
-            for (const char* name : { "model.embed_tokens.weight", "lm_head.weight" }) // shard 1; shard 3 via sub/
-                QCOMPARE(locationName(nthEntry(src, name, 0)->location.kind), QStringLiteral("mapped"));
-            QCOMPARE(src.files.size(), size_t(2));
-            QVERIFY2(inputReachedBy(s(outside)).empty(), "the shard outside the folder was opened");
         }
     }
 
