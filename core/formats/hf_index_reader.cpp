@@ -227,9 +227,21 @@ ShardPlace placeShard(const fs::path& dir, const CheckpointFolder& folder, const
     return p;
 }
 
-// Opens the shard at `path` (inside the folder): its contents, or its problem in `error` (a finding, not an
-// exception, so that no job of the parallel loop throws).
-void openShardAt(const std::string& path, LoadControl* control, ShardContents& opened, std::string& error)
+// How a shard is opened, from the index's own options.
+OpenOptions shardOptionsFor(const OpenOptions& index)
+{
+    OpenOptions shard;
+    shard.indexAllowed = false;
+    shard.threads = 1;
+    shard.groupQuantized = false; // grouped once, over the merged state dict
+    shard.control = index.control; // a big pickle shard stops on cancel too
+    shard.headerScanBatch = index.headerScanBatch;
+    return shard;
+}
+
+// Opens the shard at `path` (inside the folder) with `shardOptions` (shardOptionsFor): its contents, or its
+// problem in `error` (a finding, not an exception, so that no job of the parallel loop throws).
+void openShardAt(const std::string& path, const OpenOptions& shardOptions, ShardContents& opened, std::string& error)
 {
     try {
         if (!fs::exists(path)) {
@@ -240,11 +252,6 @@ void openShardAt(const std::string& path, LoadControl* control, ShardContents& o
         // without end: folders are refused here, indexes where the shard is sniffed (indexAllowed).
         if (!fs::is_regular_file(path))
             throw LoadError(path, "is not a regular file");
-        OpenOptions shardOptions;
-        shardOptions.indexAllowed = false;
-        shardOptions.threads = 1;
-        shardOptions.groupQuantized = false; // grouped once, over the merged state dict
-        shardOptions.control = control; // a big pickle shard stops on cancel too
         opened = openShard(path, shardOptions);
     } catch (const LoadError& e) {
         error = e.problem();
@@ -260,10 +267,11 @@ void openShardAt(const std::string& path, LoadControl* control, ShardContents& o
 // shard it is opening is finished, the others are left to the loop.
 class ShardPrefetch {
 public:
-    ShardPrefetch(const fs::path& dir, const CheckpointFolder& folder, LoadControl* control)
+    ShardPrefetch(const fs::path& dir, const CheckpointFolder& folder, const OpenOptions& shardOptions)
         : m_dir(dir)
         , m_folder(folder)
-        , m_control(control)
+        , m_shardOptions(shardOptions)
+        , m_control(shardOptions.control)
         , m_worker([this] { run(); })
     {
     }
@@ -331,13 +339,14 @@ private:
                 continue;
             ShardContents opened;
             std::string error;
-            openShardAt(place.path, m_control, opened, error);
+            openShardAt(place.path, m_shardOptions, opened, error);
             m_opened.emplace(place.path, std::pair(std::move(opened), std::move(error)));
         }
     }
 
     const fs::path& m_dir;
     const CheckpointFolder& m_folder;
+    const OpenOptions m_shardOptions;
     LoadControl* const m_control;
     std::mutex m_mutex;
     std::condition_variable m_wake;
@@ -390,9 +399,10 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     // and must resolve inside that folder.
     const CheckpointFolder folder(dir.string());
     LoadControl* control = options.control;
+    const OpenOptions shardOptions = shardOptionsFor(options);
     std::optional<ShardPrefetch> prefetch;
     if (file->size() >= options.shardPrefetchFrom && threadsFor(options.threads) > 1)
-        prefetch.emplace(dir, folder, control);
+        prefetch.emplace(dir, folder, shardOptions);
     parseIndexText(indexPath, index, static_cast<size_t>(file->size()),
         prefetch ? [&prefetch](std::string_view shard) { prefetch->announce(shard); }
                  : std::function<void(std::string_view)>());
@@ -451,7 +461,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
         if (s.path.empty() || !s.outside.empty() || (control && control->cancelled()))
             return;
         if (!prefetch || !prefetch->take(s.path, s.opened, s.error))
-            openShardAt(s.path, control, s.opened, s.error);
+            openShardAt(s.path, shardOptions, s.opened, s.error);
     });
     if (control)
         control->checkpoint(indexPath);

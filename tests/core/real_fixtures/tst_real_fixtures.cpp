@@ -1145,6 +1145,17 @@ void TestRealFixtures::checkSafetensors(
         return;
     }
     tally("safetensors files opened");
+    // The header read by simdjson alone, without SafetensorsScan for members in the writers' layout, lists the same.
+    {
+        OpenOptions json;
+        json.headerScanBatch = 0;
+        try {
+            if (sourceToJson(openSource(abs.toStdString(), json)) != sourceToJson(src))
+                problems << "the header read by simdjson alone lists differently";
+        } catch (const std::exception& e) {
+            problems << "openSource with simdjson alone threw: " + QString::fromUtf8(e.what());
+        }
+    }
     if (formatId(src.format) != "safetensors")
         problems << "format is " + q(formatId(src.format));
 
@@ -1255,6 +1266,14 @@ void TestRealFixtures::checkIndex(
                 problems << "shards opened while the index is parsed list differently";
         } catch (const std::exception& e) {
             problems << "openSource with shards opened while the index is parsed threw: " + QString::fromUtf8(e.what());
+        }
+        OpenOptions json;
+        json.headerScanBatch = 0;
+        try {
+            if (sourceToJson(openSource(abs.toStdString(), json)) != sourceToJson(src))
+                problems << "shard headers read by simdjson alone list differently";
+        } catch (const std::exception& e) {
+            problems << "openSource with simdjson alone threw: " + QString::fromUtf8(e.what());
         }
     }
     const char* format = abs.endsWith(QLatin1String(".bin.index.json")) ? "torch-bin-index" : "safetensors-index";

@@ -1060,14 +1060,16 @@ void TstSafetensorsFormats::indexFixture_data()
     QTest::addColumn<QString>("folder");
     QTest::addColumn<bool>("openFolder"); // open the folder instead of the index file
     QTest::addColumn<bool>("prefetch"); // shards opened while the index is parsed
+    QTest::addColumn<bool>("scan"); // shard headers in the writers' layout read by SafetensorsScan
     const QStringList cases = indexCases(false);
     QVERIFY(cases.size() >= 9);
     for (const QString& c : cases) {
         for (const bool prefetch : { false, true }) {
             const QString p = prefetch ? "/prefetch" : "";
-            QTest::newRow(qPrintable(c + "/index" + p)) << c << false << prefetch;
-            QTest::newRow(qPrintable(c + "/folder" + p)) << c << true << prefetch;
+            QTest::newRow(qPrintable(c + "/index" + p)) << c << false << prefetch << true;
+            QTest::newRow(qPrintable(c + "/folder" + p)) << c << true << prefetch << true;
         }
+        QTest::newRow(qPrintable(c + "/index/simdjson-alone")) << c << false << false << false;
     }
 }
 
@@ -1076,13 +1078,16 @@ void TstSafetensorsFormats::indexFixture()
     QFETCH(QString, folder);
     QFETCH(bool, openFolder);
     QFETCH(bool, prefetch);
+    QFETCH(bool, scan);
     const QString dir = indexDir() + "/" + folder;
     const QJsonObject x = requireJson(dir + "/expected.json");
     const QString indexPath = dir + "/" + x["index"].toString();
 
     Source src;
     try {
-        src = openSource(s(openFolder ? dir : indexPath), prefetching(prefetch));
+        OpenOptions options = prefetching(prefetch);
+        options.headerScanBatch = scan ? options.headerScanBatch : 0;
+        src = openSource(s(openFolder ? dir : indexPath), options);
     } catch (const LoadError& e) {
         QFAIL(e.what());
     }
