@@ -52,6 +52,17 @@ using namespace sl;
 
 namespace {
 
+// `abs` opened with `options` lists exactly as `src` (opened with the defaults); else a problem naming `how`.
+void listsAlike(const QString& abs, const OpenOptions& options, const Source& src, const QString& how, QStringList& problems)
+{
+    try {
+        if (sourceToJson(openSource(abs.toStdString(), options)) != sourceToJson(src))
+            problems << how + " lists differently";
+    } catch (const std::exception& e) {
+        problems << "openSource with " + how + " threw: " + QString::fromUtf8(e.what());
+    }
+}
+
 using sl::test::q;
 
 QString joinPath(const QString& prefix, const QString& key)
@@ -1146,16 +1157,9 @@ void TestRealFixtures::checkSafetensors(
     }
     tally("safetensors files opened");
     // The header read by simdjson alone, without SafetensorsScan for members in the writers' layout, lists the same.
-    {
-        OpenOptions json;
-        json.headerScanBatch = 0;
-        try {
-            if (sourceToJson(openSource(abs.toStdString(), json)) != sourceToJson(src))
-                problems << "the header read by simdjson alone lists differently";
-        } catch (const std::exception& e) {
-            problems << "openSource with simdjson alone threw: " + QString::fromUtf8(e.what());
-        }
-    }
+    OpenOptions json;
+    json.headerScanBatch = 0;
+    listsAlike(abs, json, src, "the header read by simdjson alone", problems);
     if (formatId(src.format) != "safetensors")
         problems << "format is " + q(formatId(src.format));
 
@@ -1256,26 +1260,15 @@ void TestRealFixtures::checkIndex(
         return;
     }
     tally("sharded indexes opened");
-    // Shards opened while the index is parsed (ShardPrefetch, all of them there) list the same.
-    {
-        OpenOptions prefetch;
-        prefetch.shardPrefetchFrom = 0;
-        prefetch.shardPrefetchFinishes = true;
-        try {
-            if (sourceToJson(openSource(abs.toStdString(), prefetch)) != sourceToJson(src))
-                problems << "shards opened while the index is parsed list differently";
-        } catch (const std::exception& e) {
-            problems << "openSource with shards opened while the index is parsed threw: " + QString::fromUtf8(e.what());
-        }
-        OpenOptions json;
-        json.headerScanBatch = 0;
-        try {
-            if (sourceToJson(openSource(abs.toStdString(), json)) != sourceToJson(src))
-                problems << "shard headers read by simdjson alone list differently";
-        } catch (const std::exception& e) {
-            problems << "openSource with simdjson alone threw: " + QString::fromUtf8(e.what());
-        }
-    }
+    // Shards opened while the index is parsed (ShardPrefetch, all of them there), and shard headers read by
+    // simdjson alone, list the same.
+    OpenOptions prefetch;
+    prefetch.shardPrefetchFrom = 0;
+    prefetch.shardPrefetchFinishes = true;
+    listsAlike(abs, prefetch, src, "shards opened while the index is parsed", problems);
+    OpenOptions json;
+    json.headerScanBatch = 0;
+    listsAlike(abs, json, src, "shard headers read by simdjson alone", problems);
     const char* format = abs.endsWith(QLatin1String(".bin.index.json")) ? "torch-bin-index" : "safetensors-index";
     if (formatId(src.format) != format)
         problems << QString("format is %1, expected %2").arg(q(formatId(src.format)), format);
