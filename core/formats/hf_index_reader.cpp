@@ -271,7 +271,6 @@ public:
         : m_dir(dir)
         , m_folder(folder)
         , m_shardOptions(shardOptions)
-        , m_control(shardOptions.control)
         , m_worker([this] { run(); })
     {
     }
@@ -331,7 +330,7 @@ private:
                     return;
                 name = m_names[next];
             }
-            if (m_control && m_control->cancelled())
+            if (m_shardOptions.control && m_shardOptions.control->cancelled())
                 return;
             const ShardPlace place = placeShard(m_dir, m_folder, name);
             // One path has one key: a spelling seen before is skipped here.
@@ -346,8 +345,7 @@ private:
 
     const fs::path& m_dir;
     const CheckpointFolder& m_folder;
-    const OpenOptions m_shardOptions;
-    LoadControl* const m_control;
+    const OpenOptions m_shardOptions; // its control is watched for cancel too
     std::mutex m_mutex;
     std::condition_variable m_wake;
     std::vector<std::string> m_names; // announced, in order (a repeated weight_map announces names again)

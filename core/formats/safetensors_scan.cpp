@@ -55,6 +55,28 @@ bool plainAscii(const char* text, size_t n)
 constexpr size_t kMaxDims = 64; // as the JSON path refuses more
 constexpr size_t kMaxDigits = 19; // below 2^64 whatever the digits
 
+// A JSON integer of at most kMaxDigits digits at p, which moves past it. No leading zero ("01" is not JSON);
+// a fraction or exponent fails where the caller wants ',' or ']'.
+bool digits(const char*& p, const char* end, uint64_t& out)
+{
+    const char* const first = p;
+    uint64_t v = 0;
+    while (p < end && *p >= '0' && *p <= '9' && p - first <= static_cast<ptrdiff_t>(kMaxDigits))
+        v = v * 10 + static_cast<uint64_t>(*p++ - '0');
+    const size_t n = static_cast<size_t>(p - first);
+    out = v;
+    return n != 0 && n <= kMaxDigits && (*first != '0' || n == 1);
+}
+
+// A shape's next dimension, as the JSON path accepts it.
+bool addDim(Dims& shape, uint64_t d)
+{
+    if (d > static_cast<uint64_t>(INT64_MAX) || shape.size() >= kMaxDims)
+        return false;
+    shape.push_back(static_cast<int64_t>(d));
+    return true;
+}
+
 } // namespace
 
 SafetensorsScan::SafetensorsScan(const char* text, size_t length)
@@ -99,16 +121,7 @@ bool SafetensorsScan::string(std::string_view& out)
 bool SafetensorsScan::number(uint64_t& out)
 {
     skipSpace();
-    const char* const first = m_p;
-    uint64_t v = 0;
-    while (m_p < m_end && *m_p >= '0' && *m_p <= '9' && m_p - first < static_cast<ptrdiff_t>(kMaxDigits + 1))
-        v = v * 10 + static_cast<uint64_t>(*m_p++ - '0');
-    const size_t digits = static_cast<size_t>(m_p - first);
-    // No leading zero ("01" is not JSON); a fraction or exponent fails where the caller wants ',' or ']'.
-    if (digits == 0 || digits > kMaxDigits || (*first == '0' && digits > 1))
-        return false;
-    out = v;
-    return true;
+    return digits(m_p, m_end, out);
 }
 
 // `{"dtype":"D","shape":[..],"data_offsets":[b,e]}` byte for byte, as serde_json writes it: a few comparisons
@@ -121,15 +134,6 @@ bool SafetensorsScan::writerLayout(Member& m)
             return false;
         p += literal.size();
         return true;
-    };
-    const auto number = [&](uint64_t& out) {
-        const char* const first = p;
-        uint64_t v = 0;
-        while (p < m_end && *p >= '0' && *p <= '9' && p - first <= static_cast<ptrdiff_t>(kMaxDigits))
-            v = v * 10 + static_cast<uint64_t>(*p++ - '0');
-        const size_t digits = static_cast<size_t>(p - first);
-        out = v;
-        return digits != 0 && digits <= kMaxDigits && (*first != '0' || digits == 1);
     };
     if (!take("{\"dtype\":\""))
         return false;
@@ -145,9 +149,8 @@ bool SafetensorsScan::writerLayout(Member& m)
     } else {
         while (true) {
             uint64_t d = 0;
-            if (!number(d) || d > static_cast<uint64_t>(INT64_MAX) || m.shape.size() >= kMaxDims)
+            if (!digits(p, m_end, d) || !addDim(m.shape, d))
                 return false;
-            m.shape.push_back(static_cast<int64_t>(d));
             if (p < m_end && *p == ',') {
                 ++p;
                 continue;
@@ -159,7 +162,8 @@ bool SafetensorsScan::writerLayout(Member& m)
             return false;
         }
     }
-    if (!take(",\"data_offsets\":[") || !number(m.begin) || !take(",") || !number(m.end) || !take("]}"))
+    if (!take(",\"data_offsets\":[") || !digits(p, m_end, m.begin) || !take(",") || !digits(p, m_end, m.end)
+        || !take("]}"))
         return false;
     m_p = p;
     return true;
@@ -187,9 +191,8 @@ bool SafetensorsScan::tensorFields(Member& m)
             if (!literal(']')) {
                 do {
                     uint64_t d = 0;
-                    if (!number(d) || d > static_cast<uint64_t>(INT64_MAX) || m.shape.size() >= kMaxDims)
+                    if (!number(d) || !addDim(m.shape, d))
                         return false;
-                    m.shape.push_back(static_cast<int64_t>(d));
                 } while (literal(','));
                 if (!literal(']'))
                     return false;
