@@ -43,6 +43,10 @@ struct OpenOptions {
     // (formats/safetensors_scan.h); 0 reads every member with simdjson, to the same result (tests compare them
     // and make the batches small).
     size_t headerScanBatch = 256;
+    // Indexes: an FP8 weight and the block scale after it are grouped as the merged entries are built
+    // (quant::Fp8PairGrouper), with groupQuantized; false leaves all grouping to the pass after the reader,
+    // to the same result (tests compare them).
+    bool earlyFp8Groups = true;
     // Indexes of at least this many bytes open their shards on a second thread while the index is parsed
     // (hf_index_reader.cpp, ShardPrefetch); tests set 0. SIZE_MAX where the caller already reads two
     // sources at once.

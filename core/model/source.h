@@ -73,6 +73,9 @@ public:
     std::vector<ContainerInfo> containers; // every candidate, the selected one included
     std::vector<std::pair<std::string, std::string>> metadata; // safetensors __metadata__, zip records, ...
     WeightsOnlyLoad weightsOnly;
+    // Some FP8 groups were formed as the entries were built (quant::Fp8PairGrouper): groupQuantizedEntries
+    // confirms or splits them, then clears this.
+    bool provisionalFp8Groups = false;
 
     std::shared_ptr<const SourceBacking> backing;
 

@@ -17,7 +17,9 @@ Grouper::Grouper(Source& s)
 
 void Grouper::run()
 {
-    if (!scan())
+    const bool triggered = scan();
+    confirmProvisionalGroups();
+    if (!triggered)
         return;
     torchAo();
     torchaoFlattened();
@@ -42,7 +44,9 @@ bool Grouper::scan()
         sorted = sorted && (&e == m_e.data() || previous < name);
         previous = name;
         const std::string_view last = lastComponent(name);
-        if (e.quantization || dtypeIsQuantized(e.dtype) || (e.kind == EntryKind::Group && e.typeName == "tuple"))
+        // (An FP8 group, formed early or by an earlier run, is nothing torchAo() would describe.)
+        if ((e.quantization && !(e.kind == EntryKind::Group && e.quantization->scheme.starts_with("fp8.")))
+            || dtypeIsQuantized(e.dtype) || (e.kind == EntryKind::Group && e.typeName == "tuple"))
             m_hasTorchAo = true;
         if (name.find(':') != std::string_view::npos)
             m_hasColon = true;
@@ -69,6 +73,35 @@ bool Grouper::scan()
             m_hasTensorNames = true;
     return m_hasTorchAo || m_hasColon || m_hasFp8 || m_hasBnb4 || m_hasBnb8 || m_hasGptq
         || m_hasUnderscore || m_hasTensorNames;
+}
+
+void Grouper::confirmProvisionalGroups()
+{
+    if (!m_s.provisionalFp8Groups)
+        return;
+    m_s.provisionalFp8Groups = false;
+    // The early groups pair each FP8 weight with the `_scale_inv` right after it, as fp8() would when no other
+    // scheme runs first and no input_scale joins a group (the index reader forms them only where names are
+    // unique, so the one beside is the one fp8() takes). Their parts' names cannot trigger another scheme.
+    if (!(m_hasTorchAo || m_hasColon || m_hasUnderscore || m_hasBnb4 || m_hasBnb8 || m_hasGptq || m_hasTensorNames
+            || m_hasInputScale))
+        return;
+    std::vector<Entry> split;
+    split.reserve(m_e.size());
+    for (Entry& e : m_e) {
+        if (!(e.kind == EntryKind::Group && e.quantization && e.quantization->scheme.starts_with("fp8."))) {
+            split.push_back(std::move(e));
+            continue;
+        }
+        for (Entry& part : e.parts) {
+            // addPart put the key last.
+            part.name = std::move(part.attributes.back().second);
+            part.attributes.pop_back();
+            split.push_back(std::move(part));
+        }
+    }
+    m_e = std::move(split);
+    scan(); // the parts are top-level names again
 }
 
 size_t Grouper::find(std::string_view name)
@@ -208,26 +241,40 @@ void Grouper::apply()
     m_e.erase(m_e.begin() + static_cast<std::ptrdiff_t>(w), m_e.end());
 }
 
-Entry Grouper::buildGroup(Planned& plan)
+Entry groupAround(std::string name, const Entry& anchor, DType dtype, Shape shape, bool shapeKnown,
+    std::string_view typeName, std::shared_ptr<const Quantization> q, size_t parts)
 {
     Entry g;
-    g.name = std::move(plan.name);
+    g.name = std::move(name);
     g.kind = EntryKind::Group;
-    g.dtype = plan.dtype;
-    const Entry& anchor = m_e[plan.anchor];
-    g.shape = plan.shape == kAnchorShape ? anchor.shape : std::move(m_planShapes[plan.shape]);
-    g.shapeKnown = plan.shapeKnown;
-    g.typeName = plan.typeName;
+    g.dtype = dtype;
+    g.shape = std::move(shape);
+    g.shapeKnown = shapeKnown;
+    g.typeName = typeName;
     g.isParameter = anchor.isParameter;
     g.requiresGrad = anchor.requiresGrad;
     g.device = anchor.device;
-    g.quantization = std::move(plan.q);
-    g.parts.reserve(plan.partCount);
+    g.quantization = std::move(q);
+    g.parts.reserve(parts);
+    return g;
+}
+
+void addPart(Entry& group, Entry&& part, std::string_view role)
+{
+    Entry& p = group.parts.emplace_back(std::move(part));
+    p.attributes.emplace_back(kPartKeyAttribute, std::move(p.name));
+    p.name = std::string(role);
+}
+
+Entry Grouper::buildGroup(Planned& plan)
+{
+    const Entry& anchor = m_e[plan.anchor];
+    Entry g = groupAround(std::move(plan.name), anchor, plan.dtype,
+        plan.shape == kAnchorShape ? anchor.shape : std::move(m_planShapes[plan.shape]), plan.shapeKnown, plan.typeName,
+        std::move(plan.q), plan.partCount);
     for (uint32_t k = 0; k < plan.partCount; ++k) {
         const Part& part = m_parts[plan.firstPart + k];
-        Entry& p = g.parts.emplace_back(std::move(m_e[part.index]));
-        p.attributes.emplace_back(kPartKeyAttribute, std::move(p.name));
-        p.name = std::string(part.role);
+        addPart(g, std::move(m_e[part.index]), part.role);
     }
     return g;
 }

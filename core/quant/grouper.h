@@ -31,6 +31,39 @@ namespace sl::quant::grouping {
 
 enum class Concern : uint8_t { MissingPart, Orphan, Inconsistent, Unscaled, Count_ };
 
+// A group as every scheme forms it, in place of its anchor (the weight, itself one of the parts): its flags
+// and device are the anchor's. Its parts follow with addPart.
+Entry groupAround(std::string name, const Entry& anchor, DType dtype, Shape shape, bool shapeKnown,
+    std::string_view typeName, std::shared_ptr<const Quantization> q, size_t parts);
+// `part` joins the group: the key it was stored under moves to its "key" attribute, and its name becomes its role.
+void addPart(Entry& group, Entry&& part, std::string_view role);
+
+// The descriptions of FP8 (and int8) groups, one per distinct layout, shared by every group of that layout
+// (DeepSeek-V3's 45,000 FP8 weights point at one). A checkpoint has a handful of layouts over thousands of
+// weights, so the last few are remembered and most weights skip describing their blocks. Used by the
+// Grouper and by Fp8PairGrouper (quantized_tensors.h).
+class Fp8Layouts {
+public:
+    // `scale`: the weight's `_scale_inv` (`inverse`) or `_scale`; `input`: it has an input_scale.
+    std::shared_ptr<const Quantization> describe(const Entry& weight, const Entry& scale, bool inverse, bool input);
+
+private:
+    static std::string blockOf(const Shape& w, const Shape& s);
+    std::shared_ptr<const Quantization> described(
+        DType stored, std::string_view granularity, const std::string& block, bool inverse, bool input);
+
+    struct Layout {
+        DType dtype;
+        bool weightKnown, scaleKnown, inverse, input;
+        Shape weight, scale;
+        std::shared_ptr<const Quantization> q;
+    };
+    std::array<Layout, 8> m_recent {};
+    size_t m_nextRecent = 0;
+    std::string m_key;
+    std::unordered_map<std::string, std::shared_ptr<const Quantization>> m_described;
+};
+
 class Grouper {
 public:
     explicit Grouper(Source& s);
@@ -38,6 +71,11 @@ public:
     void run();
 
 private:
+    // The index reader's early FP8 groups (Source::provisionalFp8Groups) stand where FP8 is the only scheme
+    // present; otherwise they go back to the weight and scale they were made of, in place, before any
+    // scheme claims parts, so the result is the same as without them. Uses scan()'s findings.
+    void confirmProvisionalGroups();
+
     // A part's role is a literal, or text the Grouper keeps (role()): a plan holds no string of its own
     // but its name, so the 45,000 plans of a DeepSeek-V3 index cost a few MB, not 17.
     struct Part {
@@ -174,12 +212,6 @@ private:
 
     // ---- FP8 (and int8 with weight_scale, compressed-tensors style)
 
-    static std::string blockOf(const Shape& w, const Shape& s);
-
-    // One shared description per distinct FP8 layout: a checkpoint has a handful, over thousands of weights.
-    std::shared_ptr<const Quantization> fp8Quantization(
-        DType stored, std::string_view granularity, const std::string& block, bool inverseScale, bool inputScale);
-
     // `base` + `suffix` in a buffer reused across calls, for lookups that would otherwise allocate a name each.
     std::string_view withSuffix(std::string_view base, std::string_view suffix);
     // join(prefix, key) in the same buffer.
@@ -214,8 +246,8 @@ private:
     std::unordered_set<std::string> m_roles; // role() texts (node-based: views stay valid)
     NameIndex m_planNames; // positions in m_plans by name (with unique names: plans not named after their anchor)
     std::vector<bool> m_namedAfterAnchor; // with unique names: entries whose name a plan anchored there took
-    std::string m_key; // scratch for lookups (withSuffix, fp8Quantization)
-    std::unordered_map<std::string, std::shared_ptr<const Quantization>> m_fp8Descriptions;
+    std::string m_key; // scratch for lookups (withSuffix, joinedKey)
+    Fp8Layouts m_fp8Layouts;
     std::vector<Finding> m_findings;
     std::array<size_t, static_cast<size_t>(Concern::Count_)> m_counts {};
     std::array<std::string, static_cast<size_t>(Concern::Count_)> m_firstOver {};

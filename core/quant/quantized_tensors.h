@@ -32,4 +32,26 @@ inline constexpr uint64_t kMaxQuantStateBytes = 16 * 1024;
 bool describeQuantizedSubclass(const pickle::TensorValue& t, Entry& e);
 void groupQuantizedEntries(Source& s);
 
+namespace grouping {
+class Fp8Layouts;
+}
+
+// FP8 weights grouped with their block scales while an index's entries are built (formats/hf_index_reader.cpp):
+// a float8 weight followed by its `_scale_inv` becomes at once the group groupQuantizedEntries would form,
+// so neither is built as a top-level entry first and then moved (DeepSeek-V3: 45,000 pairs, and the
+// grouping pass has little left to do). The source marks such groups provisional
+// (Source::provisionalFp8Groups): groupQuantizedEntries keeps them where FP8 is the only scheme present and
+// splits them back otherwise. The caller pairs only where every key is unique.
+class Fp8PairGrouper {
+public:
+    Fp8PairGrouper();
+    ~Fp8PairGrouper();
+    // Whether the key after `weight` (its dtype given) is its block scale.
+    static bool pairs(std::string_view weight, DType dtype, std::string_view next);
+    Entry group(Entry weight, Entry scale);
+
+private:
+    std::unique_ptr<grouping::Fp8Layouts> m_layouts;
+};
+
 } // namespace sl::quant

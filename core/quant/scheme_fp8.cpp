@@ -5,7 +5,7 @@
 
 namespace sl::quant::grouping {
 
-std::string Grouper::blockOf(const Shape& w, const Shape& s)
+std::string Fp8Layouts::blockOf(const Shape& w, const Shape& s)
 {
     // The block edge per dimension: the power of two whose ceil-division gives the scale's size.
     std::string out = "[";
@@ -20,8 +20,8 @@ std::string Grouper::blockOf(const Shape& w, const Shape& s)
     return out + "]";
 }
 
-std::shared_ptr<const Quantization> Grouper::fp8Quantization(
-    DType stored, std::string_view granularity, const std::string& block, bool inverseScale, bool inputScale)
+std::shared_ptr<const Quantization> Fp8Layouts::described(
+    DType stored, std::string_view granularity, const std::string& block, bool inverse, bool input)
 {
     std::string& key = m_key;
     key.assign(dtypeName(stored));
@@ -29,23 +29,51 @@ std::shared_ptr<const Quantization> Grouper::fp8Quantization(
     key += granularity;
     key += '|';
     key += block;
-    key += inverseScale ? "|inv" : "|";
-    key += inputScale ? "|input" : "|";
-    auto& cached = m_fp8Descriptions[key];
+    key += inverse ? "|inv" : "|";
+    key += input ? "|input" : "|";
+    auto& cached = m_described[key];
     if (cached)
         return cached;
     Quantization q;
     q.storageDType = stored;
     if (!block.empty())
         q.params.emplace_back("block_size", block);
-    if (inverseScale)
+    if (inverse)
         q.params.emplace_back("scale", "weight_scale_inv (dequantized = weight * scale, per block)");
-    if (inputScale)
+    if (input)
         q.params.emplace_back("activation_scale", "static (input_scale)");
     q.params.emplace_back("original_dtype", "not stored");
     q.scheme = std::string(stored == DType::Int8 ? "int8" : "fp8") + "." + std::string(granularity);
     cached = std::make_shared<const Quantization>(std::move(q));
     return cached;
+}
+
+std::shared_ptr<const Quantization> Fp8Layouts::describe(const Entry& e, const Entry& s, bool inverse, bool input)
+{
+    const auto same = [&](const Layout& l) {
+        return l.q && l.dtype == e.dtype && l.weightKnown == e.shapeKnown && l.scaleKnown == s.shapeKnown
+            && l.inverse == inverse && l.input == input && l.weight == e.shape && l.scale == s.shape;
+    };
+    if (auto hit = std::find_if(m_recent.begin(), m_recent.end(), same); hit != m_recent.end())
+        return hit->q;
+    std::string_view granularity = "scaled";
+    std::string block;
+    if (e.shapeKnown && s.shapeKnown) {
+        const uint64_t sn = s.numel();
+        if (sn == 1 && !inverse)
+            granularity = "per_tensor";
+        else if (!e.shape.empty() && !inverse && (s.shape == Shape { e.shape[0], 1 } || s.shape == Shape { e.shape[0] }))
+            granularity = "per_channel";
+        else if (s.shape.size() == e.shape.size() && sn < e.numel()) {
+            granularity = "block";
+            block = blockOf(e.shape, s.shape);
+        }
+    } else if (inverse) {
+        granularity = "block";
+    }
+    auto q = described(e.dtype, granularity, block, inverse, input);
+    m_recent[m_nextRecent++ % m_recent.size()] = Layout { e.dtype, e.shapeKnown, s.shapeKnown, inverse, input, e.shape, s.shape, q };
+    return q;
 }
 
 std::string_view Grouper::withSuffix(std::string_view base, std::string_view suffix)
@@ -71,16 +99,6 @@ void Grouper::fp8()
     }));
     std::vector<size_t> unscaled;
     Plan plan;
-    // A checkpoint has a handful of layouts over thousands of weights: the last few are kept, so most
-    // weights skip describing their blocks.
-    struct Layout {
-        DType dtype;
-        bool weightKnown, scaleKnown, inverse, input;
-        Shape weight, scale;
-        std::shared_ptr<const Quantization> q;
-    };
-    std::array<Layout, 8> recent {};
-    size_t nextRecent = 0;
     for (size_t i = 0; i < m_e.size(); ++i) {
         if (!isFree(i))
             continue;
@@ -121,33 +139,7 @@ void Grouper::fp8()
         plan.shape = e.shape;
         plan.shapeKnown = e.shapeKnown;
         plan.dtype = e.dtype; // the original dtype is not stored: show the key's own, as torch does
-        const auto same = [&](const Layout& l) {
-            return l.q && l.dtype == e.dtype && l.weightKnown == e.shapeKnown && l.scaleKnown == s.shapeKnown
-                && l.inverse == (inv != npos) && l.input == (input != npos) && l.weight == e.shape && l.scale == s.shape;
-        };
-        if (auto hit = std::find_if(recent.begin(), recent.end(), same); hit != recent.end()) {
-            plan.q = hit->q;
-        } else {
-            std::string_view granularity = "scaled";
-            std::string block;
-            if (e.shapeKnown && s.shapeKnown) {
-                const uint64_t sn = s.numel();
-                if (sn == 1 && inv == npos)
-                    granularity = "per_tensor";
-                else if (!e.shape.empty() && inv == npos
-                    && (s.shape == Shape { e.shape[0], 1 } || s.shape == Shape { e.shape[0] }))
-                    granularity = "per_channel";
-                else if (s.shape.size() == e.shape.size() && sn < e.numel()) {
-                    granularity = "block";
-                    block = blockOf(e.shape, s.shape);
-                }
-            } else if (inv != npos) {
-                granularity = "block";
-            }
-            plan.q = fp8Quantization(e.dtype, granularity, block, inv != npos, input != npos);
-            recent[nextRecent++ % recent.size()]
-                = Layout { e.dtype, e.shapeKnown, s.shapeKnown, inv != npos, input != npos, e.shape, s.shape, plan.q };
-        }
+        plan.q = m_fp8Layouts.describe(e, s, inv != npos, input != npos);
         if (addPlan(plan))
             ++scaled;
     }
@@ -190,3 +182,32 @@ void Grouper::fp8()
 }
 
 } // namespace sl::quant::grouping
+
+namespace sl::quant {
+
+Fp8PairGrouper::Fp8PairGrouper()
+    : m_layouts(std::make_unique<grouping::Fp8Layouts>())
+{
+}
+
+Fp8PairGrouper::~Fp8PairGrouper() = default;
+
+bool Fp8PairGrouper::pairs(std::string_view weight, DType dtype, std::string_view next)
+{
+    // As Grouper::fp8 pairs a weight with the `_scale_inv` right after it.
+    constexpr std::string_view kSuffix = "_scale_inv";
+    return grouping::isFloat8(dtype) && weight.ends_with("weight") && next.size() == weight.size() + kSuffix.size()
+        && next.starts_with(weight) && next.ends_with(kSuffix);
+}
+
+Entry Fp8PairGrouper::group(Entry weight, Entry scale)
+{
+    // What Grouper::buildGroup makes of the plan Grouper::fp8 draws for the two.
+    Entry g = grouping::groupAround(weight.name, weight, weight.dtype, weight.shape, weight.shapeKnown, {},
+        m_layouts->describe(weight, scale, true, false), 2);
+    grouping::addPart(g, std::move(weight), "weight");
+    grouping::addPart(g, std::move(scale), "weight_scale_inv");
+    return g;
+}
+
+} // namespace sl::quant

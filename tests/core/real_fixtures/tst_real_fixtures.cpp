@@ -1260,8 +1260,8 @@ void TestRealFixtures::checkIndex(
         return;
     }
     tally("sharded indexes opened");
-    // Shards opened while the index is parsed (ShardPrefetch, all of them there), and shard headers read by
-    // simdjson alone, list the same.
+    // Shards opened while the index is parsed (ShardPrefetch, all of them there), shard headers read by
+    // simdjson alone, and FP8 pairs left to the grouping pass (no early groups) list the same.
     OpenOptions prefetch;
     prefetch.shardPrefetchFrom = 0;
     prefetch.shardPrefetchFinishes = true;
@@ -1269,6 +1269,9 @@ void TestRealFixtures::checkIndex(
     OpenOptions json;
     json.headerScanBatch = 0;
     listsAlike(abs, json, src, "shard headers read by simdjson alone", problems);
+    OpenOptions later;
+    later.earlyFp8Groups = false;
+    listsAlike(abs, later, src, "FP8 pairs grouped after the reader", problems);
     const char* format = abs.endsWith(QLatin1String(".bin.index.json")) ? "torch-bin-index" : "safetensors-index";
     if (formatId(src.format) != format)
         problems << QString("format is %1, expected %2").arg(q(formatId(src.format)), format);

@@ -9,6 +9,7 @@
 #include "common/qt_text.h"
 #include "common/test_files.h"
 #include "common/test_paths.h"
+#include "formats/hf_index_reader.h"
 #include "formats/loader.h"
 #include "formats/safetensors_reader.h"
 #include "formats/safetensors_scan.h"
@@ -335,6 +336,8 @@ private slots:
     void folderResolvesAsCanonical();
     void indexKeysAcrossDtypeRuns();
     void indexShardsOpenedWhileParsed();
+    void indexFp8PairsGroupedEarly_data();
+    void indexFp8PairsGroupedEarly();
     void indexShardWithUnknownDtypes();
     void loadProgressAndCancel();
 };
@@ -1473,6 +1476,134 @@ void TstSafetensorsFormats::indexShardWithUnknownDtypes()
     QVERIFY(a && c);
     QCOMPARE(q(*a), QStringLiteral("Q4_K"));
     QCOMPARE(q(*c), QStringLiteral("XYZ_LONGER_THAN_SIXTEEN_BYTES"));
+}
+
+// FP8 weights grouped with the block scale after them as an index's entries are built (quant::Fp8PairGrouper)
+// give the listing of grouping after the reader: with FP8 alone (the early groups stand), beside what makes
+// them split back (an input_scale, GPTQ keys, GPTQ keys under an FP8 weight's module, torchao's colon keys),
+// and where they never form (weight_map out of order, a tensor the index does not list). Each case holds
+// pairs within a shard and across two, a weight without its scale, a scale without its weight, and a bf16
+// weight beside a scale.
+void TstSafetensorsFormats::indexFp8PairsGroupedEarly_data()
+{
+    QTest::addColumn<QStringList>("extra"); // more keys, "name:DTYPE:shape", in the first shard
+    QTest::addColumn<bool>("sortedMap");
+    QTest::addColumn<bool>("unlisted"); // the second shard holds a tensor the index leaves out
+    QTest::addColumn<bool>("early"); // the reader forms early groups
+    QTest::addColumn<int>("groups"); // FP8 groups in the listing
+    QTest::newRow("fp8 alone") << QStringList() << true << false << true << 3;
+    QTest::newRow("input_scale") << QStringList { "m.0.a.input_scale:F32:" } << true << false << true << 3;
+    QTest::newRow("gptq") << QStringList { "m.2.g.qweight:I32:16,64", "m.2.g.qzeros:I32:1,8", "m.2.g.scales:F16:1,64" }
+                          << true << false << true << 3;
+    QTest::newRow("gptq beside an fp8 weight")
+        << QStringList { "m.0.a.qweight:I32:32,256", "m.0.a.qzeros:I32:2,32", "m.0.a.scales:F16:2,256" } << true
+        << false << true << 3;
+    QTest::newRow("torchao colon keys") << QStringList { "m.3.h.weight:qdata:F8_E4M3:4,4" } << true << false << true << 3;
+    QTest::newRow("weight_map out of order") << QStringList() << false << false << false << 3;
+    QTest::newRow("unlisted tensor") << QStringList() << true << true << false << 3;
+}
+
+void TstSafetensorsFormats::indexFp8PairsGroupedEarly()
+{
+    QFETCH(QStringList, extra);
+    QFETCH(bool, sortedMap);
+    QFETCH(bool, unlisted);
+    QFETCH(bool, early);
+    QFETCH(int, groups);
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    struct Key {
+        QString name, dtype, shape;
+        int shard;
+    };
+    std::vector<Key> keys = {
+        { "m.0.a.weight", "F8_E4M3", "256,256", 1 },
+        { "m.0.a.weight_scale_inv", "F32", "2,2", 1 },
+        { "m.0.b.weight", "F8_E4M3", "256,128", 1 },
+        { "m.0.b.weight_scale_inv", "F32", "2,1", 2 }, // in the next shard
+        { "m.0.norm.weight", "BF16", "256", 2 },
+        { "m.1.d.weight", "F8_E4M3", "128,128", 2 }, // no scale
+        { "m.1.e.weight_scale_inv", "F32", "1,1", 2 }, // no weight
+        { "m.1.f.weight", "BF16", "128,128", 2 },
+        { "m.1.f.weight_scale_inv", "F32", "1,1", 2 }, // beside a bf16 weight
+        { "m.1.g.weight", "F8_E5M2", "128,256", 2 },
+        { "m.1.g.weight_scale_inv", "F32", "1,2", 2 },
+    };
+    for (const QString& e : extra) {
+        const qsizetype cut = e.lastIndexOf(':'), dtypeCut = e.lastIndexOf(':', cut - 1);
+        keys.push_back({ e.left(dtypeCut), e.mid(dtypeCut + 1, cut - dtypeCut - 1), e.mid(cut + 1), 1 });
+    }
+    const auto bytesOf = [](const QString& dtype, const QString& shape) {
+        qint64 n = dtype == "F32" || dtype == "I32" ? 4 : dtype == "F16" || dtype == "BF16" ? 2 : 1;
+        for (const QString& d : shape.split(',', Qt::SkipEmptyParts))
+            n *= d.toLongLong();
+        return n;
+    };
+    QString map;
+    std::vector<const Key*> order;
+    for (const Key& k : keys)
+        order.push_back(&k);
+    std::sort(order.begin(), order.end(), [](const Key* a, const Key* b) { return a->name < b->name; });
+    if (!sortedMap)
+        std::swap(order[2], order[order.size() - 1]); // one key out of place; pairs stay side by side otherwise
+    for (int shard = 1; shard <= 2; ++shard) {
+        QString header;
+        qint64 offset = 0;
+        for (const Key* k : order) {
+            if (k->shard != shard)
+                continue;
+            const qint64 n = bytesOf(k->dtype, k->shape);
+            header += QStringLiteral(R"("%1":{"dtype":"%2","shape":[%3],"data_offsets":[%4,%5]},)")
+                          .arg(k->name, k->dtype, k->shape)
+                          .arg(offset)
+                          .arg(offset + n);
+            offset += n;
+        }
+        if (shard == 2 && unlisted) {
+            header += QStringLiteral(R"("z.extra":{"dtype":"F32","shape":[1],"data_offsets":[%1,%2]},)").arg(offset).arg(offset + 4);
+            offset += 4;
+        }
+        header.chop(1);
+        QVERIFY(writeFile(dir.filePath(QStringLiteral("model-0000%1-of-00002.safetensors").arg(shard)),
+            stFile("{" + header.toLatin1() + "}", QByteArray(offset, '\0'))));
+    }
+    for (const Key* k : order)
+        map += QStringLiteral(R"("%1": "model-0000%2-of-00002.safetensors", )").arg(k->name).arg(k->shard);
+    map.chop(2);
+    const QString index = dir.filePath("model.safetensors.index.json");
+    QVERIFY(writeFile(index, (R"({"metadata": {}, "weight_map": {)" + map + "}}").toLatin1()));
+
+    OpenOptions later;
+    later.earlyFp8Groups = false;
+    const Source withEarly = openSource(s(index));
+    const Source withoutEarly = openSource(s(index), later);
+    QCOMPARE(q(sourceToJson(withEarly)), q(sourceToJson(withoutEarly)));
+    QVERIFY(!withEarly.provisionalFp8Groups);
+    // The reader alone: whether it formed any.
+    QCOMPARE(readHfIndex(s(index), {}).provisionalFp8Groups, early);
+    QVERIFY(!readHfIndex(s(index), later).provisionalFp8Groups);
+
+    // What the grouping is (tst_quantization checks FP8 grouping against torch's own files): the pairs and
+    // their parts' keys, and the findings on the weight without a scale, the scale without a weight and the
+    // bf16 weight beside a scale.
+    int fp8 = 0;
+    for (const Entry& e : withEarly.entries) {
+        if (!(e.kind == EntryKind::Group && e.quantization && e.quantization->scheme.starts_with("fp8.")))
+            continue;
+        ++fp8;
+        QVERIFY2(e.parts.size() >= 2, e.name.c_str());
+        QCOMPARE(q(e.parts[0].name), QStringLiteral("weight"));
+        QCOMPARE(q(*e.parts[0].attribute("key")), q(e.name));
+        QCOMPARE(q(*e.parts[1].attribute("key")), q(e.name) + "_scale_inv");
+        if (e.name == "m.0.a.weight") {
+            QCOMPARE(q(*e.quantization->param("block_size")), QStringLiteral("[128, 128]"));
+            QCOMPARE(e.parts.size(), size_t(extra.contains("m.0.a.input_scale:F32:") ? 3 : 2));
+        }
+    }
+    QCOMPARE(fp8, groups);
+    QVERIFY(hasFinding(withEarly, Severity::Warning, "m.1.d.weight_scale_inv"));
+    QVERIFY(hasFinding(withEarly, Severity::Warning, "weight_scale_inv without its weight 'm.1.e.weight'"));
+    QVERIFY(hasFinding(withEarly, Severity::Warning, "a bfloat16 weight beside a block-FP8 scale"));
 }
 
 // Shards opened on a second thread while the index is parsed (ShardPrefetch) give the listing of shards opened
