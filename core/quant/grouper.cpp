@@ -50,7 +50,8 @@ bool Grouper::scan()
             m_hasTorchAo = true;
         if (name.find(':') != std::string_view::npos)
             m_hasColon = true;
-        if (isFloat8(e.dtype))
+        // (A group's float8 dtype is its weight's, already paired: fp8() has nothing to do for it.)
+        if (isFloat8(e.dtype) && e.kind != EntryKind::Group)
             m_hasFp8 = true;
         if (isUnderscoreQdata(last))
             m_hasUnderscore = true;
@@ -241,10 +242,9 @@ void Grouper::apply()
     m_e.erase(m_e.begin() + static_cast<std::ptrdiff_t>(w), m_e.end());
 }
 
-Entry groupAround(std::string name, const Entry& anchor, DType dtype, Shape shape, bool shapeKnown,
-    std::string_view typeName, std::shared_ptr<const Quantization> q, size_t parts)
+void describeGroup(Entry& g, std::string name, const Entry& anchor, DType dtype, Shape shape, bool shapeKnown,
+    std::string_view typeName, std::shared_ptr<const Quantization> q)
 {
-    Entry g;
     g.name = std::move(name);
     g.kind = EntryKind::Group;
     g.dtype = dtype;
@@ -255,26 +255,25 @@ Entry groupAround(std::string name, const Entry& anchor, DType dtype, Shape shap
     g.requiresGrad = anchor.requiresGrad;
     g.device = anchor.device;
     g.quantization = std::move(q);
-    g.parts.reserve(parts);
-    return g;
 }
 
-void addPart(Entry& group, Entry&& part, std::string_view role)
+void nameByRole(Entry& part, std::string_view role)
 {
-    Entry& p = group.parts.emplace_back(std::move(part));
-    p.attributes.emplace_back(kPartKeyAttribute, std::move(p.name));
-    p.name = std::string(role);
+    part.attributes.emplace_back(kPartKeyAttribute, std::move(part.name));
+    part.name = std::string(role);
 }
 
 Entry Grouper::buildGroup(Planned& plan)
 {
+    Entry g;
     const Entry& anchor = m_e[plan.anchor];
-    Entry g = groupAround(std::move(plan.name), anchor, plan.dtype,
+    describeGroup(g, std::move(plan.name), anchor, plan.dtype,
         plan.shape == kAnchorShape ? anchor.shape : std::move(m_planShapes[plan.shape]), plan.shapeKnown, plan.typeName,
-        std::move(plan.q), plan.partCount);
+        std::move(plan.q));
+    g.parts.reserve(plan.partCount);
     for (uint32_t k = 0; k < plan.partCount; ++k) {
         const Part& part = m_parts[plan.firstPart + k];
-        addPart(g, std::move(m_e[part.index]), part.role);
+        nameByRole(g.parts.emplace_back(std::move(m_e[part.index])), part.role);
     }
     return g;
 }

@@ -31,12 +31,12 @@ namespace sl::quant::grouping {
 
 enum class Concern : uint8_t { MissingPart, Orphan, Inconsistent, Unscaled, Count_ };
 
-// A group as every scheme forms it, in place of its anchor (the weight, itself one of the parts): its flags
-// and device are the anchor's. Its parts follow with addPart.
-Entry groupAround(std::string name, const Entry& anchor, DType dtype, Shape shape, bool shapeKnown,
-    std::string_view typeName, std::shared_ptr<const Quantization> q, size_t parts);
-// `part` joins the group: the key it was stored under moves to its "key" attribute, and its name becomes its role.
-void addPart(Entry& group, Entry&& part, std::string_view role);
+// What a group is, as every scheme forms it in place of its anchor (the weight, itself one of the parts): its
+// flags and device are the anchor's.
+void describeGroup(Entry& group, std::string name, const Entry& anchor, DType dtype, Shape shape, bool shapeKnown,
+    std::string_view typeName, std::shared_ptr<const Quantization> q);
+// A part of a group: the key it was stored under moves to its "key" attribute, and its name becomes its role.
+void nameByRole(Entry& part, std::string_view role);
 
 // The descriptions of FP8 (and int8) groups, one per distinct layout, shared by every group of that layout
 // (DeepSeek-V3's 45,000 FP8 weights point at one). A checkpoint has a handful of layouts over thousands of

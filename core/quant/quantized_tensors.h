@@ -17,6 +17,9 @@
 #include "model/source.h"
 #include "pickle/value.h"
 
+#include <functional>
+#include <memory>
+
 namespace sl::quant {
 
 // Attribute a quantized entry carries when inner tensors its scheme needs are absent (comma-separated
@@ -48,7 +51,8 @@ public:
     ~Fp8PairGrouper();
     // Whether the key after `weight` (its dtype given) is its block scale.
     static bool pairs(std::string_view weight, DType dtype, std::string_view next);
-    Entry group(Entry weight, Entry scale);
+    // `name`: the weight's key; `weight` and `scale` build the two entries, in their places among the parts.
+    Entry group(std::string name, const std::function<Entry()>& weight, const std::function<Entry()>& scale);
 
 private:
     std::unique_ptr<grouping::Fp8Layouts> m_layouts;

@@ -3,6 +3,8 @@
 
 #include "quant/grouper.h"
 
+#include "util/emplace_built.h"
+
 namespace sl::quant::grouping {
 
 std::string Fp8Layouts::blockOf(const Shape& w, const Shape& s)
@@ -200,13 +202,17 @@ bool Fp8PairGrouper::pairs(std::string_view weight, DType dtype, std::string_vie
         && next.starts_with(weight) && next.ends_with(kSuffix);
 }
 
-Entry Fp8PairGrouper::group(Entry weight, Entry scale)
+Entry Fp8PairGrouper::group(std::string name, const std::function<Entry()>& weight, const std::function<Entry()>& scale)
 {
-    // What Grouper::buildGroup makes of the plan Grouper::fp8 draws for the two.
-    Entry g = grouping::groupAround(weight.name, weight, weight.dtype, weight.shape, weight.shapeKnown, {},
-        m_layouts->describe(weight, scale, true, false), 2);
-    grouping::addPart(g, std::move(weight), "weight");
-    grouping::addPart(g, std::move(scale), "weight_scale_inv");
+    // What Grouper::buildGroup makes of the plan Grouper::fp8 draws for the two. The parts are built in their
+    // places: two entries fewer to move and destroy per pair.
+    Entry g;
+    g.parts.reserve(2);
+    Entry& w = emplaceBuilt(g.parts, weight);
+    Entry& s = emplaceBuilt(g.parts, scale);
+    grouping::describeGroup(g, std::move(name), w, w.dtype, w.shape, w.shapeKnown, {}, m_layouts->describe(w, s, true, false));
+    grouping::nameByRole(w, "weight");
+    grouping::nameByRole(s, "weight_scale_inv");
     return g;
 }
 

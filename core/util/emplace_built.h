@@ -9,8 +9,10 @@
 
 namespace sl {
 
-template <typename T, typename Build> T& emplaceBuilt(std::vector<T>& v, Build&& build)
+// `v`: a std::vector, or any container whose emplace_back constructs in place (CompactVector).
+template <typename V, typename Build> typename V::value_type& emplaceBuilt(V& v, Build&& build)
 {
+    using T = typename V::value_type;
     struct Built {
         Build& build;
         operator T() const { return build(); }
