@@ -624,9 +624,10 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     byName.clear(); // lookups are done
     used.clear();
     // An FP8 weight and the block scale after it are built as their group at once (quant::Fp8PairGrouper),
-    // where every key is unique: weight_map's keys increase and no shard holds others (DeepSeek-V3: 45,000
-    // pairs: the grouping pass took 19 ms, now 1, for 11 ms more here). The pairs are found first, and the groups' names copied then, one after another: among each
-    // group's other blocks, the names the table and the grouping pass read were 3 ms slower to read.
+    // where every key is unique: weight_map's keys increase and no shard holds others. DeepSeek-V3 has 45,000
+    // pairs: the grouping pass took 19 ms, now 1, for 11 ms more here. The pairs are found first and the
+    // groups' names copied then, one after another: among each group's other blocks, the names the table and
+    // the grouping pass read cost them 3 ms more.
     const bool groupPairs = options.groupQuantized && options.earlyFp8Groups && increasing && unlisted == 0;
     quant::Fp8PairGrouper pairs;
     std::vector<bool> pairAt(groupPairs ? picks.size() : 0); // the pick is a weight paired with the next

@@ -95,9 +95,11 @@ void Grouper::confirmProvisionalGroups()
             continue;
         }
         for (Entry& part : e.parts) {
-            // addPart put the key last.
-            part.name = std::move(part.attributes.back().second);
-            part.attributes.pop_back();
+            // nameByRole put the key last.
+            if (!part.attributes.empty() && part.attributes.back().first == kPartKeyAttribute) {
+                part.name = std::move(part.attributes.back().second);
+                part.attributes.pop_back();
+            }
             split.push_back(std::move(part));
         }
     }
