@@ -630,7 +630,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     // the grouping pass read cost them 3 ms more.
     const bool groupPairs = options.groupQuantized && options.earlyFp8Groups && increasing && unlisted == 0;
     quant::Fp8PairGrouper pairs;
-    std::vector<bool> pairAt(groupPairs ? picks.size() : 0); // the pick is a weight paired with the next
+    std::vector<bool> pairAt(picks.size()); // the pick is a weight paired with the next
     std::vector<std::string> groupNames;
     for (size_t k = 0; groupPairs && k + 1 < picks.size(); ++k) {
         const Pick& p = picks[k];
@@ -654,7 +654,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     for (size_t k = 0; k < picks.size(); ++k) {
         const Pick& p = picks[k];
         Shard& s = shards[p.shard];
-        if (groupPairs && pairAt[k]) {
+        if (pairAt[k]) {
             const Pick& next = picks[++k];
             sum += emplaceBuilt(out.entries, [&] {
                 return pairs.group(std::move(groupNames[nextName++]), [&] { return s.take(p.at); },

@@ -45,7 +45,7 @@ bool Grouper::scan()
         previous = name;
         const std::string_view last = lastComponent(name);
         // (An FP8 group, formed early or by an earlier run, is nothing torchAo() would describe.)
-        if ((e.quantization && !(e.kind == EntryKind::Group && e.quantization->scheme.starts_with("fp8.")))
+        if ((e.quantization && !isFp8Group(e))
             || dtypeIsQuantized(e.dtype) || (e.kind == EntryKind::Group && e.typeName == "tuple"))
             m_hasTorchAo = true;
         if (name.find(':') != std::string_view::npos)
@@ -90,7 +90,7 @@ void Grouper::confirmProvisionalGroups()
     std::vector<Entry> split;
     split.reserve(m_e.size());
     for (Entry& e : m_e) {
-        if (!(e.kind == EntryKind::Group && e.quantization && e.quantization->scheme.starts_with("fp8."))) {
+        if (!isFp8Group(e)) {
             split.push_back(std::move(e));
             continue;
         }

@@ -68,6 +68,15 @@ inline bool isFloat8(DType t)
         || t == DType::Float8_e5m2fnuz;
 }
 
+// The suffix that names a block-FP8 weight's scale (DeepSeek-V3's `weight_scale_inv`).
+inline constexpr std::string_view kScaleInvSuffix = "_scale_inv";
+
+// A group the FP8 scheme formed: by fp8(), by the index reader's early pairs, or by an earlier run.
+inline bool isFp8Group(const Entry& e)
+{
+    return e.kind == EntryKind::Group && e.quantization && e.quantization->scheme.starts_with("fp8.");
+}
+
 inline std::string shapeText(const Shape& s) { return shapeToString(s); }
 
 inline std::string clip(std::string s)

@@ -111,7 +111,7 @@ void Grouper::fp8()
         const bool f8 = isFloat8(e.dtype);
         const bool i8 = e.dtype == DType::Int8;
         const bool unknown = e.dtype == DType::Unknown;
-        const size_t inv = findFreeBeside(i + 1, withSuffix(e.name, "_scale_inv"));
+        const size_t inv = findFreeBeside(i + 1, withSuffix(e.name, kScaleInvSuffix));
         // A plain `_scale` pairs only with an FP8 or int8 weight (a float weight beside one is no concern).
         const size_t sc = inv == npos && (f8 || i8) ? findFreeBeside(i + 1, withSuffix(e.name, "_scale")) : npos;
         if (!f8 && !(i8 && sc != npos) && !(unknown && inv != npos)) {
@@ -197,9 +197,9 @@ Fp8PairGrouper::~Fp8PairGrouper() = default;
 bool Fp8PairGrouper::pairs(std::string_view weight, DType dtype, std::string_view next)
 {
     // As Grouper::fp8 pairs a weight with the `_scale_inv` right after it.
-    constexpr std::string_view kSuffix = "_scale_inv";
-    return grouping::isFloat8(dtype) && weight.ends_with("weight") && next.size() == weight.size() + kSuffix.size()
-        && next.starts_with(weight) && next.ends_with(kSuffix);
+    using grouping::kScaleInvSuffix;
+    return grouping::isFloat8(dtype) && weight.ends_with("weight") && next.size() == weight.size() + kScaleInvSuffix.size()
+        && next.starts_with(weight) && next.ends_with(kScaleInvSuffix);
 }
 
 Entry Fp8PairGrouper::group(std::string name, const std::function<Entry()>& weight, const std::function<Entry()>& scale)
