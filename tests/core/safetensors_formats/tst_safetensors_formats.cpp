@@ -338,6 +338,7 @@ private slots:
     void indexShardsOpenedWhileParsed();
     void indexFp8PairsGroupedEarly_data();
     void indexFp8PairsGroupedEarly();
+    void realIndexFp8PairsGroupedEarly();
     void indexShardWithUnknownDtypes();
     void loadProgressAndCancel();
 };
@@ -1604,6 +1605,67 @@ void TstSafetensorsFormats::indexFp8PairsGroupedEarly()
     QVERIFY(hasFinding(withEarly, Severity::Warning, "m.1.d.weight_scale_inv"));
     QVERIFY(hasFinding(withEarly, Severity::Warning, "weight_scale_inv without its weight 'm.1.e.weight'"));
     QVERIFY(hasFinding(withEarly, Severity::Warning, "a bfloat16 weight beside a block-FP8 scale"));
+}
+
+// The same on an index the safetensors library wrote (torch 2.6, tests/fixtures/make_torch2_fixtures.py,
+// set fp8_index): DeepSeek-V3's FP8 weights with their 128 x 128 scales in two shards, one pair split across
+// them, weight_map sorted as transformers writes it. The truth is safe_open's per shard.
+void TstSafetensorsFormats::realIndexFp8PairsGroupedEarly()
+{
+    const QString dir = test::fixturesDir() + QStringLiteral("/torch2/fp8_index");
+    const QJsonObject truth = requireJson(dir + QStringLiteral("/fp8_index.safetensors.truth.json"));
+    QVERIFY(truth.value(QStringLiteral("real")).toBool());
+    QVERIFY2(truth.value(QStringLiteral("weight_map_sorted")).toBool(), "the early groups need a sorted weight_map");
+    const QString index = dir + QStringLiteral("/model.safetensors.index.json");
+    QVERIFY(readHfIndex(s(index), {}).provisionalFp8Groups);
+    OpenOptions later;
+    later.earlyFp8Groups = false;
+    QVERIFY(!readHfIndex(s(index), later).provisionalFp8Groups);
+    const Source withEarly = openSource(s(index));
+    const Source withoutEarly = openSource(s(index), later);
+    QCOMPARE(q(sourceToJson(withEarly)), q(sourceToJson(withoutEarly)));
+
+    std::map<QString, QJsonObject> want;
+    for (const QJsonValue& v : truth.value(QStringLiteral("entries")).toArray())
+        want[v.toObject().value(QStringLiteral("name")).toString()] = v.toObject();
+    QCOMPARE(want.size(), size_t(12));
+    const auto check = [&](const Entry& part, const QString& key) {
+        QVERIFY2(want.count(key), qPrintable(key));
+        const QJsonObject& t = want[key];
+        QCOMPARE(q(std::string(dtypeName(part.dtype))), t.value(QStringLiteral("dtype")).toString());
+        QStringList dims;
+        for (int64_t d : part.shape)
+            dims << QString::number(d);
+        QStringList wantDims;
+        for (const QJsonValue& d : t.value(QStringLiteral("shape")).toArray())
+            wantDims << QString::number(d.toInteger());
+        QCOMPARE(dims, wantDims);
+        QVERIFY(part.location.file >= 0 && size_t(part.location.file) < withEarly.files.size());
+        QVERIFY2(q(withEarly.files[size_t(part.location.file)]).endsWith(t.value(QStringLiteral("shard")).toString()), qPrintable(key));
+    };
+    int groups = 0;
+    size_t listed = 0;
+    for (const Entry& e : withEarly.entries) {
+        listed += std::max<size_t>(1, e.parts.size());
+        if (e.kind != EntryKind::Group) {
+            check(e, q(e.name));
+            continue;
+        }
+        ++groups;
+        const QJsonObject& t = want[q(e.name)];
+        QVERIFY2(t.contains(QStringLiteral("scale")), e.name.c_str());
+        QCOMPARE(q(e.quantization->scheme), QStringLiteral("fp8.block"));
+        QCOMPARE(e.parts.size(), size_t(2));
+        QCOMPARE(q(e.parts[0].name), QStringLiteral("weight"));
+        QCOMPARE(q(*e.parts[0].attribute("key")), q(e.name));
+        check(e.parts[0], q(e.name));
+        QCOMPARE(q(e.parts[1].name), QStringLiteral("weight_scale_inv"));
+        QCOMPARE(q(*e.parts[1].attribute("key")), t.value(QStringLiteral("scale")).toString());
+        check(e.parts[1], t.value(QStringLiteral("scale")).toString());
+    }
+    QCOMPARE(groups, 4);
+    QCOMPARE(listed, want.size()); // every stored tensor once, as a part or on its own
+    QVERIFY(withEarly.findings.empty());
 }
 
 // Shards opened on a second thread while the index is parsed (ShardPrefetch) give the listing of shards opened

@@ -255,7 +255,7 @@ QString notDequantizedReason(const QJsonObject& truth)
 QStringList torch2TruthFiles()
 {
     QStringList out;
-    for (const char* dir : { "torchao", "torchao_variants", "dtypes", "models", "safetensors" })
+    for (const char* dir : { "torchao", "torchao_variants", "dtypes", "models", "safetensors", "fp8_index" })
         for (const QString& f :
             QDir(torch2Dir() + QLatin1Char('/') + QLatin1String(dir))
                 .entryList({ QStringLiteral("*.pt.truth.json"), QStringLiteral("*.safetensors.truth.json") },
