@@ -20,6 +20,7 @@
 #include "util/name_hash.h"
 #include "model/source.h"
 #include "report/source_report.h"
+#include "values/tensor_stats.h"
 #include "util/error.h"
 #include "util/load_control.h"
 
@@ -339,6 +340,7 @@ private slots:
     void indexFp8PairsGroupedEarly_data();
     void indexFp8PairsGroupedEarly();
     void realIndexFp8PairsGroupedEarly();
+    void binIndexShardsKeepTheirFiles();
     void indexShardWithUnknownDtypes();
     void loadProgressAndCancel();
 };
@@ -1666,6 +1668,86 @@ void TstSafetensorsFormats::realIndexFp8PairsGroupedEarly()
     QCOMPARE(groups, 4);
     QCOMPARE(listed, want.size()); // every stored tensor once, as a part or on its own
     QVERIFY(withEarly.findings.empty());
+}
+
+// A .bin index whose shards are read as whole sources (torch.save zips): every file index an entry carries,
+// its own, its parts' (torchao's qdata and scale) and its pieces' (a DTensor's chunks), names the shard that
+// holds it in the merged source. Found by fuzz_hf_index_folder: the parts kept the shard's own numbering
+// (file 0, the first shard), so their values were read from another file. Each entry is held to the same
+// shard opened alone, in the listing and in the values read.
+void TstSafetensorsFormats::binIndexShardsKeepTheirFiles()
+{
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QStringList files = { test::fixturesDir() + "/index/bin_sharded/pytorch_model-00001-of-00002.bin",
+        test::fixturesDir() + "/torch2/torchao/float8_tensor.pt", test::fixturesDir() + "/distributed/dt_2d_rank1.pt" };
+    QString map; // in shard order, so the merged source numbers the shards 0, 1, 2 as they are listed
+    std::map<QString, QJsonObject> alone; // entry name -> its JSON, from its shard opened alone
+    std::vector<Source> shards;
+    for (qsizetype i = 0; i < files.size(); ++i) {
+        const QString shard = QStringLiteral("pytorch_model-0000%1-of-00003.bin").arg(i + 1);
+        QVERIFY(QFile::copy(files[i], dir.filePath(shard)));
+        shards.push_back(openSource(s(dir.filePath(shard))));
+        const QJsonArray entries = QJsonDocument::fromJson(QByteArray::fromStdString(sourceToJson(shards.back())))
+                                       .object().value("entries").toArray();
+        for (const QJsonValue& v : entries) {
+            const QString name = v.toObject().value("name").toString();
+            QVERIFY2(!alone.count(name), qPrintable(name));
+            map += QStringLiteral(R"("%1": "%2", )").arg(name, shard);
+            alone[name] = v.toObject();
+        }
+    }
+    const QString index = dir.filePath("pytorch_model.bin.index.json");
+    map.chop(2);
+    QVERIFY(writeFile(index, ("{\"weight_map\": {" + map + "}}").toUtf8()));
+    const Source merged = openSource(s(index));
+    QCOMPARE(merged.files.size(), size_t(3));
+    QVERIFY(q(merged.files[2]).endsWith("00003-of-00003.bin"));
+    const QJsonArray entries = QJsonDocument::fromJson(QByteArray::fromStdString(sourceToJson(merged))).object().value("entries").toArray();
+    QCOMPARE(size_t(entries.size()), alone.size());
+    int parts = 0, chunks = 0;
+    for (const QJsonValue& v : entries) {
+        const QJsonObject e = v.toObject();
+        const QString name = e.value("name").toString();
+        QCOMPARE(e, alone[name]); // files by path: the same shard, the same offsets
+        parts += e.value("parts").toArray().size();
+        chunks += e.value("sharding").toObject().value("chunks").toArray().size();
+    }
+    QVERIFY2(parts >= 2 && chunks >= 1, qPrintable(QStringLiteral("%1 parts, %2 chunks").arg(parts).arg(chunks)));
+
+    // The values: each part of the torchao shard read through the index, as read from the shard alone.
+    const Source& ao = shards[1];
+    std::vector<Entry> fromIndex, fromShard;
+    for (const Entry& e : ao.entries) {
+        const Entry* m = nullptr;
+        for (const Entry& c : merged.entries)
+            if (c.name == e.name)
+                m = &c;
+        QVERIFY2(m && m->parts.size() == e.parts.size(), e.name.c_str());
+        for (size_t k = 0; k < e.parts.size(); ++k)
+            if (e.parts[k].location.kind == TensorLocation::Kind::Mapped) {
+                fromShard.push_back(e.parts[k]);
+                fromIndex.push_back(m->parts[k]);
+            }
+    }
+    QVERIFY(fromShard.size() >= 2);
+    const auto stats = [](Source src, std::vector<Entry> es) {
+        std::vector<size_t> at;
+        for (Entry& e : es) {
+            at.push_back(src.entries.size());
+            src.entries.push_back(std::move(e));
+        }
+        values::StatsOptions o;
+        o.bins = 0;
+        std::vector<QString> out;
+        for (const auto& r : values::computeStats(src, at, o))
+            out.push_back(r.stats ? QStringLiteral("%1 %2 %3 %4 %5").arg(r.stats->numel).arg(r.stats->min).arg(r.stats->max).arg(r.stats->mean).arg(r.stats->hash)
+                                  : q(r.skipped));
+        return out;
+    };
+    const std::vector<QString> want = stats(ao, fromShard), have = stats(merged, fromIndex);
+    for (size_t k = 0; k < want.size(); ++k)
+        QCOMPARE(have[k], want[k]);
 }
 
 // Shards opened on a second thread while the index is parsed (ShardPrefetch) give the listing of shards opened
