@@ -9,6 +9,8 @@ Writes OUT_DIR/<fuzzer>/<sha1> files:
     torch's rebuild functions through stand-in modules;
   * every DCP folder (a .metadata file with its .distcp files) under the SOURCE_DIRs, as one fuzz_dcp input:
     the .metadata bytes, then each data file after the separator fuzz_dcp.cpp splits on;
+  * every index folder (model.safetensors.index.json or pytorch_model.bin.index.json with its shards) under
+    the SOURCE_DIRs, as one fuzz_hf_index_folder input in the same way, plus synthetic FP8 index folders;
   * every file under the SOURCE_DIRs, sorted by what its bytes are (not its name): zips go to the zip
     fuzzer (big storage records cut short so the seed stays small) and their .pkl records to the pickle
     fuzzer; legacy streams and tars to the legacy and tar fuzzers, their pickles to the pickle fuzzer;
@@ -35,6 +37,7 @@ MAX_LEN = {
     "fuzz_tar": 128 << 10,
     "fuzz_pickle": 64 << 10,
     "fuzz_hf_index": 64 << 10,
+    "fuzz_hf_index_folder": 128 << 10,
     "fuzz_dcp": 128 << 10,
     "fuzz_rules": 64 << 10,
     "fuzz_values": 128 << 10,
@@ -439,17 +442,167 @@ def add_dcp_folder(c, dirpath, files):
         pass
 
 
+SHARD_SEPARATOR = b"%%SHARD%%"  # as tests/fuzz/fuzz_hf_index_folder.cpp splits its input
+MAX_INDEX_SHARDS = 6
+INDEX_NAMES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+
+def shard_name(i, n):
+    """What fuzz_hf_index_folder names the i-th (from 1) of n shards."""
+    return f"model-{i:05d}-of-{n:05d}.safetensors"
+
+
+def shrink_shard(data, keep=1024):
+    """A shard cut to its header and `keep` bytes of tensor data: the merge reads headers only, and tensors
+    past the end are listed as unavailable (the seed stays small)."""
+    if len(data) >= 8:
+        (n,) = struct.unpack("<Q", data[:8])
+        if n <= len(data) - 8:
+            return data[: 8 + n + keep]
+    return data[: 8 << 10]
+
+
+def index_folder_seed(index, shards):
+    """One fuzz_hf_index_folder input: the index JSON with `shards` (a list of (name, bytes), at most six)
+    renamed to the fuzzer's names, then the shards. Names the index gives that are not among `shards` stay as
+    written (missing shards)."""
+    shards = shards[:MAX_INDEX_SHARDS]
+    renames = []
+    for i, (old, _) in enumerate(shards):
+        placeholder = b"\x01\x01" + f"{i:02d}".encode() + b"\x01"  # in two steps: new names may be old ones
+        index = index.replace(b'"' + old.encode() + b'"', b'"' + placeholder + b'"')
+        renames.append((placeholder, shard_name(i + 1, len(shards)).encode()))
+    for placeholder, new in renames:
+        index = index.replace(placeholder, new)
+    return SHARD_SEPARATOR.join([index] + [data for _, data in shards])
+
+
+def add_index_folder(c, dirpath, files):
+    """An index folder as one fuzz_hf_index_folder input; its shards are the .safetensors and .bin files beside
+    the index, in name order."""
+    try:
+        name = next(n for n in INDEX_NAMES if n in files)
+        with open(os.path.join(dirpath, name), "rb") as f:
+            index = f.read()
+        shards = []
+        for n in sorted(files):
+            if n.endswith(".safetensors") or n.endswith(".bin"):
+                with open(os.path.join(dirpath, n), "rb") as f:
+                    shards.append((n, shrink_shard(f.read())))
+        c.add("fuzz_hf_index_folder", index_folder_seed(index, shards))
+    except (OSError, StopIteration):
+        pass
+
+
+def synthetic_index_folders(c):
+    """FP8 index folders: each FP8 weight followed by its `_scale_inv` in a sorted weight_map (grouped while
+    the index is merged), and the variants the grouping pass must split back or that turn early grouping off."""
+    import json
+
+    def f8(rows, cols):
+        return ("F8_E4M3", [rows, cols], b"\x38" * (rows * cols))
+
+    def f32(*shape):
+        n = 1
+        for d in shape:
+            n *= d
+        return ("F32", list(shape), b"\0\0\x80\x3f" * n)
+
+    def bf16(*shape):
+        n = 1
+        for d in shape:
+            n *= d
+        return ("BF16", list(shape), b"\x80\x3f" * n)
+
+    base = {
+        "model.embed_tokens.weight": (0, bf16(4, 8)),
+        "model.layers.0.mlp.down_proj.weight": (0, f8(16, 8)),
+        "model.layers.0.mlp.down_proj.weight_scale_inv": (0, f32(2, 1)),
+        "model.layers.0.mlp.up_proj.weight": (0, f8(8, 16)),
+        "model.layers.0.mlp.up_proj.weight_scale_inv": (1, f32(1, 2)),  # the pair split across the shards
+        "model.layers.0.self_attn.q_proj.weight": (1, f8(4, 4)),
+        "model.layers.0.self_attn.q_proj.weight_scale_inv": (1, f32(1, 1)),
+        "model.norm.weight": (1, bf16(8)),
+    }
+
+    def folder(tensors, shards=2, order=None, unlisted=None, metadata=None):
+        names = order or sorted(tensors)
+        total = sum(len(t[1][2]) for t in tensors.values())
+        index = {"metadata": dict(metadata or {}, total_size=total),
+                 "weight_map": {n: shard_name(tensors[n][0] + 1, shards) for n in names}}
+        blobs = []
+        for i in range(shards):
+            held = {n: t for n, (s, t) in tensors.items() if s == i}
+            held.update((unlisted or {}).get(i, {}))
+            blobs.append(safetensors(held, {"format": "pt"}))
+        c.add("fuzz_hf_index_folder", SHARD_SEPARATOR.join([json.dumps(index, indent=2).encode()] + blobs))
+
+    folder(base)
+    folder({n: (0, t) for n, (_, t) in base.items()}, shards=1)
+    # Another scheme's names, or an input_scale joining a group: the grouping pass splits the early groups.
+    folder(dict(base, **{"model.layers.0.mlp.down_proj.input_scale": (0, f32())}))
+    folder(dict(base, **{"model.layers.1.mlp.qweight": (1, ("I32", [2, 4], b"\0" * 32)),
+                         "model.layers.1.mlp.qzeros": (1, ("I32", [1, 4], b"\0" * 16)),
+                         "model.layers.1.mlp.scales": (1, ("F16", [1, 8], b"\0" * 16))}))
+    folder(dict(base, **{"model.layers.1.mlp.weight:qdata": (1, ("I8", [4, 4], b"\0" * 16)),
+                         "model.layers.1.mlp.weight:scale": (1, f32(4))}))
+    folder(dict(base, **{"model.layers.1.mlp.weight._qdata": (1, ("I8", [4, 4], b"\0" * 16))}))
+    folder(dict(base, **{"model.layers.1.mlp.SCB": (1, f32(4))}))
+    folder(base, metadata={"tensor_names": "[]"})
+    # No early groups: weight_map not sorted, or a shard tensor the index does not list.
+    folder(base, order=list(reversed(sorted(base))))
+    folder(base, order=sorted(base)[1:] + sorted(base)[:1])
+    folder(base, unlisted={1: {"model.layers.9.extra.weight": bf16(2)}})
+    # Pairs that are not: a float8 weight without its scale, a scale after a weight that is not float8, a
+    # float8 scale, and other float8 layouts (per-channel, per-tensor).
+    folder({"a.weight": (0, f8(4, 4)), "a.weight_scale": (0, f32(1)), "b.weight": (0, bf16(4, 4)),
+            "b.weight_scale_inv": (1, f32(1, 1)), "c.weight": (1, ("F8_E5M2", [4, 4], b"\0" * 16)),
+            "c.weight_scale_inv": (1, ("F8_E4M3", [1, 1], b"\0")), "d.weight": (1, f8(4, 4)),
+            "d.weight_scale_inv": (1, f32(4, 1)), "e.weight": (1, f8(4, 4)), "e.weight_scale_inv": (1, f32())})
+    # The index puts a pair's scale in the shard that does not hold it.
+    tensors = dict(base)
+    index = {"metadata": {"total_size": 0},
+             "weight_map": {n: shard_name(2 - s, 2) if n.endswith("up_proj.weight_scale_inv") else shard_name(s + 1, 2)
+                            for n, (s, _) in sorted(tensors.items())}}
+    blobs = [safetensors({n: t for n, (s, t) in tensors.items() if s == i}) for i in range(2)]
+    c.add("fuzz_hf_index_folder", SHARD_SEPARATOR.join([json.dumps(index).encode()] + blobs))
+
+
+def wrapped_subclass_shards(c, root, bin_sharded):
+    """A .bin index whose second shard holds torchao tensors (inner tensors with locations of their own): the
+    input with which fuzz_hf_index_folder found parts pointing into the first shard."""
+    import json
+
+    ao = os.path.join(root, "quant", "torchao_subclasses.pt")
+    try:
+        with open(os.path.join(bin_sharded, "pytorch_model-00001-of-00002.bin"), "rb") as f:
+            first = f.read()
+        with open(ao, "rb") as f:
+            second = f.read()
+    except OSError:
+        return
+    weight_map = {"transformer.h.0.attn.bias": shard_name(1, 2), "transformer.h.0.attn.weight": shard_name(1, 2),
+                  "transformer.h.0.step": shard_name(1, 2), "transformer.wte.weight": shard_name(1, 2),
+                  "a.weight": shard_name(2, 2), "m.bias": shard_name(2, 2)}
+    c.add("fuzz_hf_index_folder", SHARD_SEPARATOR.join([json.dumps({"weight_map": weight_map}).encode(), first, second]))
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     c = Corpus(sys.argv[1])
     synthetic(c)
+    synthetic_index_folders(c)
     for root in sys.argv[2:]:
         if not os.path.isdir(root):
             continue
         for dirpath, _, files in os.walk(root):
             if ".metadata" in files:
                 add_dcp_folder(c, dirpath, files)
+            if any(n in files for n in INDEX_NAMES):
+                add_index_folder(c, dirpath, files)
+            if dirpath.endswith(os.path.join("fixtures", "index", "bin_sharded")):
+                wrapped_subclass_shards(c, root, dirpath)
             for name in sorted(files):
                 path = os.path.join(dirpath, name)
                 try:

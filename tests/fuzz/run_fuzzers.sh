@@ -20,7 +20,7 @@ build=$(cd "$1" && pwd) || { echo "run_fuzzers: no build directory $1" >&2; exit
 seconds=$2
 shift 2
 
-all=(fuzz_safetensors fuzz_torch_zip fuzz_torch_legacy fuzz_tar fuzz_pickle fuzz_hf_index fuzz_dcp fuzz_rules fuzz_values)
+all=(fuzz_safetensors fuzz_torch_zip fuzz_torch_legacy fuzz_tar fuzz_pickle fuzz_hf_index fuzz_hf_index_folder fuzz_dcp fuzz_rules fuzz_values)
 fuzzers=("${@:-${all[@]}}")
 [ $# -eq 0 ] && fuzzers=("${all[@]}")
 
@@ -35,7 +35,7 @@ dict_for() {
     case $1 in
         fuzz_pickle | fuzz_torch_legacy | fuzz_tar | fuzz_dcp) echo "$here/pickle.dict" ;;
         fuzz_torch_zip | fuzz_values) echo "$here/torch_zip.dict" ;;
-        fuzz_safetensors | fuzz_hf_index | fuzz_rules) echo "$here/json.dict" ;;
+        fuzz_safetensors | fuzz_hf_index | fuzz_hf_index_folder | fuzz_rules) echo "$here/json.dict" ;;
     esac
 }
 
