@@ -35,13 +35,19 @@ struct TensorLocation {
     int32_t file = -1; // index into Source::files
     uint64_t offset = 0; // first byte of this tensor's span
     uint64_t length = 0; // bytes spanned by the view (0 for an empty tensor)
-    // The storage the tensor views. Tensors with the same non-empty storageId share bytes (tied weights,
-    // views); storageOffset and strides are in elements, as torch reports them.
+    // The storage the tensor views. Tensors with the same non-empty storageId in the same file share bytes
+    // (tied weights, views; sharesStorageWith); storageOffset and strides are in elements, as torch reports
+    // them. Ids are the file's own ("0", "1", ... in a torch.save zip), so each shard of an index has its "0".
     CompactString storageId;
     uint64_t storageByteOffset = 0; // absolute offset of the storage's first byte
     uint64_t storageNbytes = 0;
     int64_t storageOffset = 0;
     CompactDims strides; // empty when the reader only knows the tensor is contiguous
+
+    bool sharesStorageWith(const TensorLocation& other) const
+    {
+        return !storageId.empty() && file == other.file && storageId == other.storageId;
+    }
 };
 
 // How a tensor is split across ranks or files. `Entry::shape` is always the global (logical) shape; the

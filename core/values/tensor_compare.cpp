@@ -361,8 +361,9 @@ std::vector<DuplicateGroup> findDuplicates(const Source& s, const std::vector<si
                 g.entries.push_back(pairs[k].second);
         if (g.entries.size() < 2)
             continue;
-        const std::string_view storage = s.entries[g.entries[0]].location.storageId;
-        g.tied = !storage.empty() && std::all_of(g.entries.begin(), g.entries.end(), [&](size_t e) { return s.entries[e].location.storageId == storage; });
+        const TensorLocation& first = s.entries[g.entries[0]].location;
+        g.tied = std::all_of(g.entries.begin(), g.entries.end(),
+            [&](size_t e) { return s.entries[e].location.sharesStorageWith(first); });
         out.push_back(std::move(g));
     }
     std::sort(out.begin(), out.end(), [](const DuplicateGroup& x, const DuplicateGroup& y) { return x.entries.front() < y.entries.front(); });

@@ -48,7 +48,7 @@ QString entryHtml(const Entry& e, const Source& s, const QString& side)
         // Tied weights and views: other keys over the same storage.
         QStringList tied;
         for (const Entry& other : s.entries)
-            if (&other != &e && other.location.storageId == loc.storageId) {
+            if (&other != &e && other.location.sharesStorageWith(loc)) {
                 tied << QStringLiteral("<code>%1</code>").arg(esc(other.name));
                 if (tied.size() == 8)
                     break;

@@ -610,6 +610,64 @@ private slots:
         }
     }
 
+    // Storage ids are each file's own: every torch.save shard of a .bin index numbers its storages from "0".
+    // Written by torch 1.13 here: two shards holding equal values, each in its storage "0", are copies; a tensor
+    // saved under two keys of one shard is tied (torch.save writes its storage once).
+    void duplicatesAcrossShardsAreCopies()
+    {
+        if (!test::haveTorchPython())
+            QSKIP("no /usr/bin/python3 with torch");
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const auto r = test::run(test::torchPython(),
+            { QStringLiteral("-c"),
+                QStringLiteral("import torch, json, os, sys\n"
+                               "t = torch.arange(6, dtype=torch.float32)\n"
+                               "one, two = 'pytorch_model-00001-of-00002.bin', 'pytorch_model-00002-of-00002.bin'\n"
+                               "torch.save({'a.weight': t.clone()}, os.path.join(sys.argv[1], one))\n"
+                               "torch.save({'b.weight': t.clone(), 'c.weight': t, 'd.weight': t},\n"
+                               "           os.path.join(sys.argv[1], two))\n"
+                               "m = {'a.weight': one, 'b.weight': two, 'c.weight': two, 'd.weight': two}\n"
+                               "with open(os.path.join(sys.argv[1], 'pytorch_model.bin.index.json'), 'w') as f:\n"
+                               "    json.dump({'weight_map': m}, f)\n"),
+                dir.path() });
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const Source s = openSource((dir.path() + QStringLiteral("/pytorch_model.bin.index.json")).toStdString());
+        QCOMPARE(s.entries.size(), size_t(4));
+        std::map<std::string, const Entry*> by;
+        for (const Entry& e : s.entries)
+            by[e.name] = &e;
+        // a's and b's storages are both "0", in different files.
+        QCOMPARE(std::string(by["a.weight"]->location.storageId.view()),
+            std::string(by["b.weight"]->location.storageId.view()));
+        QVERIFY(!by["a.weight"]->location.sharesStorageWith(by["b.weight"]->location));
+        QVERIFY(by["c.weight"]->location.sharesStorageWith(by["d.weight"]->location));
+        QVERIFY(!by["b.weight"]->location.sharesStorageWith(by["c.weight"]->location));
+        std::vector<size_t> all(s.entries.size());
+        for (size_t i = 0; i < all.size(); ++i)
+            all[i] = i;
+        std::vector<std::pair<std::set<std::string>, bool>> groups;
+        for (const auto& g : values::findDuplicates(s, all)) {
+            std::set<std::string> names;
+            for (size_t i : g.entries)
+                names.insert(s.entries[i].name);
+            groups.emplace_back(names, g.tied);
+        }
+        // Equal values: one group of all four, not tied (a and b are copies in other files).
+        QCOMPARE(groups.size(), size_t(1));
+        QCOMPARE(groups[0].first, (std::set<std::string> { "a.weight", "b.weight", "c.weight", "d.weight" }));
+        QVERIFY(!groups[0].second);
+        const auto at = [&](const char* name) { return size_t(by[name] - s.entries.data()); };
+        // c and d alone: tied.
+        const auto cd = values::findDuplicates(s, { at("c.weight"), at("d.weight") });
+        QCOMPARE(cd.size(), size_t(1));
+        QVERIFY(cd[0].tied);
+        // a and b alone: copies.
+        const auto ab = values::findDuplicates(s, { at("a.weight"), at("b.weight") });
+        QCOMPARE(ab.size(), size_t(1));
+        QVERIFY(!ab[0].tied);
+    }
+
     // DCP tensors assembled from their chunks (split along both dimensions, across two rank files) give the
     // same elements as torch assembling them: FileSystemReader's metadata, torch.load of each item.
     void dcpChunksAssembleAsTorchDoes()
