@@ -87,6 +87,15 @@ void remapLocations(Entry& e, int32_t base)
         e.location.file += base;
     for (Entry& p : e.parts)
         remapLocations(p, base);
+    // A part's own pieces (a quantized group's DTensor parts), shared with the rank's source: copied first.
+    const auto located = [](const ShardChunk& c) { return c.file >= 0; };
+    if (base && e.sharding && std::any_of(e.sharding->chunks.begin(), e.sharding->chunks.end(), located)) {
+        auto sharding = std::make_shared<Sharding>(*e.sharding);
+        for (ShardChunk& c : sharding->chunks)
+            if (c.file >= 0)
+                c.file += base;
+        e.sharding = std::move(sharding);
+    }
 }
 
 bool isDistributed(const Entry* e)

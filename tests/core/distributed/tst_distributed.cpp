@@ -629,6 +629,7 @@ private slots:
     void torch2PerRank_data();
     void torch2PerRank();
     void replicasOnlyInDTensorSaves();
+    void rankFilesKeepPartsFiles();
     void torch2FolderOpensWithSetsAsContainers();
     void folderWithTwoSets();
     void folderSetsWithInnerContainers();
@@ -926,6 +927,45 @@ void TstDistributed::torch2PerRank()
 
 // A plain tensor of one shape in every file is a replica only where the save's sharded tensors are
 // DTensors (FSDP2 leaves buffers whole); without them it may as well be an even shard, so it stays unknown.
+// Pipeline stages saved per rank by torch 2.6 (make_torch2_fixtures.py, set pipeline_fp8): each rank's own
+// layer is an FP8 weight and its scale as DTensors, grouped in the rank's source, so the group's parts carry
+// locations and pieces of their own. A key held by rank 1 only is taken from rank 1's file; every file its
+// parts and their pieces name must be that file (the pieces named rank 0's file: the parts' chunks were not
+// renumbered). Which file holds which key is what torch.load read back from each.
+void TstDistributed::rankFilesKeepPartsFiles()
+{
+    const QString dir = test::fixturesDir() + QStringLiteral("/torch2/pipeline_fp8");
+    const QJsonObject held = readJson(dir + QStringLiteral("/pipeline_fp8.held.json")).value("files").toObject();
+    QCOMPARE(held.size(), 2);
+    std::vector<std::string> paths;
+    std::map<std::string, std::vector<std::string>> holders; // key -> the files torch found it in
+    for (auto it = held.begin(); it != held.end(); ++it) {
+        paths.push_back((dir + QLatin1Char('/') + it.key()).toStdString());
+        for (const QJsonValue& k : it.value().toArray())
+            holders[k.toString().toStdString()].push_back(paths.back());
+    }
+    const Source s = openRankFiles(paths, {});
+    const auto fileName = [&](int32_t f) {
+        return f >= 0 && size_t(f) < s.files.size() ? s.files[size_t(f)] : std::string("(none)");
+    };
+    int checked = 0;
+    for (const Entry& e : s.entries) {
+        const auto& files = holders[e.name];
+        QVERIFY2(!files.empty(), e.name.c_str());
+        if (files.size() != 1 || e.parts.empty())
+            continue;
+        QCOMPARE(e.kind, EntryKind::Group);
+        for (const Entry& part : e.parts) {
+            QCOMPARE(fileName(part.location.file), files[0]);
+            QVERIFY2(part.sharding && !part.sharding->chunks.empty(), part.name.c_str());
+            for (const ShardChunk& c : part.sharding->chunks)
+                QCOMPARE(fileName(c.file), files[0]);
+            ++checked;
+        }
+    }
+    QCOMPARE(checked, 4); // two parts of each rank's own layer
+}
+
 void TstDistributed::replicasOnlyInDTensorSaves()
 {
     QTemporaryDir dir;
