@@ -3,11 +3,12 @@
 // fuzz_hf_index only parses the JSON. The input is model.safetensors.index.json followed by the shard files,
 // each introduced by the separator below and named model-0000<i>-of-0000<n>.safetensors in order, so that
 // index JSON written by transformers names them. readHfIndex opens shards by path, so the folder is written
-// to a private temporary directory (in /dev/shm where there is one) for every input.
+// to a private temporary directory (in /dev/shm where it can be written) for every input.
 //
-// Each folder is opened twice: with the early FP8 groups (the default) and with all grouping left to the
-// pass after the reader (earlyFp8Groups = false). Both must fail alike or give the same report: the early
-// groups are only a shortcut. Every byte range must lie inside its shard, as in fuzz_dcp.
+// Each folder is opened twice: with the early FP8 groups (the default) and shards read on the prefetch thread,
+// and with all grouping left to the pass after the reader (earlyFp8Groups = false) and shards read in turn.
+// Both must fail alike or give the same report: the early groups and the prefetch are only shortcuts. Every
+// part and piece must lie in its entry's shard, and a safetensors shard's byte ranges inside it.
 
 #include "fuzz_common.h"
 
@@ -41,11 +42,18 @@ class Folder {
 public:
     Folder()
     {
-        std::string tmpl = (std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : "/tmp")
-            + std::string("/statelens-fuzz-hf-index-XXXXXX");
-        if (!mkdtemp(tmpl.data()))
-            sl::fuzz::die("cannot make a temporary folder", tmpl.c_str());
-        m_base = tmpl;
+        // In memory where /dev/shm can be written, else where TMPDIR (or /tmp) says.
+        std::error_code ec;
+        const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+        for (const std::string& root : { std::string("/dev/shm"), ec ? std::string("/tmp") : tmp.string() }) {
+            std::string tmpl = root + "/statelens-fuzz-hf-index-XXXXXX";
+            if (mkdtemp(tmpl.data())) {
+                m_base = tmpl;
+                break;
+            }
+        }
+        if (m_base.empty())
+            sl::fuzz::die("cannot make a temporary folder", "/dev/shm or the temporary directory");
         m_dir = m_base + "/ckpt";
         m_aside = m_base + "/aside";
         if (::mkdir(m_dir.c_str(), 0700) != 0 || ::mkdir(m_aside.c_str(), 0700) != 0)
@@ -146,13 +154,16 @@ void checkEntryRanges(const sl::Source& s, const std::vector<uint64_t>& sizes, c
     };
     if (e.location.kind != sl::TensorLocation::Kind::None)
         sameFile(e.location.file);
-    // A torch.save view past its storage is kept as written and reported by the reader (invalid_view).
-    if (e.location.kind == sl::TensorLocation::Kind::Mapped && !e.attribute("invalid_view"))
+    // Only a safetensors shard's ranges are bounded by its reader (past the end: unavailable). A torch.save
+    // shard's tensors (they name a storage) keep the range torch would read, with a finding where it cannot
+    // (a view past its storage, a storage longer than its record); reading their values checks the bounds.
+    const bool bounded = e.location.storageId.empty();
+    if (bounded && e.location.kind == sl::TensorLocation::Kind::Mapped)
         inside(e.location.file, e.location.offset, e.location.length);
     if (e.sharding)
         for (const sl::ShardChunk& c : e.sharding->chunks) {
             sameFile(c.file);
-            if (c.byteLength)
+            if (bounded && c.byteLength)
                 inside(c.file, c.byteOffset, c.byteLength);
         }
     for (const sl::Entry& part : e.parts)
@@ -217,7 +228,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     for (size_t i = 0; i < shardBytes.size(); ++i)
         shards.emplace_back(dir.shards(shardBytes.size())[i], shardBytes[i].size());
 
-    const Opened early = open(index, {});
+    // The first open also reads shards on the prefetch thread while the index is parsed (inputs are smaller
+    // than the size at which it starts by default): the two reports must agree all the same.
+    sl::OpenOptions prefetching;
+    prefetching.shardPrefetchFrom = 0;
+    const Opened early = open(index, prefetching);
     sl::OpenOptions late;
     late.earlyFp8Groups = false;
     const Opened later = open(index, late);

@@ -454,7 +454,10 @@ def shard_name(i, n):
 
 def shrink_shard(data, keep=1024):
     """A shard cut to its header and `keep` bytes of tensor data: the merge reads headers only, and tensors
-    past the end are listed as unavailable (the seed stays small)."""
+    past the end are listed as unavailable (the seed stays small). A torch.save zip is kept whole (its central
+    directory is at the end), or left out (None) when it is larger than a seed may be."""
+    if data[:2] == b"PK":
+        return data if len(data) <= 96 << 10 else None
     if len(data) >= 8:
         (n,) = struct.unpack("<Q", data[:8])
         if n <= len(data) - 8:
@@ -488,7 +491,10 @@ def add_index_folder(c, dirpath, files):
         for n in sorted(files):
             if n.endswith(".safetensors") or n.endswith(".bin"):
                 with open(os.path.join(dirpath, n), "rb") as f:
-                    shards.append((n, shrink_shard(f.read())))
+                    shard = shrink_shard(f.read())
+                if shard is None:
+                    return
+                shards.append((n, shard))
         c.add("fuzz_hf_index_folder", index_folder_seed(index, shards))
     except (OSError, StopIteration):
         pass
