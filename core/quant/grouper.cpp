@@ -62,7 +62,7 @@ bool Grouper::scan()
             m_hasBnb8 = true;
         else if (last == "qweight" || last == "qzeros" || last == "g_idx")
             m_hasGptq = true;
-        else if (last.ends_with("_scale_inv") || last.ends_with("weight_scale"))
+        else if (last.ends_with(kScaleInvSuffix) || last.ends_with("weight_scale"))
             m_hasFp8 = true;
         else if (last == "input_scale")
             m_hasFp8 = m_hasInputScale = true;

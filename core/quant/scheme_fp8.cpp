@@ -198,8 +198,9 @@ bool Fp8PairGrouper::pairs(std::string_view weight, DType dtype, std::string_vie
 {
     // As Grouper::fp8 pairs a weight with the `_scale_inv` right after it.
     using grouping::kScaleInvSuffix;
-    return grouping::isFloat8(dtype) && weight.ends_with("weight") && next.size() == weight.size() + kScaleInvSuffix.size()
-        && next.starts_with(weight) && next.ends_with(kScaleInvSuffix);
+    return grouping::isFloat8(dtype) && weight.ends_with("weight")
+        && next.size() == weight.size() + kScaleInvSuffix.size() && next.starts_with(weight)
+        && next.ends_with(kScaleInvSuffix);
 }
 
 Entry Fp8PairGrouper::group(std::string name, const std::function<Entry()>& weight, const std::function<Entry()>& scale)
