@@ -5,6 +5,7 @@
 #include "quant/quantized_tensors.h"
 #include "io/file_trust.h"
 #include "io/input_file.h"
+#include "model/file_indices.h"
 #include "util/terminal_text.h"
 #include "util/error.h"
 #include "util/load_control.h"
@@ -53,27 +54,8 @@ struct Shard {
         if (opened.header)
             return safetensorsEntry(opened.header->bufferStart, opened.tensors[i], fileIndex);
         Entry e = std::move(opened.source->entries[i]);
-        renumberFiles(e);
+        shiftFileIndices(e, fileIndex); // a shard read as a Source lists its one file as 0
         return e;
-    }
-
-private:
-    // A shard read as a Source numbers its one file 0, in the entry, in its parts (a torchao tensor's qdata
-    // and scale) and in its pieces; in the merged source that file is `fileIndex`.
-    void renumberFiles(Entry& e) const
-    {
-        if (e.location.file >= 0)
-            e.location.file = fileIndex;
-        for (Entry& part : e.parts)
-            renumberFiles(part);
-        if (e.sharding && std::any_of(e.sharding->chunks.begin(), e.sharding->chunks.end(),
-                              [&](const ShardChunk& c) { return c.file >= 0 && c.file != fileIndex; })) {
-            auto sharding = std::make_shared<Sharding>(*e.sharding);
-            for (ShardChunk& c : sharding->chunks)
-                if (c.file >= 0)
-                    c.file = fileIndex;
-            e.sharding = std::move(sharding);
-        }
     }
 };
 

@@ -4,6 +4,7 @@
 #include "distributed/distributed_tensors.h"
 #include "formats/loader.h"
 #include "formats/rank_sets.h"
+#include "model/file_indices.h"
 #include "model/shape_volume.h"
 #include "util/error.h"
 #include "util/load_control.h"
@@ -79,23 +80,6 @@ std::string joinRanks(const std::vector<int64_t>& ranks)
         out += (i ? ", " : "") + std::to_string(ranks[i]);
     }
     return out;
-}
-
-void remapLocations(Entry& e, int32_t base)
-{
-    if (e.location.file >= 0)
-        e.location.file += base;
-    for (Entry& p : e.parts)
-        remapLocations(p, base);
-    // A part's own pieces (a quantized group's DTensor parts), shared with the rank's source: copied first.
-    const auto located = [](const ShardChunk& c) { return c.file >= 0; };
-    if (base && e.sharding && std::any_of(e.sharding->chunks.begin(), e.sharding->chunks.end(), located)) {
-        auto sharding = std::make_shared<Sharding>(*e.sharding);
-        for (ShardChunk& c : sharding->chunks)
-            if (c.file >= 0)
-                c.file += base;
-        e.sharding = std::move(sharding);
-    }
 }
 
 bool isDistributed(const Entry* e)
@@ -227,7 +211,7 @@ void mergeEntries(const MergeInput& in, Source& out)
         if (first->kind != EntryKind::Tensor) {
             // Objects and groups: the first file's, as it is.
             m = *first;
-            remapLocations(m, files[firstRank].fileBase);
+            shiftFileIndices(m, files[firstRank].fileBase);
             if (!missing.empty())
                 m.attributes.emplace_back("missing_in_ranks", joinRanks(missing));
             out.entries.push_back(std::move(m));
