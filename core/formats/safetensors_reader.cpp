@@ -34,8 +34,6 @@ struct Span {
     size_t entry;
 };
 
-bool isJsonSpace(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
 // (name hash, tensor index) pairs. 32 bits of hash: names whose hashes collide are told apart by comparing
 // them (100,000 names make about one such pair), and the sort below takes half the passes of 64 bits.
 using NameHashes = std::vector<std::pair<uint32_t, uint32_t>>;
@@ -83,7 +81,7 @@ bool looksLikeSafetensors(Bytes head, uint64_t fileSize)
     for (size_t i = 8; i < 8 + n && i < head.size(); ++i) {
         if (head[i] == '{')
             return true;
-        if (!isJsonSpace(head[i]))
+        if (!isJsonSpace(static_cast<char>(head[i])))
             return false;
     }
     return false;
@@ -437,11 +435,11 @@ Cut firstCut(const char* text, size_t from, size_t limit, size_t filled, bool at
         if (!close)
             break;
         size_t i = static_cast<size_t>(close - text) + 1;
-        while (i < filled && isJsonSpace(static_cast<uint8_t>(text[i])))
+        while (i < filled && isJsonSpace(text[i]))
             ++i;
         if (i < filled && text[i] == ',') {
             const size_t comma = i++;
-            while (i < filled && isJsonSpace(static_cast<uint8_t>(text[i])))
+            while (i < filled && isJsonSpace(text[i]))
                 ++i;
             if (i < filled && text[i] == '"')
                 return { Cut::Found, comma };

@@ -10,11 +10,6 @@ namespace sl {
 
 namespace {
 
-bool isSpace(char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 // Whether text[0, n) is printable ASCII without '\\' (spaces allowed): then no string in it holds an
 // escape, a control byte or UTF-8, and a string ends at the next '"'. 16 bytes a step where SSE2 is (every
 // x86-64), else 8.
@@ -89,7 +84,7 @@ SafetensorsScan::SafetensorsScan(const char* text, size_t length)
 
 void SafetensorsScan::skipSpace()
 {
-    while (m_p < m_end && isSpace(*m_p))
+    while (m_p < m_end && isJsonSpace(*m_p))
         ++m_p;
 }
 

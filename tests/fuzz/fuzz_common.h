@@ -13,6 +13,7 @@
 #include <exception>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sl::fuzz {
 
@@ -29,6 +30,20 @@ inline void checkLoadError(const LoadError& e, const std::string& name)
         die("LoadError does not start with the file name", e.what());
     if (w.find_first_of("\n\r") != std::string_view::npos)
         die("LoadError is not one line", e.what());
+}
+
+// The files of a multi-file input: the pieces between `separator`s, at most `max` (the last keeps the rest,
+// separators included).
+inline std::vector<std::string_view> splitInput(std::string_view input, std::string_view separator, size_t max)
+{
+    std::vector<std::string_view> parts;
+    for (size_t at = 0;;) {
+        const size_t next = input.find(separator, at);
+        parts.push_back(input.substr(at, next == std::string_view::npos ? std::string_view::npos : next - at));
+        if (next == std::string_view::npos || parts.size() == max)
+            return parts;
+        at = next + separator.size();
+    }
 }
 
 // Runs f(); a LoadError is the expected way to refuse bad input, anything else aborts.

@@ -44,14 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
     const std::string name = "fuzz/ckpt";
     std::string_view input(reinterpret_cast<const char*>(data), size);
-    std::vector<std::string_view> parts;
-    for (size_t at = 0;;) {
-        size_t next = input.find(kSeparator, at);
-        parts.push_back(input.substr(at, next == std::string_view::npos ? std::string_view::npos : next - at));
-        if (next == std::string_view::npos || parts.size() == 8)
-            break;
-        at = next + kSeparator.size();
-    }
+    const std::vector<std::string_view> parts = sl::fuzz::splitInput(input, kSeparator, 8);
 
     sl::dcp::MemoryFiles files(name);
     std::vector<std::string> rels;

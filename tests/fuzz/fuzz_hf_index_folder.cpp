@@ -211,14 +211,7 @@ Opened open(const std::string& path, const sl::OpenOptions& options)
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
     std::string_view input(reinterpret_cast<const char*>(data), size);
-    std::vector<std::string_view> parts;
-    for (size_t at = 0;;) {
-        size_t next = input.find(kSeparator, at);
-        parts.push_back(input.substr(at, next == std::string_view::npos ? std::string_view::npos : next - at));
-        if (next == std::string_view::npos || parts.size() == kMaxShards + 1)
-            break;
-        at = next + kSeparator.size();
-    }
+    const std::vector<std::string_view> parts = sl::fuzz::splitInput(input, kSeparator, kMaxShards + 1);
 
     Folder& dir = folder();
     const std::vector<std::string_view> shardBytes(parts.begin() + 1, parts.end());
