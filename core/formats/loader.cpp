@@ -17,6 +17,7 @@
 #include "quant/quantized_tensors.h"
 #include "torch/load_safety.h"
 #include "util/error.h"
+#include "util/json_space.h"
 #include "util/load_control.h"
 #include "util/terminal_text.h"
 #include "util/timings.h"
@@ -62,7 +63,7 @@ std::string hexPrefix(Bytes b)
 bool looksLikeIndexJson(Bytes b)
 {
     size_t i = 0;
-    while (i < b.size() && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t'))
+    while (i < b.size() && isJsonSpace(static_cast<char>(b[i])))
         ++i;
     if (i == b.size() || b[i] != '{')
         return false;

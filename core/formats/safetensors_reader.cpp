@@ -5,6 +5,7 @@
 #include "io/byte_reader.h"
 #include "util/emplace_built.h"
 #include "util/error.h"
+#include "util/json_space.h"
 #include "util/timings.h"
 #include "util/name_hash.h"
 #include "util/name_index.h"

@@ -1,5 +1,7 @@
 #include "safetensors_scan.h"
 
+#include "util/json_space.h"
+
 #include <cstring>
 
 #if defined(__SSE2__)

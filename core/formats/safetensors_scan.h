@@ -22,12 +22,6 @@
 
 namespace sl {
 
-// JSON's whitespace (RFC 8259: space, tab, line feed, carriage return), for the scanner and the reader.
-inline bool isJsonSpace(char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 class SafetensorsScan {
 public:
     // A member as read: a tensor's fields as written (not yet checked against each other), or __metadata__.
