@@ -264,6 +264,14 @@ SafetensorsScan::Step SafetensorsScan::next(size_t batch)
         skipSpace();
         if (m_p < m_end && *m_p == ',') {
             if (m_members.size() >= batch) {
+                // Hand over only at a ',' a member follows: from one before `}` or another ',', simdjson
+                // would resume at a text that reads as a different error than the whole header's (a
+                // superfluous comma read as an object's end). Else this batch is re-read by simdjson.
+                const char* next = m_p + 1;
+                while (next < m_end && isJsonSpace(*next))
+                    ++next;
+                if (next == m_end || *next != '"')
+                    return fail();
                 m_resume = static_cast<size_t>(m_p - m_text);
                 return Step::Batch;
             }

@@ -45,7 +45,8 @@ public:
     SafetensorsScan(const char* text, size_t length);
 
     // Reads up to `batch` (at least 1) members after those already returned. A batch is returned only once
-    // each of its members, and the separator or the object's end after them, has been read.
+    // each of its members, and the separator or the object's end after them, has been read (a ',' only where
+    // a member's '"' follows it).
     Step next(size_t batch);
     const std::vector<Member>& members() const { return m_members; }
     const std::vector<std::pair<std::string_view, std::string_view>>& metadata() const { return m_metadata; }
