@@ -248,7 +248,7 @@ Source readTorchLegacy(const std::shared_ptr<const InputFile>& file, const OpenO
             auto ck = std::make_shared<torch::PickledCheckpoint>(torch::TorchSemantics::PersistentIds::Tar);
             ck->fileSize = file->size();
             readTarLayout(ck, *file, out);
-            torch::finishSource(ck, out, options.container ? &*options.container : nullptr, options.timings);
+            torch::finishSource(ck, out, options.container ? &*options.container : nullptr, options.timings, options.deferEntries);
             return out;
         }
         auto ck = std::make_shared<torch::PickledCheckpoint>(torch::TorchSemantics::PersistentIds::Legacy);
@@ -361,7 +361,7 @@ Source readTorchLegacy(const std::shared_ptr<const InputFile>& file, const OpenO
             out.addFinding(Severity::Info, std::to_string(r.remaining()) + " bytes follow the last storage");
 
         const std::string* container = options.container ? &*options.container : nullptr;
-        torch::finishSource(ck, out, container, options.timings);
+        torch::finishSource(ck, out, container, options.timings, options.deferEntries);
     } catch (const FormatError& e) {
         throw LoadError(file->path(), safety.withDangers(e.what()));
     }

@@ -455,7 +455,7 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
 
         storageTimer.stop();
         const std::string* container = options.container ? &*options.container : nullptr;
-        torch::finishSource(ck, out, container, options.timings, std::move(containerScan));
+        torch::finishSource(ck, out, container, options.timings, options.deferEntries, std::move(containerScan));
     } catch (const FormatError& e) {
         scanned();
         throw LoadError(file->path(), safety.withDangers(e.what()));

@@ -4,12 +4,14 @@
 // overflow builtin, not a division per dimension: it runs for every entry of a 100,000-entry listing.
 
 #include "model/dims.h"
+#include "model/dtype.h"
 
 #include <cstdint>
+#include <span>
 
 namespace sl {
 
-inline uint64_t shapeVolume(const Dims& shape)
+inline uint64_t shapeVolume(std::span<const int64_t> shape)
 {
     uint64_t n = 1;
     for (int64_t d : shape) {
@@ -19,6 +21,16 @@ inline uint64_t shapeVolume(const Dims& shape)
             return UINT64_MAX;
     }
     return n;
+}
+inline uint64_t shapeVolume(const Dims& shape) { return shapeVolume(std::span<const int64_t>(shape.data(), shape.size())); }
+
+// Bytes `numel` elements of `dtype` occupy (numel * bits / 8, rounded up), saturating at UINT64_MAX.
+inline uint64_t tensorBytes(uint64_t numel, DType dtype)
+{
+    uint64_t bits = 0;
+    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dtypeBits(dtype)), &bits) || bits > UINT64_MAX - 7)
+        return UINT64_MAX;
+    return (bits + 7) / 8;
 }
 
 } // namespace sl

@@ -91,10 +91,7 @@ uint64_t Entry::nbytes() const
             sum += p.nbytes();
         return sum;
     }
-    uint64_t bits = 0;
-    if (__builtin_mul_overflow(numel(), static_cast<uint64_t>(dtypeBits(dtype)), &bits) || bits > UINT64_MAX - 7)
-        return UINT64_MAX;
-    return (bits + 7) / 8;
+    return tensorBytes(numel(), dtype);
 }
 
 const std::string* Entry::attribute(std::string_view key) const

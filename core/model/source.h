@@ -3,6 +3,7 @@
 // dump) presented as the entries of one selected state dict, plus what the reader noticed on the way.
 
 #include "entry.h"
+#include "entry_list.h"
 #include "source_format.h"
 
 #include <memory>
@@ -68,7 +69,7 @@ public:
     SourceFormat format = SourceFormat::InMemory;
     std::string container; // path of the selected container ("" when tensors sit at the top)
     std::vector<std::string> files; // every file the entries' locations refer to
-    std::vector<Entry> entries;
+    EntryList entries; // built on first access where a reader handed over rows (entry_list.h)
     std::vector<Finding> findings;
     std::vector<ContainerInfo> containers; // every candidate, the selected one included
     std::vector<std::pair<std::string, std::string>> metadata; // safetensors __metadata__, zip records, ...

@@ -32,6 +32,51 @@ void Grouper::run()
     flushFindings();
 }
 
+void Grouper::Patterns::note(std::string_view name, DType dtype, bool isGroup, bool quantizedEntry)
+{
+    const std::string_view last = lastComponent(name);
+    // (An FP8 group, formed early or by an earlier run, is nothing torchAo() would describe.)
+    if (quantizedEntry || dtypeIsQuantized(dtype))
+        torchAo = true;
+    if (name.find(':') != std::string_view::npos)
+        colon = true;
+    // (A group's float8 dtype is its weight's, already paired: fp8() has nothing to do for it.)
+    if (isFloat8(dtype) && !isGroup)
+        fp8 = true;
+    if (isUnderscoreQdata(last))
+        underscore = true;
+    if (last == "absmax" || last == "quant_map" || last == "nested_absmax" || last == "nested_quant_map"
+        || last.starts_with("bitsandbytes__"))
+        bnb4 = true;
+    else if (last == "SCB" || last == "weight_format")
+        bnb8 = true;
+    else if (last == "qweight" || last == "qzeros" || last == "g_idx")
+        gptq = true;
+    else if (last.ends_with(kScaleInvSuffix) || last.ends_with("weight_scale"))
+        fp8 = true;
+    else if (last == "input_scale")
+        fp8 = inputScale = true;
+}
+
+void Grouper::Patterns::noteMetadata(const Source& s)
+{
+    for (const auto& [k, v] : s.metadata)
+        if (k == "tensor_names")
+            tensorNames = true;
+}
+
+Grouper::Patterns Grouper::patternsIn(const DeferredEntries& rows, const Source& s)
+{
+    // A row is a plain tensor: no group, no quantization.
+    Patterns p;
+    for (size_t i = 0, n = rows.size(); i < n; ++i) {
+        const EntryRow r = rows.row(i);
+        p.note(r.name, r.dtype, false, false);
+    }
+    p.noteMetadata(s);
+    return p;
+}
+
 bool Grouper::scan()
 {
     // Whether the names strictly increase (an index's weight_map is sorted): find() then searches by
@@ -43,37 +88,13 @@ bool Grouper::scan()
         const std::string_view name = e.name;
         sorted = sorted && (&e == m_e.data() || previous < name);
         previous = name;
-        const std::string_view last = lastComponent(name);
-        // (An FP8 group, formed early or by an earlier run, is nothing torchAo() would describe.)
-        if ((e.quantization && !isFp8Group(e))
-            || dtypeIsQuantized(e.dtype) || (e.kind == EntryKind::Group && e.typeName == "tuple"))
-            m_hasTorchAo = true;
-        if (name.find(':') != std::string_view::npos)
-            m_hasColon = true;
-        // (A group's float8 dtype is its weight's, already paired: fp8() has nothing to do for it.)
-        if (isFloat8(e.dtype) && e.kind != EntryKind::Group)
-            m_hasFp8 = true;
-        if (isUnderscoreQdata(last))
-            m_hasUnderscore = true;
-        if (last == "absmax" || last == "quant_map" || last == "nested_absmax" || last == "nested_quant_map"
-            || last.starts_with("bitsandbytes__"))
-            m_hasBnb4 = true;
-        else if (last == "SCB" || last == "weight_format")
-            m_hasBnb8 = true;
-        else if (last == "qweight" || last == "qzeros" || last == "g_idx")
-            m_hasGptq = true;
-        else if (last.ends_with(kScaleInvSuffix) || last.ends_with("weight_scale"))
-            m_hasFp8 = true;
-        else if (last == "input_scale")
-            m_hasFp8 = m_hasInputScale = true;
+        const bool isGroup = e.kind == EntryKind::Group;
+        m_has.note(name, e.dtype, isGroup, (e.quantization && !isFp8Group(e)) || (isGroup && e.typeName == "tuple"));
     }
     m_sortedNames = sorted;
     m_sortedKnown = true;
-    for (const auto& [k, v] : m_s.metadata)
-        if (k == "tensor_names")
-            m_hasTensorNames = true;
-    return m_hasTorchAo || m_hasColon || m_hasFp8 || m_hasBnb4 || m_hasBnb8 || m_hasGptq
-        || m_hasUnderscore || m_hasTensorNames;
+    m_has.noteMetadata(m_s);
+    return m_has.any();
 }
 
 void Grouper::confirmProvisionalGroups()
@@ -84,8 +105,8 @@ void Grouper::confirmProvisionalGroups()
     // The early groups pair each FP8 weight with the `_scale_inv` right after it, as fp8() would when no other
     // scheme runs first and no input_scale joins a group (the index reader forms them only where names are
     // unique, so the one beside is the one fp8() takes). Their parts' names cannot trigger another scheme.
-    if (!(m_hasTorchAo || m_hasColon || m_hasUnderscore || m_hasBnb4 || m_hasBnb8 || m_hasGptq || m_hasTensorNames
-            || m_hasInputScale))
+    if (!(m_has.torchAo || m_has.colon || m_has.underscore || m_has.bnb4 || m_has.bnb8 || m_has.gptq || m_has.tensorNames
+            || m_has.inputScale))
         return;
     std::vector<Entry> split;
     split.reserve(m_e.size());
@@ -309,6 +330,10 @@ namespace sl::quant {
 void groupQuantizedEntries(Source& s)
 {
     if (s.entries.empty())
+        return;
+    // Rows (plain tensors) have nothing to confirm; without a pattern, nothing is grouped either.
+    if (const DeferredEntries* rows = s.entries.deferred(); rows && !s.provisionalFp8Groups
+        && !grouping::Grouper::patternsIn(*rows, s).any())
         return;
     grouping::Grouper(s).run();
 }

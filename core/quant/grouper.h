@@ -68,6 +68,18 @@ class Grouper {
 public:
     explicit Grouper(Source& s);
 
+    // Which patterns the names, dtypes and metadata show (scan()), from entries or from rows: a source whose
+    // entries are handed over as rows and show none is left as it is, its entries unbuilt.
+    struct Patterns {
+        bool torchAo = false, colon = false, fp8 = false, underscore = false, bnb4 = false, bnb8 = false,
+             gptq = false, tensorNames = false, inputScale = false;
+        // `quantizedEntry`: a quantized entry other than an FP8 group, or torch.ao's packed-params tuple group.
+        void note(std::string_view name, DType dtype, bool isGroup, bool quantizedEntry);
+        void noteMetadata(const Source& s);
+        bool any() const { return torchAo || colon || fp8 || bnb4 || bnb8 || gptq || underscore || tensorNames; }
+    };
+    static Patterns patternsIn(const DeferredEntries& rows, const Source& s);
+
     void run();
 
 private:
@@ -257,8 +269,7 @@ private:
     std::vector<std::pair<std::string, std::string>> m_shardMeta;
     std::unordered_map<std::string_view, std::vector<size_t>> m_colon;
 
-    bool m_hasTorchAo = false, m_hasColon = false, m_hasFp8 = false, m_hasUnderscore = false, m_hasBnb4 = false,
-         m_hasBnb8 = false, m_hasGptq = false, m_hasTensorNames = false, m_hasInputScale = false;
+    Patterns m_has;
 };
 
 } // namespace sl::quant::grouping

@@ -6,7 +6,7 @@ namespace sl::quant::grouping {
 
 void Grouper::bitsandbytes4()
 {
-    if (!m_hasBnb4)
+    if (!m_has.bnb4)
         return;
     std::vector<Bnb4> found;
     std::unordered_map<std::string_view, size_t> byBase;
@@ -212,7 +212,7 @@ void Grouper::checkBnb4Sizes(const std::string& name, const QuantState& qs, cons
 
 void Grouper::bitsandbytes8()
 {
-    if (!m_hasBnb8)
+    if (!m_has.bnb8)
         return;
     struct Bnb8 {
         std::string_view prefix;

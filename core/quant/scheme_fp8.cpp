@@ -93,7 +93,7 @@ std::string_view Grouper::joinedKey(std::string_view prefix, std::string_view ke
 
 void Grouper::fp8()
 {
-    if (!m_hasFp8)
+    if (!m_has.fp8)
         return;
     // Groups formed by an earlier run count too (they are no longer top-level weights).
     size_t scaled = static_cast<size_t>(std::count_if(m_e.begin(), m_e.end(), [](const Entry& e) {
@@ -129,7 +129,7 @@ void Grouper::fp8()
             continue;
         }
         // (A lookup that cannot succeed still costs a cache miss: 45,000 of them for DeepSeek-V3.)
-        const size_t input = last == "weight" && m_hasInputScale ? findFree(joinedKey(prefixOf(e.name, last), "input_scale")) : npos;
+        const size_t input = last == "weight" && m_has.inputScale ? findFree(joinedKey(prefixOf(e.name, last), "input_scale")) : npos;
         const size_t scale = inv != npos ? inv : sc;
         const Entry& s = m_e[scale];
         plan.anchor = i;

@@ -46,7 +46,7 @@ Grouper::Packed Grouper::derivePacked(const Entry& qw, const Entry* qz, const En
 
 void Grouper::gptq()
 {
-    if (!m_hasGptq)
+    if (!m_has.gptq)
         return;
     std::unordered_set<std::string_view> orphanPrefixes;
     for (size_t i = 0; i < m_e.size(); ++i) {

@@ -24,7 +24,7 @@ Quantization Grouper::torchAoQuantization(const Entry& t)
 
 void Grouper::torchAo()
 {
-    if (!m_hasTorchAo)
+    if (!m_has.torchAo)
         return;
     bool quantizedModules = false;
     for (Entry& e : m_e) {

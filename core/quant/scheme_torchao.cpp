@@ -160,10 +160,10 @@ bool Grouper::logicalShapeFromData(std::string_view type, const Entry& primary, 
 
 void Grouper::torchaoFlattened()
 {
-    if (!m_hasColon && !m_hasUnderscore && !m_hasTensorNames)
+    if (!m_has.colon && !m_has.underscore && !m_has.tensorNames)
         return;
     loadTorchaoMetadata();
-    if (m_hasColon)
+    if (m_has.colon)
         indexColonNames();
     std::vector<std::string> names;
     if (auto tn = meta("tensor_names")) {
@@ -192,7 +192,7 @@ void Grouper::torchaoFlattened()
         if (known)
             torchaoGroup(name, TorchaoInfo {});
     }
-    if (m_hasUnderscore)
+    if (m_has.underscore)
         for (size_t i = 0; i < m_e.size(); ++i) {
             // "M._P_qdata" -> "M.P"
             const std::string_view last = lastComponent(m_e[i].name);

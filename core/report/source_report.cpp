@@ -1,5 +1,6 @@
 #include "source_report.h"
 
+#include "model/shape_volume.h"
 #include "report/chunked_output.h"
 #include "util/parallel.h"
 
@@ -330,7 +331,32 @@ void put(char* buf, size_t cap, size_t& len, std::string_view s)
     len += n;
 }
 
-void rowCells(const Entry& e, RowCells& r)
+// What a table row shows: of an entry, or of a row handed over in its place (model/entry_list.h).
+struct TableRow {
+    std::string_view name;
+    EntryKind kind = EntryKind::Tensor;
+    DType dtype = DType::Unknown;
+    std::string_view typeName;
+    std::string_view value;
+    size_t partCount = 0;
+    bool shapeKnown = true;
+    std::span<const int64_t> shape;
+    uint64_t numel = 0;
+    uint64_t nbytes = 0;
+    std::string_view storageId;
+};
+TableRow tableRow(const Entry& e)
+{
+    return { e.name, e.kind, e.dtype, e.typeName, e.value, e.parts.size(), e.shapeKnown,
+        std::span<const int64_t>(e.shape.data(), e.shape.size()), e.numel(), e.nbytes(), e.location.storageId };
+}
+TableRow tableRow(const EntryRow& r)
+{
+    const uint64_t numel = shapeVolume(r.shape);
+    return { r.name, EntryKind::Tensor, r.dtype, {}, {}, 0, true, r.shape, numel, tensorBytes(numel, r.dtype), r.storageId };
+}
+
+void rowCells(const TableRow& e, RowCells& r)
 {
     if (e.kind == EntryKind::Object) {
         r.objectType = e.typeName.empty() ? std::string_view("object") : std::string_view(e.typeName);
@@ -341,7 +367,7 @@ void rowCells(const Entry& e, RowCells& r)
     if (e.kind == EntryKind::Group) {
         // to_chars, not snprintf: an index of DeepSeek-V3's size lists 45,000 groups.
         char count[24];
-        auto [end, ec] = std::to_chars(count, count + sizeof count, e.parts.size());
+        auto [end, ec] = std::to_chars(count, count + sizeof count, e.partCount);
         put(r.dtype, sizeof r.dtype, r.dtypeLen, " (");
         put(r.dtype, sizeof r.dtype, r.dtypeLen, std::string_view(count, static_cast<size_t>(end - count)));
         put(r.dtype, sizeof r.dtype, r.dtypeLen, " parts)");
@@ -378,7 +404,7 @@ void rowCells(const Entry& e, RowCells& r)
             put(r.shape, sizeof r.shape, r.shapeLen, std::string_view(full, len));
         }
     }
-    auto [p, ec] = std::to_chars(r.count, r.count + sizeof r.count, e.numel());
+    auto [p, ec] = std::to_chars(r.count, r.count + sizeof r.count, e.numel);
     r.countLen = static_cast<size_t>(p - r.count);
 }
 
@@ -427,15 +453,15 @@ size_t decimalWidth(uint64_t v)
 }
 size_t decimalWidth(int64_t v) { return v < 0 ? 1 + decimalWidth(0 - static_cast<uint64_t>(v)) : decimalWidth(static_cast<uint64_t>(v)); }
 
-// The columns entries [from, to) need.
-TableWidths measureRows(const Source& s, size_t from, size_t to)
+// The columns rows [from, to) need; rowAt(i) gives row i's TableRow.
+template <typename RowAt> TableWidths measureRows(const RowAt& rowAt, size_t from, size_t to)
 {
     TableWidths w;
     RowCells cells; // filled by rowCells after reset(); the buffers are never read past their lengths
     for (size_t i = from; i < to; ++i) {
-        const Entry& e = s.entries[i];
-        w.parameters += Source::parameterCount(e);
-        w.bytes += e.nbytes();
+        const TableRow e = rowAt(i);
+        w.parameters += e.kind == EntryKind::Object ? 0 : e.numel; // as Source::parameterCount
+        w.bytes += e.nbytes;
         w.name = std::max(w.name, e.name.empty() ? size_t(8) : displayWidth(e.name));
         if (e.kind == EntryKind::Tensor && e.typeName.empty() && e.shapeKnown) {
             // A plain tensor's cells measured without writing them: what rowCells writes is its dtype's name,
@@ -445,7 +471,7 @@ TableWidths measureRows(const Source& s, size_t from, size_t to)
                 shape += decimalWidth(d);
             w.dtype = std::max(w.dtype, std::min(dtypeName(e.dtype).size(), sizeof cells.dtype));
             w.shape = std::max(w.shape, std::min<size_t>(shape, 40));
-            w.count = std::max(w.count, decimalWidth(e.numel()));
+            w.count = std::max(w.count, decimalWidth(e.numel));
             continue;
         }
         cells.reset();
@@ -551,19 +577,19 @@ char* writeDisplay(char* p, std::string_view text, size_t& columns)
     return end;
 }
 
-// The rows of entries [from, to), appended to `out`.
-void appendRows(RowText& out, const Source& s, size_t from, size_t to, const TableWidths& w)
+// Rows [from, to), appended to `out`.
+template <typename RowAt> void appendRows(RowText& out, const RowAt& rowAt, size_t from, size_t to, const TableWidths& w)
 {
     RowCells cells;
     std::string object; // an object row's middle cells
     for (size_t i = from; i < to; ++i) {
-        const Entry& e = s.entries[i];
+        const TableRow e = rowAt(i);
         cells.reset();
         rowCells(e, cells);
         const bool isObject = e.kind == EntryKind::Object;
         if (isObject)
             object = objectCells(cells, w);
-        const std::string_view storage = e.location.storageId;
+        const std::string_view storage = e.storageId;
         // Each part at its widest: text grown by escapes, cells past their column, padding, separators.
         const size_t room = kTerminalTextGrowth * (std::max<size_t>(e.name.size(), 8) + storage.size()) + w.name
             + (isObject ? object.size() : std::max(cells.dtypeLen, w.dtype) + std::max(cells.shapeLen, w.shape)
@@ -595,14 +621,31 @@ void appendRows(RowText& out, const Source& s, size_t from, size_t to, const Tab
 
 } // namespace
 
+namespace {
+template <typename RowAt> void writeTable(const Source& s, size_t rowCount, const RowAt& rowAt, const TextSink& sink);
+} // namespace
+
 void sourceToTable(const Source& s, const TextSink& sink)
+{
+    // Rows handed over in place of entries are listed as they are: the entries are not built for a listing.
+    if (const DeferredEntries* rows = s.entries.deferred()) {
+        writeTable(s, rows->size(), [rows](size_t i) { return tableRow(rows->row(i)); }, sink);
+    } else {
+        const std::vector<Entry>& entries = s.entries.vector();
+        writeTable(s, entries.size(), [&entries](size_t i) { return tableRow(entries[i]); }, sink);
+    }
+}
+
+namespace {
+
+template <typename RowAt> void writeTable(const Source& s, size_t rowCount, const RowAt& rowAt, const TextSink& sink)
 {
     // Pass 1: column widths, over each half on a core of its own when there are rows enough to pay for the
     // thread (as writeInChunks starts its helper only for two chunks or more). Pass 2: the rows.
-    const size_t half = s.entries.size() / 2;
+    const size_t half = rowCount / 2;
     TableWidths halves[2];
-    parallelFor(2, s.entries.size() >= 8192 ? 2 : 1,
-        [&](size_t j) { halves[j] = measureRows(s, j ? half : 0, j ? s.entries.size() : half); });
+    parallelFor(2, rowCount >= 8192 ? 2 : 1,
+        [&](size_t j) { halves[j] = measureRows(rowAt, j ? half : 0, j ? rowCount : half); });
     TableWidths w;
     w.name = std::min<size_t>(std::max(halves[0].name, halves[1].name), 100);
     w.dtype = std::max(halves[0].dtype, halves[1].dtype);
@@ -632,14 +675,14 @@ void sourceToTable(const Source& s, const TextSink& sink)
     out.clear();
     RowText rows[3];
     writeInChunks(
-        s.entries.size(), 4096, // about a hundred bytes each
+        rowCount, 4096, // about a hundred bytes each
         [&](size_t slot, size_t from, size_t to) {
             rows[slot].clear();
-            appendRows(rows[slot], s, from, to, w);
+            appendRows(rows[slot], rowAt, from, to, w);
             return rows[slot].view();
         },
         sink, false);
-    out += "\n" + std::to_string(s.entries.size()) + " entries, " + humanCount(w.parameters) + " parameters, "
+    out += "\n" + std::to_string(rowCount) + " entries, " + humanCount(w.parameters) + " parameters, "
         + humanBytes(w.bytes) + "\n";
     out += loadSafetyLine(s);
     if (!s.findings.empty()) {
@@ -656,5 +699,7 @@ void sourceToTable(const Source& s, const TextSink& sink)
     }
     sink(out);
 }
+
+} // namespace
 
 } // namespace sl

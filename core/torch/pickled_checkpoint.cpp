@@ -121,7 +121,9 @@ void labelOptimizer(const PickledCheckpoint& ck, const Container& optimizer, Sou
             out.entries.front().name);
 }
 
-void fillEntries(const PickledCheckpoint& ck, Source& out, const std::string* container, Timings* timings = nullptr)
+// `graph`: what keeps ck alive, for entries handed over as rows (buildEntries); null builds them all.
+void fillEntries(const PickledCheckpoint& ck, Source& out, const std::string* container, Timings* timings = nullptr,
+    const std::shared_ptr<const void>& graph = nullptr)
 {
     out.containers.clear();
     for (const auto& c : ck.scan.containers)
@@ -151,7 +153,7 @@ void fillEntries(const PickledCheckpoint& ck, Source& out, const std::string* co
     const Container& c = ck.scan.containers[static_cast<size_t>(idx)];
     out.container = c.info.path;
     PhaseTimer entriesTimer(timings, "build entries");
-    const bool shared = buildEntries(ck.scan, c, ck.context, out);
+    const bool shared = buildEntries(ck.scan, c, ck.context, out, graph);
     entriesTimer.stop();
     if (c.shape == Container::Shape::Optimizer)
         labelOptimizer(ck, c, out);
@@ -185,13 +187,13 @@ std::future<ContainerScan> startContainerScan(const std::shared_ptr<PickledCheck
 }
 
 void finishSource(const std::shared_ptr<PickledCheckpoint>& ckpt, Source& out, const std::string* container,
-    Timings* timings, std::future<ContainerScan> started)
+    Timings* timings, bool deferEntries, std::future<ContainerScan> started)
 {
     PhaseTimer scanTimer(timings, started.valid() ? "scan containers (wait)" : "scan containers");
     ckpt->scan = started.valid() ? started.get() : scanGraph(*ckpt);
     scanTimer.stop();
     reportGlobals(*ckpt, out);
-    fillEntries(*ckpt, out, container, timings);
+    fillEntries(*ckpt, out, container, timings, deferEntries ? ckpt : nullptr);
     out.backing = ckpt;
 }
 

@@ -45,8 +45,8 @@ std::future<ContainerScan> startContainerScan(const std::shared_ptr<PickledCheck
 
 // Scans containers (or takes the scan `started`), selects `container` (or picks one when null), builds
 // entries and adds the findings about globals and rebuild problems. Throws LoadError when `container` names
-// nothing.
+// nothing. `deferEntries`: a container of plain tensors may be handed over as rows (OpenOptions::deferEntries).
 void finishSource(const std::shared_ptr<PickledCheckpoint>& ckpt, Source& out, const std::string* container,
-    Timings* timings = nullptr, std::future<ContainerScan> started = {});
+    Timings* timings, bool deferEntries, std::future<ContainerScan> started = {});
 
 } // namespace sl::torch

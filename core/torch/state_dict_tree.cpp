@@ -483,6 +483,11 @@ public:
     // entry-level findings look at, picked while each entry is still in the cache.
     const std::vector<size_t>& flagged() const { return m_flagged; }
 
+    // Emit rows into `rows` instead of entries; run() then throws NotPlain at the first entry that is not a
+    // plain tensor.
+    void emitRowsInto(TensorRows& rows) { m_rows = &rows; }
+    struct NotPlain { };
+
 private:
     bool excluded(const Value* v) const
     {
@@ -632,8 +637,28 @@ private:
     void emitTensor(const TensorValue& t)
     {
         noteStorage(t);
+        if (m_rows) {
+            emitRow(t);
+            return;
+        }
         fillTensorEntry(m_out->entries.emplace_back(), t, m_name, m_ctx, 0, m_budget);
         emitted();
+    }
+
+    // Rows mode: the entry is built into one scratch Entry, for its checks and its budget as always, and kept
+    // as a row only when it is a plain tensor (what a row holds is all it has) that no entry-level finding
+    // looks at (of reportDistributedFindings' cases, a plain tensor can only be a flat parameter); anything
+    // else ends the mode.
+    void emitRow(const TensorValue& t)
+    {
+        m_scratch.attributes.clear();
+        fillTensorEntry(m_scratch, t, m_name, m_ctx, 0, m_budget);
+        const Entry& e = m_scratch;
+        if (!e.attributes.empty() || !e.parts.empty() || e.sharding || e.quantization || !e.typeName.empty()
+            || !e.value.empty() || (e.shape.size() == 1 && distributed::isFlatParamName(e.name)))
+            throw NotPlain {};
+        if (!m_rows->add(m_name, t))
+            throw NotPlain {};
     }
 
     void emitted()
@@ -648,6 +673,8 @@ private:
         m_tensors += 1;
         if (!m_out)
             return;
+        if (m_rows)
+            throw NotPlain {};
         Entry e;
         e.name = m_name;
         e.kind = EntryKind::Group;
@@ -677,6 +704,8 @@ private:
     {
         if (!m_out)
             return;
+        if (m_rows)
+            throw NotPlain {};
         m_out->entries.push_back(objectEntry(v, m_name));
         emitted();
     }
@@ -724,6 +753,8 @@ private:
     std::string m_name;
     std::vector<uint32_t> m_storageUses; // by StorageValue::index
     std::vector<size_t> m_flagged;
+    TensorRows* m_rows = nullptr;
+    Entry m_scratch;
     bool m_anyShared = false;
     size_t m_tensors = 0;
     size_t m_visits = 0;
@@ -883,13 +914,28 @@ int pickContainer(const ContainerScan& scan, std::string* reason)
     return best;
 }
 
-bool buildEntries(const ContainerScan& scan, const Container& c, const EntryContext& ctx, Source& out)
+bool buildEntries(const ContainerScan& scan, const Container& c, const EntryContext& ctx, Source& out,
+    const std::shared_ptr<const void>& graph)
 {
+    const auto roles = containerRoles(scan); // the Flattener keeps a reference: it must outlive it
+    if (graph && out.entries.empty()) {
+        // Every entry a plain tensor: rows, and no entries until something needs them.
+        auto rows = std::make_shared<TensorRows>(graph, ctx, c.info.tensorCount);
+        WalkBudget budget { scan.walkBudget };
+        Flattener flattener(c, ctx, &out, roles, budget);
+        flattener.emitRowsInto(*rows);
+        try {
+            flattener.run();
+            out.entries.defer(std::move(rows));
+            return flattener.anyStorageShared();
+        } catch (const Flattener::NotPlain&) {
+            // Built as entries instead, from the start.
+        }
+    }
     // The scan counted what this container emits; growing the vector of (large) Entry values step by step
     // cost more than building them on 76,800-tensor files.
     out.entries.reserve(out.entries.size() + c.info.tensorCount);
     WalkBudget budget { scan.walkBudget };
-    const auto roles = containerRoles(scan); // the Flattener keeps a reference: it must outlive it
     std::vector<size_t> flagged(out.entries.size()); // entries from before: looked at too
     std::iota(flagged.begin(), flagged.end(), size_t(0));
     Flattener flattener(c, ctx, &out, roles, budget);

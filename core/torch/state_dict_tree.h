@@ -22,6 +22,7 @@
 #include "model/source.h"
 #include "pickle/value.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,9 @@ struct EntryContext {
 // Appends the flattened entries of `c` to `out.entries` and entry-level findings to `out.findings`.
 // Other containers of a different role nested inside `c` are left out (they are selectable on their own).
 // Returns whether any storage is used by more than one emitted tensor (tied weights or views).
-bool buildEntries(const ContainerScan& scan, const Container& c, const EntryContext& ctx, Source& out);
+// With `graph` (what keeps the pickled graph alive), a container whose entries are all plain tensors is
+// handed over as rows (model/entry_list.h), its entries built when first needed.
+bool buildEntries(const ContainerScan& scan, const Container& c, const EntryContext& ctx, Source& out,
+    const std::shared_ptr<const void>& graph = nullptr);
 
 } // namespace sl::torch

@@ -238,6 +238,45 @@ void fillTensorEntry(Entry& e, const TensorValue& t, std::string_view name, cons
     return;
 }
 
+TensorRows::TensorRows(std::shared_ptr<const void> graph, const EntryContext& ctx, size_t expected)
+    : m_graph(std::move(graph))
+    , m_ctx(ctx)
+{
+    m_rows.reserve(expected);
+    m_names.reserve(expected * 48); // about a name's length in a large state dict; the buffer grows if not
+}
+
+bool TensorRows::add(std::string_view name, const TensorValue& t)
+{
+    if (m_names.size() + name.size() > UINT32_MAX)
+        return false;
+    m_rows.push_back({ static_cast<uint32_t>(m_names.size()), static_cast<uint32_t>(name.size()), &t });
+    m_names.append(name);
+    return true;
+}
+
+EntryRow TensorRows::row(size_t i) const
+{
+    const Row& r = m_rows[i];
+    const TensorValue& t = *r.tensor;
+    EntryRow out;
+    out.name = std::string_view(m_names.data() + r.nameOffset, r.nameLength);
+    out.dtype = t.dtype;
+    out.shape = t.size;
+    if (t.storage) // as locateStorage names it
+        out.storageId = t.storage->viewOf ? t.storage->viewOf->key : t.storage->key;
+    return out;
+}
+
+void TensorRows::build(std::vector<Entry>& out) const
+{
+    // The walk that made the rows charged its budget for each already.
+    WalkBudget budget { SIZE_MAX };
+    for (const Row& r : m_rows)
+        fillTensorEntry(out.emplace_back(), *r.tensor, std::string_view(m_names.data() + r.nameOffset, r.nameLength),
+            m_ctx, 0, budget);
+}
+
 std::string sharedStorageMessage(const std::vector<Entry>& entries, std::string_view storage,
     const std::vector<size_t>& members)
 {

@@ -8,6 +8,8 @@
 #include "util/error.h"
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -43,6 +45,31 @@ std::string keyString(const pickle::Value* k);
 void fillTensorEntry(Entry& e, const pickle::TensorValue& t, std::string_view name, const EntryContext& ctx, int depth,
     WalkBudget& budget);
 Entry tensorEntryAt(const pickle::TensorValue& t, std::string name, const EntryContext& ctx, int depth, WalkBudget& budget);
+
+// The plain tensors of a walk kept as rows (model/entry_list.h): each name in one buffer and each tensor's
+// node, whose graph `graph` keeps alive. Built into entries by fillTensorEntry, as the walk would have.
+class TensorRows final : public DeferredEntries {
+public:
+    TensorRows(std::shared_ptr<const void> graph, const EntryContext& ctx, size_t expected);
+    // False when the names outgrow 32-bit offsets: then the walk builds entries instead.
+    bool add(std::string_view name, const pickle::TensorValue& t);
+
+    size_t size() const override { return m_rows.size(); }
+    EntryRow row(size_t i) const override;
+    void build(std::vector<Entry>& out) const override;
+
+private:
+    // 16 bytes: a listing reads the rest from the tensor's node (copying it here was no faster).
+    struct Row {
+        uint32_t nameOffset;
+        uint32_t nameLength;
+        const pickle::TensorValue* tensor;
+    };
+    std::shared_ptr<const void> m_graph;
+    EntryContext m_ctx;
+    std::string m_names;
+    std::vector<Row> m_rows;
+};
 
 // The finding on entries that share one storage (tied weights, views): "3 entries share storage 0: a, b, c",
 // naming the first six members.

@@ -1223,19 +1223,36 @@ void TstCorrupt::tensorViews()
         v.open(
             "corrupt.pt", torchZip(p.b), QStringLiteral("offset %1 size %2 numel %3").arg(offset).arg(size).arg(numel));
     }
-    // A legacy storage view outside its root storage.
-    {
+    // A legacy file whose tensor "w" of 4 elements views elements [offset, offset + 4) of storage "0"
+    // (6 elements) through view "5".
+    const auto legacyView = [](int64_t offset) {
         Pickle p;
         p.proto().emptyDict().str("w").global("torch._utils", "_rebuild_tensor_v2").mark();
         p.mark().str("storage").global("torch", "FloatStorage").str("0").str("cpu").integer(6);
-        p.str("5").integer(4).integer(4).op(0x87).tuple().persid(); // view "5": elements [4, 8) of 6
+        p.str("5").integer(offset).integer(4).op(0x87).tuple().persid();
         p.geometry(0, { 4 }, { 1 }).tuple().reduce();
         p.setItem().stop();
-        auto s = v.open("corrupt.pt", legacyStream(p.b, { { "0", 6 } }), "legacy view past its root");
+        return legacyStream(p.b, { { "0", 6 } });
+    };
+    // A legacy storage view outside its root storage.
+    {
+        auto s = v.open("corrupt.pt", legacyView(4), "legacy view past its root");
         if (!s)
             v.fail("legacy view past its root: did not load");
         else if (!findingAbout(*s, sl::Severity::Danger, "w"))
             v.fail("legacy view past its root: no danger finding");
+    }
+    // A legacy storage view inside its root: a plain tensor, handed over as a row (model/entry_list.h) that
+    // lists the root's storage key, as its built entry does.
+    {
+        const Blob b = legacyView(2);
+        sl::OpenOptions built;
+        built.deferEntries = false;
+        const sl::Source rows = sl::openSourceFromMemory("view.pt", b);
+        QVERIFY(rows.entries.deferred());
+        const std::string table = sl::sourceToTable(rows);
+        QVERIFY2(table.find("  0\n") != std::string::npos, table.c_str());
+        QCOMPARE(table, sl::sourceToTable(sl::openSourceFromMemory("view.pt", b, built)));
     }
     QVERIFY2(v.failures.isEmpty(), qPrintable(v.summary()));
 }

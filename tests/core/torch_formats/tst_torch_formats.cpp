@@ -33,6 +33,7 @@
 #include "torch/torch_semantics.h"
 
 #include <cmath>
+#include <thread>
 
 using namespace sl;
 
@@ -401,6 +402,8 @@ private slots:
     void torchAlignmentRuleMatchesEveryRecord();
     void earlyUnpickleIsKeptOnlyForTheRecordTorchReads();
     void tensorLanesChangeNothing();
+    void deferredEntriesListAlike();
+    void deferredEntriesBuildOnceOnDemand();
 };
 
 // StateLens computes record offsets of large torch archives with torch's alignment rule; on every zip
@@ -563,6 +566,116 @@ void TstTorchFormats::tensorLanesChangeNothing()
     qInfo("%d zips, %d with records the lane took", zips, withRecords);
     QVERIFY(sawManyRecords);
     QVERIFY2(zips >= 30, qPrintable(QString::number(zips)));
+}
+
+namespace {
+
+Source openDeferring(const std::string& path, bool defer)
+{
+    OpenOptions options;
+    options.deferEntries = defer;
+    return openSource(path, options);
+}
+
+} // namespace
+
+// A state dict of plain tensors is handed over as rows (model/entry_list.h), its entries built on first
+// access. On every torch.save file (zip and legacy) among the fixtures here, hostile ones included, and in
+// ../shared/fixtures/real, the table a listing writes from the rows, and the JSON of the entries built from
+// them, are those of the entries built as the file is read. And rows are handed over: for many_records.pt
+// and for a share of the real files.
+void TstTorchFormats::deferredEntriesListAlike()
+{
+    QStringList files;
+    for (QDirIterator it(test::fixturesDir(), QDir::Files, QDirIterator::Subdirectories); it.hasNext();)
+        if (const QString f = it.next(); !f.endsWith(QLatin1String(".json")))
+            files << f;
+    const QString real = test::realFixturesDir();
+    if (!real.isEmpty())
+        for (QDirIterator it(real, QDir::Files, QDirIterator::Subdirectories); it.hasNext();)
+            files << it.next();
+    int torchFiles = 0, deferred = 0;
+    bool manyRecordsDeferred = false, bnbGrouped = false;
+    for (const QString& file : files) {
+        const std::string path = file.toStdString();
+        Source rows, built;
+        try {
+            rows = openDeferring(path, true);
+            built = openDeferring(path, false);
+        } catch (const std::exception&) {
+            continue; // refused either way (the other tests check how)
+        }
+        if (rows.format != SourceFormat::TorchZip && rows.format != SourceFormat::TorchLegacy)
+            continue;
+        ++torchFiles;
+        QVERIFY2(!built.entries.deferred(), qPrintable(file));
+        if (rows.entries.deferred()) {
+            ++deferred;
+            manyRecordsDeferred |= file.endsWith(QLatin1String("/many_records.pt"));
+            QCOMPARE(rows.entries.size(), built.entries.size()); // counted without building them
+            // Listed from the rows: they are still not built after.
+            QCOMPARE(QString::fromStdString(sourceToTable(rows)), QString::fromStdString(sourceToTable(built)));
+            QVERIFY2(rows.entries.deferred(), qPrintable(file));
+        } else {
+            QCOMPARE(QString::fromStdString(sourceToTable(rows)), QString::fromStdString(sourceToTable(built)));
+        }
+        // Any other access builds the entries, as the reader would have.
+        QCOMPARE(QString::fromStdString(sourceToJson(rows)), QString::fromStdString(sourceToJson(built)));
+        QVERIFY2(!rows.entries.deferred(), qPrintable(file));
+        if (file.endsWith(QLatin1String("/bnb_int8.pt"))) {
+            // Plain int8 tensors and their SCB scales: the names show bitsandbytes, so they are grouped.
+            bool group = false;
+            for (const Entry& e : rows.entries)
+                group |= e.kind == EntryKind::Group;
+            bnbGrouped = group;
+        }
+    }
+    qInfo("%d torch.save files, %d handed over as rows", torchFiles, deferred);
+    QVERIFY(manyRecordsDeferred);
+    QVERIFY(bnbGrouped);
+    QVERIFY2(deferred >= 5, qPrintable(QString::number(deferred)));
+    if (!real.isEmpty())
+        QVERIFY2(deferred >= 20, qPrintable(QString::number(deferred)));
+}
+
+// The entries of rows are built once, whichever thread asks first; copies list alike; a change builds them
+// first, then applies.
+void TstTorchFormats::deferredEntriesBuildOnceOnDemand()
+{
+    const std::string path = (torchFixturesDir() + "/many_records.pt").toStdString();
+    const Source built = openDeferring(path, false);
+    const std::string want = sourceToJson(built);
+    {
+        const Source s = openDeferring(path, true);
+        QVERIFY(s.entries.deferred());
+        std::string seen[2];
+        std::thread other([&] { seen[1] = s.entries[5].name + std::to_string(s.entries.size()); });
+        seen[0] = s.entries[5].name + std::to_string(s.entries.size());
+        other.join();
+        QCOMPARE(seen[0], seen[1]);
+        QCOMPARE(seen[0], built.entries[5].name + std::to_string(built.entries.size()));
+        QVERIFY(!s.entries.deferred());
+        QCOMPARE(sourceToJson(s), want);
+    }
+    {
+        Source s = openDeferring(path, true);
+        const Source copy = s; // shares the rows; each builds its own entries
+        QVERIFY(copy.entries.deferred());
+        s.entries.push_back(Entry {});
+        QVERIFY(!s.entries.deferred());
+        QCOMPARE(s.entries.size(), built.entries.size() + 1);
+        QCOMPARE(s.entries.front().name, built.entries.front().name);
+        QVERIFY(copy.entries.deferred());
+        QCOMPARE(sourceToJson(copy), want);
+        Source moved = std::move(s);
+        QCOMPARE(moved.entries.size(), built.entries.size() + 1);
+    }
+    {
+        Source s = openDeferring(path, true);
+        s.entries.clear(); // drops the rows unbuilt
+        QVERIFY(!s.entries.deferred());
+        QVERIFY(s.entries.empty());
+    }
 }
 
 // The suite is only as good as its fixtures: a missing one must fail, not shrink the data table.
