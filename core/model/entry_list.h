@@ -68,7 +68,8 @@ public:
     std::vector<Entry>& vector()
     {
         build();
-        dropRows();
+        if (m_rows) // a change makes the rows stale
+            dropRows();
         return m_entries;
     }
     operator const std::vector<Entry>&() const { return vector(); }

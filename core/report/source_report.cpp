@@ -331,54 +331,62 @@ void put(char* buf, size_t cap, size_t& len, std::string_view s)
     len += n;
 }
 
-// What a table row shows: of an entry, or of a row handed over in its place (model/entry_list.h).
-struct TableRow {
-    std::string_view name;
-    EntryKind kind = EntryKind::Tensor;
-    DType dtype = DType::Unknown;
-    std::string_view typeName;
-    std::string_view value;
-    size_t partCount = 0;
-    bool shapeKnown = true;
-    std::span<const int64_t> shape;
-    uint64_t numel = 0;
-    uint64_t nbytes = 0;
-    std::string_view storageId;
+// What a table row shows: of an entry, or of a row handed over in its place (model/entry_list.h). Read
+// through accessors, so that each pass decodes only the fields it shows.
+class TableRow {
+public:
+    explicit TableRow(const Entry& e)
+        : m_entry(&e)
+    {
+    }
+    explicit TableRow(const EntryRow& r)
+        : m_row(r)
+    {
+    }
+    std::string_view name() const { return m_entry ? std::string_view(m_entry->name) : m_row.name; }
+    EntryKind kind() const { return m_entry ? m_entry->kind : EntryKind::Tensor; }
+    DType dtype() const { return m_entry ? m_entry->dtype : m_row.dtype; }
+    std::string_view typeName() const { return m_entry ? m_entry->typeName.view() : std::string_view(); }
+    bool hasTypeName() const { return m_entry && !m_entry->typeName.empty(); }
+    std::string_view value() const { return m_entry ? m_entry->value.view() : std::string_view(); }
+    size_t partCount() const { return m_entry ? m_entry->parts.size() : 0; }
+    bool shapeKnown() const { return m_entry ? m_entry->shapeKnown : true; }
+    std::span<const int64_t> shape() const
+    {
+        return m_entry ? std::span<const int64_t>(m_entry->shape.data(), m_entry->shape.size()) : m_row.shape;
+    }
+    uint64_t numel() const { return m_entry ? m_entry->numel() : shapeVolume(m_row.shape); }
+    uint64_t nbytes() const { return m_entry ? m_entry->nbytes() : tensorBytes(numel(), m_row.dtype); }
+    std::string_view storageId() const { return m_entry ? m_entry->location.storageId.view() : m_row.storageId; }
+
+private:
+    const Entry* m_entry = nullptr;
+    EntryRow m_row;
 };
-TableRow tableRow(const Entry& e)
-{
-    return { e.name, e.kind, e.dtype, e.typeName, e.value, e.parts.size(), e.shapeKnown,
-        std::span<const int64_t>(e.shape.data(), e.shape.size()), e.numel(), e.nbytes(), e.location.storageId };
-}
-TableRow tableRow(const EntryRow& r)
-{
-    const uint64_t numel = shapeVolume(r.shape);
-    return { r.name, EntryKind::Tensor, r.dtype, {}, {}, 0, true, r.shape, numel, tensorBytes(numel, r.dtype), r.storageId };
-}
 
 void rowCells(const TableRow& e, RowCells& r)
 {
-    if (e.kind == EntryKind::Object) {
-        r.objectType = e.typeName.empty() ? std::string_view("object") : std::string_view(e.typeName);
-        r.objectValue = e.value;
+    if (e.kind() == EntryKind::Object) {
+        r.objectType = !e.hasTypeName() ? std::string_view("object") : std::string_view(e.typeName());
+        r.objectValue = e.value();
         return;
     }
-    put(r.dtype, sizeof r.dtype, r.dtypeLen, dtypeName(e.dtype));
-    if (e.kind == EntryKind::Group) {
+    put(r.dtype, sizeof r.dtype, r.dtypeLen, dtypeName(e.dtype()));
+    if (e.kind() == EntryKind::Group) {
         // to_chars, not snprintf: an index of DeepSeek-V3's size lists 45,000 groups.
         char count[24];
-        auto [end, ec] = std::to_chars(count, count + sizeof count, e.partCount);
+        auto [end, ec] = std::to_chars(count, count + sizeof count, e.partCount());
         put(r.dtype, sizeof r.dtype, r.dtypeLen, " (");
         put(r.dtype, sizeof r.dtype, r.dtypeLen, std::string_view(count, static_cast<size_t>(end - count)));
         put(r.dtype, sizeof r.dtype, r.dtypeLen, " parts)");
-    } else if (!e.typeName.empty()) {
-        std::string_view t = e.typeName;
+    } else if (!!e.hasTypeName()) {
+        std::string_view t = e.typeName();
         put(r.dtype, sizeof r.dtype, r.dtypeLen, " <");
         put(r.dtype, sizeof r.dtype, r.dtypeLen,
             terminalText(t.substr(t.rfind('.') + 1))); // a class name from the pickle
         put(r.dtype, sizeof r.dtype, r.dtypeLen, ">");
     }
-    if (!e.shapeKnown) {
+    if (!e.shapeKnown()) {
         put(r.shape, sizeof r.shape, r.shapeLen, "?");
     } else {
         // "[a, b, c]", cut to 40 characters with "..." like the column allows.
@@ -387,12 +395,12 @@ void rowCells(const TableRow& e, RowCells& r)
         char full[kShown + 32]; // room for one more ", " + 20 digits + "]" past kShown
         size_t len = 0;
         full[len++] = '[';
-        for (size_t i = 0; i < e.shape.size() && len < kShown; ++i) {
+        for (size_t i = 0; i < e.shape().size() && len < kShown; ++i) {
             if (i) {
                 full[len++] = ',';
                 full[len++] = ' ';
             }
-            auto [p, ec] = std::to_chars(full + len, full + kShown + 28, e.shape[i]);
+            auto [p, ec] = std::to_chars(full + len, full + kShown + 28, e.shape()[i]);
             len = static_cast<size_t>(p - full);
         }
         if (len < sizeof full)
@@ -404,7 +412,7 @@ void rowCells(const TableRow& e, RowCells& r)
             put(r.shape, sizeof r.shape, r.shapeLen, std::string_view(full, len));
         }
     }
-    auto [p, ec] = std::to_chars(r.count, r.count + sizeof r.count, e.numel);
+    auto [p, ec] = std::to_chars(r.count, r.count + sizeof r.count, e.numel());
     r.countLen = static_cast<size_t>(p - r.count);
 }
 
@@ -460,23 +468,23 @@ template <typename RowAt> TableWidths measureRows(const RowAt& rowAt, size_t fro
     RowCells cells; // filled by rowCells after reset(); the buffers are never read past their lengths
     for (size_t i = from; i < to; ++i) {
         const TableRow e = rowAt(i);
-        w.parameters += e.kind == EntryKind::Object ? 0 : e.numel; // as Source::parameterCount
-        w.bytes += e.nbytes;
-        w.name = std::max(w.name, e.name.empty() ? size_t(8) : displayWidth(e.name));
-        if (e.kind == EntryKind::Tensor && e.typeName.empty() && e.shapeKnown) {
+        w.parameters += e.kind() == EntryKind::Object ? 0 : e.numel(); // as Source::parameterCount
+        w.bytes += e.nbytes();
+        w.name = std::max(w.name, e.name().empty() ? size_t(8) : displayWidth(e.name()));
+        if (e.kind() == EntryKind::Tensor && !e.hasTypeName() && e.shapeKnown()) {
             // A plain tensor's cells measured without writing them: what rowCells writes is its dtype's name,
             // "[a, b, c]" shown up to 40 characters, and the element count.
-            size_t shape = 2 + (e.shape.empty() ? 0 : 2 * (e.shape.size() - 1));
-            for (int64_t d : e.shape)
+            size_t shape = 2 + (e.shape().empty() ? 0 : 2 * (e.shape().size() - 1));
+            for (int64_t d : e.shape())
                 shape += decimalWidth(d);
-            w.dtype = std::max(w.dtype, std::min(dtypeName(e.dtype).size(), sizeof cells.dtype));
+            w.dtype = std::max(w.dtype, std::min(dtypeName(e.dtype()).size(), sizeof cells.dtype));
             w.shape = std::max(w.shape, std::min<size_t>(shape, 40));
-            w.count = std::max(w.count, decimalWidth(e.numel));
+            w.count = std::max(w.count, decimalWidth(e.numel()));
             continue;
         }
         cells.reset();
         rowCells(e, cells);
-        if (e.kind == EntryKind::Object) {
+        if (e.kind() == EntryKind::Object) {
             w.dtype = std::max(w.dtype, displayWidth(cells.objectType));
             w.shape = std::max(w.shape, std::min<size_t>(displayWidth(cells.objectValue), 40));
         } else {
@@ -586,18 +594,18 @@ template <typename RowAt> void appendRows(RowText& out, const RowAt& rowAt, size
         const TableRow e = rowAt(i);
         cells.reset();
         rowCells(e, cells);
-        const bool isObject = e.kind == EntryKind::Object;
+        const bool isObject = e.kind() == EntryKind::Object;
         if (isObject)
             object = objectCells(cells, w);
-        const std::string_view storage = e.storageId;
+        const std::string_view storage = e.storageId();
         // Each part at its widest: text grown by escapes, cells past their column, padding, separators.
-        const size_t room = kTerminalTextGrowth * (std::max<size_t>(e.name.size(), 8) + storage.size()) + w.name
+        const size_t room = kTerminalTextGrowth * (std::max<size_t>(e.name().size(), 8) + storage.size()) + w.name
             + (isObject ? object.size() : std::max(cells.dtypeLen, w.dtype) + std::max(cells.shapeLen, w.shape)
                        + std::max(cells.countLen, w.count) + 4)
             + 5;
         char* p = out.room(room);
         size_t columns = 8;
-        p = e.name.empty() ? copyBytes(p, "(tensor)") : writeDisplay(p, e.name, columns);
+        p = e.name().empty() ? copyBytes(p, "(tensor)") : writeDisplay(p, e.name(), columns);
         p = padTo(p, columns, w.name);
         p = copyBytes(p, "  ");
         if (isObject) {
@@ -629,10 +637,10 @@ void sourceToTable(const Source& s, const TextSink& sink)
 {
     // Rows handed over in place of entries are listed as they are: the entries are not built for a listing.
     if (const DeferredEntries* rows = s.entries.deferred()) {
-        writeTable(s, rows->size(), [rows](size_t i) { return tableRow(rows->row(i)); }, sink);
+        writeTable(s, rows->size(), [rows](size_t i) { return TableRow(rows->row(i)); }, sink);
     } else {
         const std::vector<Entry>& entries = s.entries.vector();
-        writeTable(s, entries.size(), [&entries](size_t i) { return tableRow(entries[i]); }, sink);
+        writeTable(s, entries.size(), [&entries](size_t i) { return TableRow(entries[i]); }, sink);
     }
 }
 
