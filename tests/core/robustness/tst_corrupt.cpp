@@ -1246,9 +1246,9 @@ void TstCorrupt::tensorViews()
     // lists the root's storage key, as its built entry does.
     {
         const Blob b = legacyView(2);
-        sl::OpenOptions built;
-        built.deferEntries = false;
-        const sl::Source rows = sl::openSourceFromMemory("view.pt", b);
+        sl::OpenOptions deferring, built;
+        deferring.deferEntries = true;
+        const sl::Source rows = sl::openSourceFromMemory("view.pt", b, deferring);
         QVERIFY(rows.entries.deferred());
         const std::string table = sl::sourceToTable(rows);
         QVERIFY2(table.find("  0\n") != std::string::npos, table.c_str());
