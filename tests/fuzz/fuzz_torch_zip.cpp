@@ -9,6 +9,8 @@
 #include "io/zip_archive.h"
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 namespace {
@@ -46,8 +48,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         sl::Source s = sl::readTorchZip(file, {});
         sl::fuzz::exercise(s, name);
     });
-    // Through the sniffer, as `statelens ls` opens files.
+    // Through the sniffer, as `statelens ls` opens files: a state dict of plain tensors handed over as rows
+    // (model/entry_list.h). Its table, and the entries built from the rows, are those of the entries built
+    // as the file is read.
     if (sl::looksLikeZip(bytes))
-        sl::fuzz::expectOnlyLoadError(name, [&] { (void)sl::openSourceFromMemory(name, std::move(bytes)); });
+        sl::fuzz::expectOnlyLoadError(name, [&] {
+            sl::OpenOptions ls;
+            ls.deferEntries = true;
+            const sl::Source rows = sl::openSourceFromMemory(name, bytes, ls);
+            const sl::Source built = sl::openSourceFromMemory(name, std::move(bytes));
+            if (sl::sourceToTable(rows) != sl::sourceToTable(built) || sl::sourceToJson(rows) != sl::sourceToJson(built)) {
+                std::fprintf(stderr, "the listing from rows differs from the one from entries\n");
+                std::abort();
+            }
+        });
     return 0;
 }
