@@ -84,14 +84,16 @@ bool describeDistributedTensor(const pickle::TensorValue& t, Entry& e, const Des
 // `candidates` are the entries that can have one (mayHaveDistributedFinding), ascending: a state dict's
 // other entries are not read again.
 void reportDistributedFindings(Source& s, std::span<const size_t> candidates);
-// An entry with attributes, sharding or one dimension: what reportDistributedFindings looks at.
-inline bool mayHaveDistributedFinding(const Entry& e)
-{
-    return !e.attributes.empty() || e.sharding || e.shape.size() == 1;
-}
 
 // True for `flat_param` / `<prefix>._flat_param` / `<prefix>.flat_param` keys.
 bool isFlatParamName(std::string_view name);
+
+// An entry with attributes, sharding, or one dimension under a flat parameter's name: what
+// reportDistributedFindings looks at.
+inline bool mayHaveDistributedFinding(const Entry& e)
+{
+    return !e.attributes.empty() || e.sharding || (e.shape.size() == 1 && isFlatParamName(e.name));
+}
 
 // torch.chunk along one dim, as Shard.local_shard_size_and_offset computes it: the size and offset of piece
 // `index` when `size` elements are cut into `pieces` (an empty piece sits at the end of the dim).

@@ -105,8 +105,7 @@ void Grouper::confirmProvisionalGroups()
     // The early groups pair each FP8 weight with the `_scale_inv` right after it, as fp8() would when no other
     // scheme runs first and no input_scale joins a group (the index reader forms them only where names are
     // unique, so the one beside is the one fp8() takes). Their parts' names cannot trigger another scheme.
-    if (!(m_has.torchAo || m_has.colon || m_has.underscore || m_has.bnb4 || m_has.bnb8 || m_has.gptq || m_has.tensorNames
-            || m_has.inputScale))
+    if (!m_has.beyondFp8Pairs())
         return;
     std::vector<Entry> split;
     split.reserve(m_e.size());

@@ -367,7 +367,7 @@ private:
 void rowCells(const TableRow& e, RowCells& r)
 {
     if (e.kind() == EntryKind::Object) {
-        r.objectType = !e.hasTypeName() ? std::string_view("object") : std::string_view(e.typeName());
+        r.objectType = e.hasTypeName() ? e.typeName() : std::string_view("object");
         r.objectValue = e.value();
         return;
     }
@@ -379,7 +379,7 @@ void rowCells(const TableRow& e, RowCells& r)
         put(r.dtype, sizeof r.dtype, r.dtypeLen, " (");
         put(r.dtype, sizeof r.dtype, r.dtypeLen, std::string_view(count, static_cast<size_t>(end - count)));
         put(r.dtype, sizeof r.dtype, r.dtypeLen, " parts)");
-    } else if (!!e.hasTypeName()) {
+    } else if (e.hasTypeName()) {
         std::string_view t = e.typeName();
         put(r.dtype, sizeof r.dtype, r.dtypeLen, " <");
         put(r.dtype, sizeof r.dtype, r.dtypeLen,
@@ -627,25 +627,6 @@ template <typename RowAt> void appendRows(RowText& out, const RowAt& rowAt, size
     }
 }
 
-} // namespace
-
-namespace {
-template <typename RowAt> void writeTable(const Source& s, size_t rowCount, const RowAt& rowAt, const TextSink& sink);
-} // namespace
-
-void sourceToTable(const Source& s, const TextSink& sink)
-{
-    // Rows handed over in place of entries are listed as they are: the entries are not built for a listing.
-    if (const DeferredEntries* rows = s.entries.deferred()) {
-        writeTable(s, rows->size(), [rows](size_t i) { return TableRow(rows->row(i)); }, sink);
-    } else {
-        const std::vector<Entry>& entries = s.entries.vector();
-        writeTable(s, entries.size(), [&entries](size_t i) { return TableRow(entries[i]); }, sink);
-    }
-}
-
-namespace {
-
 template <typename RowAt> void writeTable(const Source& s, size_t rowCount, const RowAt& rowAt, const TextSink& sink)
 {
     // Pass 1: column widths, over each half on a core of its own when there are rows enough to pay for the
@@ -709,5 +690,16 @@ template <typename RowAt> void writeTable(const Source& s, size_t rowCount, cons
 }
 
 } // namespace
+
+void sourceToTable(const Source& s, const TextSink& sink)
+{
+    // Rows handed over in place of entries are listed as they are: the entries are not built for a listing.
+    if (const DeferredEntries* rows = s.entries.deferred()) {
+        writeTable(s, rows->size(), [rows](size_t i) { return TableRow(rows->row(i)); }, sink);
+    } else {
+        const std::vector<Entry>& entries = s.entries.vector();
+        writeTable(s, entries.size(), [&entries](size_t i) { return TableRow(entries[i]); }, sink);
+    }
+}
 
 } // namespace sl

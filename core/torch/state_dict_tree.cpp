@@ -479,8 +479,8 @@ public:
     // Storages that more than one emitted tensor uses (tied weights, views); empty when none is shared,
     // which lets the shared-storage report skip its work on ordinary state dicts.
     bool anyStorageShared() const { return m_anyShared; }
-    // The entries emitted with attributes, sharding or one dimension, ascending: the only ones the
-    // entry-level findings look at, picked while each entry is still in the cache.
+    // The entries emitted with attributes, sharding or a flat parameter's one dimension (mayHaveDistributedFinding),
+    // ascending: the only ones the entry-level findings look at, picked while each entry is still in the cache.
     const std::vector<size_t>& flagged() const { return m_flagged; }
 
     // Emit rows into `rows` instead of entries; run() then throws NotPlain at the first entry that is not a
@@ -647,15 +647,14 @@ private:
 
     // Rows mode: the entry is built into one scratch Entry, for its checks and its budget as always, and kept
     // as a row only when it is a plain tensor (what a row holds is all it has) that no entry-level finding
-    // looks at (of reportDistributedFindings' cases, a plain tensor can only be a flat parameter); anything
-    // else ends the mode.
+    // looks at; anything else ends the mode.
     void emitRow(const TensorValue& t)
     {
         m_scratch.attributes.clear();
         fillTensorEntry(m_scratch, t, m_name, m_ctx, 0, m_budget);
         const Entry& e = m_scratch;
-        if (!e.attributes.empty() || !e.parts.empty() || e.sharding || e.quantization || !e.typeName.empty()
-            || !e.value.empty() || (e.shape.size() == 1 && distributed::isFlatParamName(e.name)))
+        if (!e.parts.empty() || e.quantization || !e.typeName.empty() || !e.value.empty()
+            || distributed::mayHaveDistributedFinding(e)) // attributes (invalid views too), sharding, flat params
             throw NotPlain {};
         if (!m_rows->add(m_name, t))
             throw NotPlain {};
