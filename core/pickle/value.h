@@ -356,6 +356,8 @@ struct TensorValue : Value {
     // The same, to set: made in `arena` on first use, and copied there first when shared with the tensor
     // this one was copied from (a Parameter rebuilt from its data).
     TensorExtras& extrasToSet(std::pmr::memory_resource* arena) { return m_extras.own(arena); }
+    // Whether any were set (even to nothing): a plain tensor of a state dict has none.
+    bool hasExtras() const { return m_extras.get() != nullptr; }
 
 private:
     static const TensorExtras& noExtras()

@@ -645,11 +645,17 @@ private:
         emitted();
     }
 
-    // Rows mode: the entry is built into one scratch Entry, for its checks and its budget as always, and kept
-    // as a row only when it is a plain tensor (what a row holds is all it has) that no entry-level finding
-    // looks at; anything else ends the mode.
+    // Rows mode: a row for each plain tensor (what a row holds is all it has) that no entry-level finding
+    // looks at; anything else ends the mode. A tensor isPlainTensor cannot vouch for is built into one scratch
+    // Entry, for its checks and its budget as always, and kept as a row when that entry is plain after all.
     void emitRow(const TensorValue& t)
     {
+        if (isPlainTensor(t, m_name)) { // the usual case, told without building the entry
+            m_budget.charge(entryUnits(m_name));
+            if (!m_rows->add(m_name, t))
+                throw NotPlain {};
+            return;
+        }
         m_scratch.attributes.clear();
         fillTensorEntry(m_scratch, t, m_name, m_ctx, 0, m_budget);
         const Entry& e = m_scratch;

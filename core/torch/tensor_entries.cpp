@@ -3,6 +3,7 @@
 #include "distributed/distributed_tensors.h"
 #include "pickle/value_repr.h"
 #include "quant/quantized_tensors.h"
+#include "model/shape_volume.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -28,6 +29,43 @@ namespace {
 bool mulOverflow(uint64_t a, uint64_t b, uint64_t& out) { return __builtin_mul_overflow(a, b, &out); }
 bool addOverflow(uint64_t a, uint64_t b, uint64_t& out) { return __builtin_add_overflow(a, b, &out); }
 
+unsigned storageItemSize(const StorageValue& s) { return s.untyped ? 1 : std::max(1u, dtypeItemSize(s.dtype)); }
+
+// A storage's bytes as its persistent id gives them, saturating.
+uint64_t storageBytes(const StorageValue& s)
+{
+    uint64_t nbytes = 0;
+    if (mulOverflow(static_cast<uint64_t>(s.numel), storageItemSize(s), nbytes))
+        nbytes = UINT64_MAX;
+    return nbytes;
+}
+
+// The bytes [start, end) a view of `item`-byte elements covers in its storage: from its offset to the element
+// offset + sum((size_i - 1) * stride_i), inclusive. `storageOffset` is not negative.
+struct ViewBytes {
+    uint64_t start = 0, end = 0;
+    int64_t negativeStride = 0; // the first one, when there is one: nothing else is computed then
+    bool overflow = false;
+};
+ViewBytes viewBytes(const TensorValue& t, unsigned item)
+{
+    ViewBytes v;
+    uint64_t lastElement = static_cast<uint64_t>(t.storageOffset);
+    for (size_t i = 0; i < t.size.size() && i < t.stride.size(); ++i) {
+        if (t.stride[i] < 0) {
+            v.negativeStride = t.stride[i];
+            return v;
+        }
+        uint64_t step = 0;
+        v.overflow |= mulOverflow(static_cast<uint64_t>(t.size[i] - 1), static_cast<uint64_t>(t.stride[i]), step);
+        v.overflow |= addOverflow(lastElement, step, lastElement);
+    }
+    v.overflow |= mulOverflow(static_cast<uint64_t>(t.storageOffset), item, v.start);
+    v.overflow |= addOverflow(lastElement, 1, lastElement);
+    v.overflow |= mulOverflow(lastElement, item, v.end);
+    return v;
+}
+
 // Storage bytes and where they start, following legacy storage views to their root.
 void locateStorage(const StorageValue& s, Entry& e, const EntryContext& ctx)
 {
@@ -35,11 +73,8 @@ void locateStorage(const StorageValue& s, Entry& e, const EntryContext& ctx)
     const StorageValue* root = s.viewOf ? s.viewOf : &s;
     loc.storageId = root->key;
     loc.file = ctx.fileIndex;
-    unsigned storageItem = s.untyped ? 1 : std::max(1u, dtypeItemSize(s.dtype));
-    uint64_t nbytes = 0;
-    if (mulOverflow(static_cast<uint64_t>(s.numel), storageItem, nbytes))
-        nbytes = UINT64_MAX;
-    loc.storageNbytes = nbytes;
+    const unsigned storageItem = storageItemSize(s);
+    loc.storageNbytes = storageBytes(s);
     if (s.viewOf) {
         // A legacy view must lie inside its root storage, else torch.load fails (or reads another's bytes).
         uint64_t end = 0;
@@ -121,7 +156,7 @@ Entry tensorEntryAt(const TensorValue& t, std::string name, const EntryContext& 
 void fillTensorEntry(Entry& e, const TensorValue& t, std::string_view name, const EntryContext& ctx, int depth,
     WalkBudget& budget)
 {
-    budget.charge(1 + name.size() / 64);
+    budget.charge(entryUnits(name));
     e.name = name;
     e.kind = EntryKind::Tensor;
     e.dtype = t.dtype;
@@ -209,33 +244,36 @@ void fillTensorEntry(Entry& e, const TensorValue& t, std::string_view name, cons
         loc.offset = loc.storageByteOffset + (compressed ? 0 : static_cast<uint64_t>(t.storageOffset) * item);
         return;
     }
-    uint64_t lastElement = static_cast<uint64_t>(t.storageOffset);
-    bool overflow = false;
-    for (size_t i = 0; i < t.size.size() && i < t.stride.size(); ++i) {
-        if (t.stride[i] < 0) {
-            e.attributes.emplace_back("invalid_view", "negative stride " + std::to_string(t.stride[i]));
-            return;
-        }
-        uint64_t step = 0;
-        overflow |= mulOverflow(static_cast<uint64_t>(t.size[i] - 1), static_cast<uint64_t>(t.stride[i]), step);
-        overflow |= addOverflow(lastElement, step, lastElement);
+    const ViewBytes view = viewBytes(t, item);
+    if (view.negativeStride) {
+        e.attributes.emplace_back("invalid_view", "negative stride " + std::to_string(view.negativeStride));
+        return;
     }
-    uint64_t startByte = 0;
-    uint64_t endByte = 0;
-    overflow |= mulOverflow(static_cast<uint64_t>(t.storageOffset), item, startByte);
-    overflow |= addOverflow(lastElement, 1, lastElement);
-    overflow |= mulOverflow(lastElement, item, endByte);
-    if (overflow) {
+    if (view.overflow) {
         e.attributes.emplace_back("invalid_view", "size/stride arithmetic overflows");
         return;
     }
-    if (endByte > loc.storageNbytes)
+    if (view.end > loc.storageNbytes)
         e.attributes.emplace_back("invalid_view",
-            "views bytes [" + std::to_string(startByte) + ", " + std::to_string(endByte) + ") of a "
+            "views bytes [" + std::to_string(view.start) + ", " + std::to_string(view.end) + ") of a "
                 + std::to_string(loc.storageNbytes) + "-byte storage");
-    loc.offset = loc.storageByteOffset + (compressed ? 0 : startByte);
-    loc.length = endByte - startByte;
-    return;
+    loc.offset = loc.storageByteOffset + (compressed ? 0 : view.start);
+    loc.length = view.end - view.start;
+}
+
+bool isPlainTensor(const TensorValue& t, std::string_view name)
+{
+    // What fillTensorEntry adds beyond a row's fields comes from the origin, the extras, a legacy view, a flat
+    // parameter's name or a view that leaves its storage: each sends the tensor the long way.
+    if (t.origin != TensorOrigin::Dense || t.hasExtras() || !t.storage || t.storage->viewOf || t.storageOffset < 0)
+        return false;
+    if (t.size.size() == 1 && distributed::isFlatParamName(name))
+        return false;
+    const unsigned item = dtypeItemSize(t.dtype);
+    if (item == 0 || shapeVolume(t.size) == 0)
+        return true;
+    const ViewBytes view = viewBytes(t, item);
+    return !view.negativeStride && !view.overflow && view.end <= storageBytes(*t.storage);
 }
 
 TensorRows::TensorRows(std::shared_ptr<const void> graph, const EntryContext& ctx, size_t expected)

@@ -30,6 +30,9 @@ struct WalkBudget {
     }
 };
 
+// What building one entry named `name` charges a walk's budget.
+inline size_t entryUnits(std::string_view name) { return 1 + name.size() / 64; }
+
 // Real subclass states nest two or three tensors deep; a tensor's state can also hold the tensor itself.
 constexpr int kMaxPartDepth = 8;
 
@@ -45,6 +48,11 @@ std::string keyString(const pickle::Value* k);
 void fillTensorEntry(Entry& e, const pickle::TensorValue& t, std::string_view name, const EntryContext& ctx, int depth,
     WalkBudget& budget);
 Entry tensorEntryAt(const pickle::TensorValue& t, std::string name, const EntryContext& ctx, int depth, WalkBudget& budget);
+
+// Whether fillTensorEntry, for a tensor named `name` at the top of a walk, would build an entry that a row
+// holds all of: a dense tensor with no extras, its view inside its storage, and no entry-level finding.
+// False where it cannot tell cheaply; the caller then builds the entry to see.
+bool isPlainTensor(const pickle::TensorValue& t, std::string_view name);
 
 // The plain tensors of a walk kept as rows (model/entry_list.h): each name in one buffer and each tensor's
 // node, whose graph `graph` keeps alive. Built into entries by fillTensorEntry, as the walk would have.

@@ -515,13 +515,14 @@ public:
     }
 
     // Opens `bytes` from memory as `name`. Returns the source when one loaded.
-    std::optional<sl::Source> open(const std::string& name, const Blob& bytes, const QString& what)
+    std::optional<sl::Source> open(
+        const std::string& name, const Blob& bytes, const QString& what, const sl::OpenOptions& options = {})
     {
         QElapsedTimer timer;
         timer.start();
         std::optional<sl::Source> result;
         try {
-            sl::Source s = sl::openSourceFromMemory(name, bytes);
+            sl::Source s = sl::openSourceFromMemory(name, bytes, options);
             exercise(s, name, what);
             result = std::move(s);
             ++loaded;
@@ -1196,24 +1197,34 @@ void TstCorrupt::tensorViews()
         { "size past the storage", 0, { 7 }, { 1 } },
         { "three huge dimensions", 0, { 2147483647, 2147483647, 2147483647 }, { 2147483647, 2147483647, 2147483647 } },
     };
+    // As read, and as `ls` reads them (rows for plain tensors, model/entry_list.h): a bad view is never a row.
+    sl::OpenOptions asRead, asListed;
+    asListed.deferEntries = true;
     for (const auto& c : cases) {
         Pickle p;
         p.proto().emptyDict().str("w").tensor("0", 6, c.offset, c.size, c.stride).setItem().stop();
-        auto s = v.open("corrupt.pt", torchZip(p.b), c.what);
-        if (!s) {
-            v.fail(QStringLiteral("%1: did not load").arg(c.what));
-            continue;
+        for (const sl::OpenOptions* options : { &asRead, &asListed }) {
+            const QString what = QStringLiteral("%1%2").arg(c.what, options->deferEntries ? " (as listed)" : "");
+            auto s = v.open("corrupt.pt", torchZip(p.b), what, *options);
+            if (!s) {
+                v.fail(what + ": did not load");
+                continue;
+            }
+            if (!findingAbout(*s, sl::Severity::Danger, "w"))
+                v.fail(what + ": no danger finding for the entry");
         }
-        if (!findingAbout(*s, sl::Severity::Danger, "w"))
-            v.fail(QStringLiteral("%1: no danger finding for the entry").arg(c.what));
     }
-    // A huge size with stride 0 views one element (an expanded tensor): valid, and must not overflow.
+    // A huge size with stride 0 views one element (an expanded tensor): valid, and must not overflow. Listed,
+    // it is a plain tensor: a row.
     {
         Pickle p;
         p.proto().emptyDict().str("w").tensor("0", 6, 0, { INT64_MAX }, { 0 }).setItem().stop();
         if (auto s = v.open("corrupt.pt", torchZip(p.b), "huge size, zero stride");
             s && findingAbout(*s, sl::Severity::Danger, "w"))
             v.fail("huge size, zero stride: a valid expanded view was called dangerous");
+        const sl::Source listed = sl::openSourceFromMemory("corrupt.pt", torchZip(p.b), asListed);
+        if (!listed.entries.deferred() || findingAbout(listed, sl::Severity::Danger, "w"))
+            v.fail("huge size, zero stride (as listed): not listed as a plain row");
     }
     // Negative offsets, sizes and storage sizes are refused by the rebuild itself (a warning), never a crash.
     for (const auto& [offset, size, numel] :
