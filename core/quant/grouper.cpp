@@ -3,6 +3,8 @@
 
 #include "quant/grouper.h"
 
+#include "util/parallel.h"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -65,16 +67,35 @@ void Grouper::Patterns::noteMetadata(const Source& s)
             tensorNames = true;
 }
 
+Grouper::Patterns& Grouper::Patterns::operator|=(const Patterns& o)
+{
+    torchAo |= o.torchAo;
+    colon |= o.colon;
+    fp8 |= o.fp8;
+    underscore |= o.underscore;
+    bnb4 |= o.bnb4;
+    bnb8 |= o.bnb8;
+    gptq |= o.gptq;
+    tensorNames |= o.tensorNames;
+    inputScale |= o.inputScale;
+    return *this;
+}
+
 Grouper::Patterns Grouper::patternsIn(const DeferredEntries& rows, const Source& s)
 {
-    // A row is a plain tensor: no group, no quantization.
-    Patterns p;
-    for (size_t i = 0, n = rows.size(); i < n; ++i) {
-        const EntryRow r = rows.row(i);
-        p.note(r.name, r.dtype, false, false);
-    }
-    p.noteMetadata(s);
-    return p;
+    // A row is a plain tensor: no group, no quantization. Each half on a core of its own where there are rows
+    // enough to pay for the thread (as the table measures its columns): the scan is on the listing's path.
+    const size_t n = rows.size(), half = n / 2;
+    Patterns halves[2];
+    parallelFor(2, n >= 8192 ? 2 : 1, [&](size_t j) {
+        for (size_t i = j ? half : 0, end = j ? n : half; i < end; ++i) {
+            const EntryRow r = rows.row(i);
+            halves[j].note(r.name, r.dtype, false, false);
+        }
+    });
+    halves[0] |= halves[1];
+    halves[0].noteMetadata(s);
+    return halves[0];
 }
 
 bool Grouper::scan()

@@ -77,6 +77,8 @@ public:
         void note(std::string_view name, DType dtype, bool isGroup, bool quantizedEntry);
         void noteMetadata(const Source& s);
         bool any() const { return torchAo || colon || fp8 || bnb4 || bnb8 || gptq || underscore || tensorNames; }
+        // What either shows: of two parts of one list, scanned apart.
+        Patterns& operator|=(const Patterns& o);
         // Anything other than FP8 weights and their scales, which the index reader may have paired early.
         bool beyondFp8Pairs() const { return torchAo || colon || underscore || bnb4 || bnb8 || gptq || tensorNames || inputScale; }
     };

@@ -221,6 +221,7 @@ private slots:
     void containerSwitchGroupsAgain();
     void floatSourceUnchanged();
     void floatLookalikesUnchanged();
+    void rowsScannedForPatterns();
     void largeQuantizedSource();
     void fp8ScalesBesideOrApart();
     void oneNameTwoSchemes();
@@ -366,6 +367,71 @@ void TstQuantization::floatSourceUnchanged()
     QVERIFY(json(s) == before);
     // Generous: tens of ms in a release build on a 2-core VM; sanitizer builds are ~10x slower.
     QVERIFY2(ms < 3000, qPrintable(QString::number(ms) + " ms CPU"));
+}
+
+namespace {
+
+// Rows as a reader hands them over (model/entry_list.h): plain tensors named layers.<i>.weight, with the
+// tensors of `extra` in place of the rows from `at` on.
+class Rows final : public DeferredEntries {
+public:
+    Rows(size_t n, size_t at, std::vector<Entry> extra)
+        : m_extra(std::move(extra))
+        , m_at(at)
+    {
+        for (size_t i = 0; i < n; ++i)
+            m_entries.push_back(i >= at && i - at < m_extra.size() ? m_extra[i - at]
+                                                                   : tensor("layers." + std::to_string(i) + ".weight",
+                                                                       DType::Float32, { 4, 4 }));
+    }
+    size_t size() const override { return m_entries.size(); }
+    EntryRow row(size_t i) const override
+    {
+        const Entry& e = m_entries[i];
+        return { e.name, e.dtype, std::span<const int64_t>(e.shape.data(), e.shape.size()), {} };
+    }
+    void build(std::vector<Entry>& out) const override { out.insert(out.end(), m_entries.begin(), m_entries.end()); }
+
+private:
+    std::vector<Entry> m_extra;
+    size_t m_at;
+    std::vector<Entry> m_entries;
+};
+
+} // namespace
+
+// A listing's rows are scanned for the names and dtypes of every scheme before anything is built, in two
+// halves when there are many: a pattern in either half, or anywhere in a short list, is found and grouped;
+// rows with none are left unbuilt.
+void TstQuantization::rowsScannedForPatterns()
+{
+    const std::vector<Entry> bnb8 = { tensor("fc.weight", DType::Int8, { 8, 16 }), tensor("fc.SCB", DType::Float32, { 8 }) };
+    const std::vector<Entry> fp8 = { tensor("fc.weight", DType::Float8_e4m3fn, { 8, 16 }) };
+    for (const size_t n : { size_t(40), size_t(20000) }) {
+        for (const size_t at : { size_t(3), n / 2 - 1, n / 2 + 7, n - 2 }) {
+            const QString where = QStringLiteral("%1 rows, at %2").arg(n).arg(at);
+            Source s;
+            s.format = SourceFormat::TorchZip;
+            s.entries.defer(std::make_shared<Rows>(n, at, bnb8));
+            quant::groupQuantizedEntries(s);
+            QVERIFY2(!s.entries.deferred(), qPrintable(where));
+            QCOMPARE(s.entries.size(), n - 1);
+            const Entry& g = s.entries[at];
+            QVERIFY2(g.name == "fc.weight" && g.kind == EntryKind::Group && g.parts.size() == 2, qPrintable(where));
+            // A dtype alone (FP8, no scale beside it) is a pattern too: the grouper runs, and builds the entries.
+            Source f;
+            f.format = SourceFormat::TorchZip;
+            f.entries.defer(std::make_shared<Rows>(n, at, fp8));
+            quant::groupQuantizedEntries(f);
+            QVERIFY2(!f.entries.deferred(), qPrintable(where));
+        }
+        Source plain;
+        plain.format = SourceFormat::TorchZip;
+        plain.entries.defer(std::make_shared<Rows>(n, n, std::vector<Entry>()));
+        quant::groupQuantizedEntries(plain);
+        QVERIFY(plain.entries.deferred());
+        QCOMPARE(plain.entries.size(), n);
+    }
 }
 
 void TstQuantization::floatLookalikesUnchanged()
