@@ -471,13 +471,16 @@ template <typename RowAt> TableWidths measureRows(const RowAt& rowAt, size_t fro
         w.parameters += e.kind() == EntryKind::Object ? 0 : e.numel(); // as Source::parameterCount
         w.bytes += e.nbytes();
         w.name = std::max(w.name, e.name().empty() ? size_t(8) : displayWidth(e.name()));
-        if (e.kind() == EntryKind::Tensor && !e.hasTypeName() && e.shapeKnown()) {
-            // A plain tensor's cells measured without writing them: what rowCells writes is its dtype's name,
-            // "[a, b, c]" shown up to 40 characters, and the element count.
+        const bool group = e.kind() == EntryKind::Group;
+        if (((e.kind() == EntryKind::Tensor && !e.hasTypeName()) || group) && e.shapeKnown()) {
+            // A plain tensor's or a group's cells measured without writing them: what rowCells writes is its
+            // dtype's name (a group's followed by " (n parts)"), "[a, b, c]" shown up to 40 characters, and the
+            // element count.
             size_t shape = 2 + (e.shape().empty() ? 0 : 2 * (e.shape().size() - 1));
             for (int64_t d : e.shape())
                 shape += decimalWidth(d);
-            w.dtype = std::max(w.dtype, std::min(dtypeName(e.dtype()).size(), sizeof cells.dtype));
+            const size_t dtype = dtypeName(e.dtype()).size() + (group ? 9 + decimalWidth(uint64_t(e.partCount())) : 0);
+            w.dtype = std::max(w.dtype, std::min(dtype, sizeof cells.dtype));
             w.shape = std::max(w.shape, std::min<size_t>(shape, 40));
             w.count = std::max(w.count, decimalWidth(e.numel()));
             continue;

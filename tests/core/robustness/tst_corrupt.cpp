@@ -1826,6 +1826,35 @@ void TstCorrupt::tableColumnsFitTheirWidestCell()
         const QString& row = lines[header + 1];
         QCOMPARE(row.mid(h.indexOf("SHAPE"), std::min<qsizetype>(shown.size(), 37)), shown.left(37));
     }
+    // A group's DTYPE cell is its dtype and its part count, "float8_e4m3fn (2 parts)": measured without being
+    // written too. Beside a plain tensor, so the group's cell alone sets the width, and the row's shape starts
+    // under SHAPE.
+    for (const size_t parts : { size_t(1), size_t(2), size_t(10), size_t(123) }) {
+        sl::Source s;
+        s.path = "synthetic";
+        sl::Entry plain;
+        plain.name = "b";
+        plain.dtype = sl::DType::Float32;
+        plain.shape = { 8 };
+        sl::Entry g;
+        g.name = "w";
+        g.kind = sl::EntryKind::Group;
+        g.dtype = sl::DType::Float8_e4m3fn;
+        g.shape = { 16, 8 };
+        for (size_t i = 0; i < parts; ++i)
+            g.parts.push_back(plain);
+        s.entries.push_back(plain);
+        s.entries.push_back(g);
+        const QString cell = QStringLiteral("float8_e4m3fn (%1 parts)").arg(parts);
+        const QStringList lines = QString::fromStdString(sl::sourceToTable(s)).split('\n');
+        const qsizetype header = lines.indexOf(QRegularExpression("NAME +DTYPE.*"));
+        QVERIFY(header > 0);
+        const QString& h = lines[header];
+        QCOMPARE(h.indexOf("SHAPE") - h.indexOf("DTYPE"), cell.size() + 2);
+        const QString& row = lines[header + 2];
+        QCOMPARE(row.mid(h.indexOf("DTYPE"), cell.size() + 2), cell + "  ");
+        QCOMPARE(row.mid(h.indexOf("SHAPE"), 7), QStringLiteral("[16, 8]"));
+    }
 }
 
 #include "tst_corrupt.moc"
