@@ -1,5 +1,6 @@
 #include "hf_index_reader.h"
 
+#include "formats/index_rows.h"
 #include "formats/json_keys.h"
 #include "formats/loader.h"
 #include "quant/quantized_tensors.h"
@@ -63,6 +64,15 @@ struct Shard {
 struct IndexBacking : SourceBacking {
     std::vector<std::shared_ptr<const SourceBacking>> shards;
 };
+
+// metadata.total_size against the bytes of the tensors listed, when every one is available.
+void checkTotalSize(Source& out, bool hasTotal, uint64_t declaredTotal, uint64_t sum, bool allAvailable)
+{
+    if (hasTotal && sum != declaredTotal && allAvailable)
+        out.addFinding(Severity::Info,
+            "metadata.total_size is " + std::to_string(declaredTotal) + " but the tensors hold " + std::to_string(sum)
+                + " bytes");
+}
 
 } // namespace
 
@@ -630,6 +640,13 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     // groups' names copied then, one after another: among each group's other blocks, the names the table and
     // the grouping pass read cost them 3 ms more.
     const bool groupPairs = options.groupQuantized && options.earlyFp8Groups && increasing && unlisted == 0;
+    // A listing takes rows instead (formats/index_rows.h) where each entry would be a header's tensor as it is
+    // written, or such a pair: every tensor listed is available, in a safetensors shard, with a dtype and
+    // shape torch reads as written (no attribute says otherwise).
+    const bool rows = options.deferEntries && std::all_of(picks.begin(), picks.end(), [&](const Pick& p) {
+        const SafetensorsTensor* t = p.at == kUnavailable ? nullptr : shards[p.shard].record(p.at);
+        return t && t->dtypeText.empty() && !t->halvedF4;
+    });
     quant::Fp8PairGrouper pairs;
     std::vector<bool> pairAt(picks.size()); // the pick is a weight paired with the next
     std::vector<std::string> groupNames;
@@ -642,8 +659,36 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
         const SafetensorsTensor* scale = shards[next.shard].record(next.at);
         if (weight && scale && quant::Fp8PairGrouper::pairs(weight->name, weight->dtype, scale->name)) {
             pairAt[k++] = true;
-            groupNames.emplace_back(weight->name);
+            if (!rows)
+                groupNames.emplace_back(weight->name);
         }
+    }
+    if (rows) {
+        std::vector<ShardContents> contents(shards.size());
+        std::vector<int32_t> fileIndex(shards.size());
+        for (size_t si = 0; si < shards.size(); ++si) {
+            contents[si] = std::move(shards[si].opened);
+            fileIndex[si] = shards[si].fileIndex;
+        }
+        auto listed = std::make_shared<IndexRows>(std::move(contents), std::move(fileIndex), picks.size());
+        uint64_t sum = 0; // as Entry::nbytes sums them, a group's over its parts
+        for (size_t k = 0; k < picks.size(); ++k) {
+            const IndexRows::Ref tensor { picks[k].shard, picks[k].at };
+            sum += listed->bytesOf(tensor);
+            if (!pairAt[k]) {
+                listed->add(tensor);
+                continue;
+            }
+            const IndexRows::Ref scale { picks[k + 1].shard, picks[k + 1].at };
+            ++k;
+            sum += listed->bytesOf(scale);
+            listed->addPair(tensor, scale);
+            out.provisionalFp8Groups = true;
+        }
+        out.entries.defer(std::move(listed));
+        checkTotalSize(out, hasTotal, declaredTotal, sum, true);
+        out.backing = backing;
+        return out;
     }
     const auto taken = [&](const Pick& p) {
         if (--picksLeft[p.shard] == 0)
@@ -680,12 +725,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
             e.attributes.emplace_back("shard", s.name);
     }
 
-    if (hasTotal) {
-        if (sum != declaredTotal && unavailable.empty())
-            out.addFinding(Severity::Info,
-                "metadata.total_size is " + std::to_string(declaredTotal) + " but the tensors hold " + std::to_string(sum)
-                    + " bytes");
-    }
+    checkTotalSize(out, hasTotal, declaredTotal, sum, unavailable.empty());
     out.backing = backing;
     return out;
 }

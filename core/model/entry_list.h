@@ -2,9 +2,9 @@
 // A source's entries, which a reader may hand over unbuilt. Building an Entry for each of 76,800 tensors
 // (216 bytes and a name on the heap each) was a quarter of listing a plain torch.save file, and a listing
 // shows only a name, a dtype, a shape and a storage key per row. So a reader that knows every entry is a plain
-// tensor may hand over rows instead (DeferredEntries): the table and the checks that need no more read the
-// rows, and the entries are built, once, on the first access that needs them. Every other access works as on
-// the std::vector it wraps.
+// tensor, or an FP8 weight grouped with its block scale, may hand over rows instead (DeferredEntries): the
+// table and the checks that need no more read the rows, and the entries are built, once, on the first access
+// that needs them. Every other access works as on the std::vector it wraps.
 
 #include "entry.h"
 
@@ -18,13 +18,16 @@
 
 namespace sl {
 
-// What a listing reads of one plain tensor: an Entry of kind Tensor, with a known shape, no type name, parts,
-// attributes, sharding or quantization.
+// What a listing reads of one entry: a plain tensor (an Entry of kind Tensor, with a known shape, no type
+// name, parts, attributes, sharding or quantization), or, with `parts`, an FP8 weight and its block scale as
+// the group quant::Fp8PairGrouper builds (kind Group, the weight's name, dtype and shape, no type name).
 struct EntryRow {
     std::string_view name;
     DType dtype = DType::Unknown;
     std::span<const int64_t> shape;
     std::string_view storageId; // Entry::location.storageId
+    uint32_t parts = 0; // a group's: Entry::parts.size()
+    uint64_t groupBytes = 0; // a group's: Entry::nbytes(), its parts' bytes
 };
 
 // Rows handed over instead of entries. Immutable once handed over; shared by the copies of a source.

@@ -83,14 +83,14 @@ Grouper::Patterns& Grouper::Patterns::operator|=(const Patterns& o)
 
 Grouper::Patterns Grouper::patternsIn(const DeferredEntries& rows, const Source& s)
 {
-    // A row is a plain tensor: no group, no quantization. Each half on a core of its own where there are rows
+    // A row is a plain tensor, or an FP8 pair's group (which scan() notes as no quantized entry). Each half on a core of its own where there are rows
     // enough to pay for the thread (as the table measures its columns): the scan is on the listing's path.
     const size_t n = rows.size(), half = n / 2;
     Patterns halves[2];
     parallelFor(2, n >= 8192 ? 2 : 1, [&](size_t j) {
         for (size_t i = j ? half : 0, end = j ? n : half; i < end; ++i) {
             const EntryRow r = rows.row(i);
-            halves[j].note(r.name, r.dtype, false, false);
+            halves[j].note(r.name, r.dtype, r.parts > 0, false);
         }
     });
     halves[0] |= halves[1];
@@ -351,10 +351,12 @@ void groupQuantizedEntries(Source& s)
 {
     if (s.entries.empty())
         return;
-    // Rows (plain tensors) have nothing to confirm; without a pattern, nothing is grouped either.
-    if (const DeferredEntries* rows = s.entries.deferred(); rows && !s.provisionalFp8Groups
-        && !grouping::Grouper::patternsIn(*rows, s).any())
+    // Without a pattern among the rows, nothing is grouped, and FP8 pairs grouped early stand (what run() does
+    // then, after scan() and confirmProvisionalGroups(): beyondFp8Pairs() implies any()).
+    if (const DeferredEntries* rows = s.entries.deferred(); rows && !grouping::Grouper::patternsIn(*rows, s).any()) {
+        s.provisionalFp8Groups = false;
         return;
+    }
     grouping::Grouper(s).run();
 }
 

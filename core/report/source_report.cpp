@@ -344,19 +344,22 @@ public:
     {
     }
     std::string_view name() const { return m_entry ? std::string_view(m_entry->name) : m_row.name; }
-    EntryKind kind() const { return m_entry ? m_entry->kind : EntryKind::Tensor; }
+    EntryKind kind() const { return m_entry ? m_entry->kind : m_row.parts ? EntryKind::Group : EntryKind::Tensor; }
     DType dtype() const { return m_entry ? m_entry->dtype : m_row.dtype; }
     std::string_view typeName() const { return m_entry ? m_entry->typeName.view() : std::string_view(); }
     bool hasTypeName() const { return m_entry && !m_entry->typeName.empty(); }
     std::string_view value() const { return m_entry ? m_entry->value.view() : std::string_view(); }
-    size_t partCount() const { return m_entry ? m_entry->parts.size() : 0; }
+    size_t partCount() const { return m_entry ? m_entry->parts.size() : m_row.parts; }
     bool shapeKnown() const { return m_entry ? m_entry->shapeKnown : true; }
     std::span<const int64_t> shape() const
     {
         return m_entry ? std::span<const int64_t>(m_entry->shape.data(), m_entry->shape.size()) : m_row.shape;
     }
     uint64_t numel() const { return m_entry ? m_entry->numel() : shapeVolume(m_row.shape); }
-    uint64_t nbytes() const { return m_entry ? m_entry->nbytes() : tensorBytes(numel(), m_row.dtype); }
+    uint64_t nbytes() const
+    {
+        return m_entry ? m_entry->nbytes() : m_row.parts ? m_row.groupBytes : tensorBytes(numel(), m_row.dtype);
+    }
     std::string_view storageId() const { return m_entry ? m_entry->location.storageId.view() : m_row.storageId; }
 
 private:

@@ -26,6 +26,7 @@
 
 #include <QCryptographicHash>
 #include <QDir>
+#include <QDirIterator>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
@@ -340,6 +341,7 @@ private slots:
     void indexFp8PairsGroupedEarly_data();
     void indexFp8PairsGroupedEarly();
     void realIndexFp8PairsGroupedEarly();
+    void indexRowsListAlike();
     void binIndexShardsKeepTheirFiles();
     void indexShardWithUnknownDtypes();
     void loadProgressAndCancel();
@@ -1624,6 +1626,16 @@ void TstSafetensorsFormats::indexFp8PairsGroupedEarly()
         }
     }
     QCOMPARE(fp8, groups);
+    // As `ls` reads it: rows (formats/index_rows.h), pairs among them where the reader pairs early, listed and
+    // built as the entries.
+    OpenOptions listing;
+    listing.deferEntries = true;
+    const Source read = readHfIndex(s(index), listing);
+    QVERIFY(read.entries.deferred());
+    QCOMPARE(read.provisionalFp8Groups, early);
+    const Source listed = openSource(s(index), listing);
+    QCOMPARE(q(sourceToTable(listed)), q(sourceToTable(withEarly)));
+    QCOMPARE(q(sourceToJson(listed)), q(sourceToJson(withEarly)));
     QVERIFY(hasFinding(withEarly, Severity::Warning, "m.1.d.weight_scale_inv"));
     QVERIFY(hasFinding(withEarly, Severity::Warning, "weight_scale_inv without its weight 'm.1.e.weight'"));
     QVERIFY(hasFinding(withEarly, Severity::Warning, "a bfloat16 weight beside a block-FP8 scale"));
@@ -1696,6 +1708,46 @@ void TstSafetensorsFormats::realIndexFp8PairsGroupedEarly()
 // holds it in the merged source. Found by fuzz_hf_index_folder: the parts kept the shard's own numbering
 // (file 0, the first shard), so their values were read from another file. Each entry is held to the same
 // shard opened alone, in the listing and in the values read.
+// An index's entries are handed over as rows for a listing where each is a shard's tensor as written or an
+// FP8 pair (formats/index_rows.h). On every index among the fixtures and ../shared's real files, and on
+// folders that hold one, the table listed from the rows, and the JSON of the entries built from them, are
+// those of the entries built as the index is read; rows are handed over for the sharded fixtures, torch's
+// FP8 index included, and not where a shard is missing.
+void TstSafetensorsFormats::indexRowsListAlike()
+{
+    QStringList indexes;
+    QStringList roots { test::fixturesDir() };
+    if (const QString real = test::realFixturesDir(); !real.isEmpty())
+        roots << real;
+    for (const QString& root : roots)
+        for (QDirIterator it(root, { "*.index.json" }, QDir::Files, QDirIterator::Subdirectories); it.hasNext();)
+            indexes << it.next();
+    OpenOptions listing, reading;
+    listing.deferEntries = true;
+    int opened = 0, deferred = 0;
+    QStringList rowsFor;
+    for (const QString& index : indexes) {
+        Source listed, built;
+        try {
+            listed = openSource(s(index), listing);
+            built = openSource(s(index), reading);
+        } catch (const LoadError&) {
+            continue; // refused either way (indexLoadError checks how)
+        }
+        ++opened;
+        QVERIFY2(!built.entries.deferred(), qPrintable(index));
+        if (readHfIndex(s(index), listing).entries.deferred()) {
+            ++deferred;
+            rowsFor << QFileInfo(index).dir().dirName();
+        }
+        QCOMPARE(q(sourceToTable(listed)), q(sourceToTable(built)));
+        QCOMPARE(q(sourceToJson(listed)), q(sourceToJson(built)));
+    }
+    qInfo("%d indexes opened, %d handed over as rows: %s", opened, deferred, qPrintable(rowsFor.join(", ")));
+    QVERIFY2(rowsFor.contains("st_sharded") && rowsFor.contains("fp8_index"), qPrintable(rowsFor.join(", ")));
+    QVERIFY2(!rowsFor.contains("missing_shard") && !rowsFor.contains("bin_sharded"), qPrintable(rowsFor.join(", ")));
+}
+
 void TstSafetensorsFormats::binIndexShardsKeepTheirFiles()
 {
     QTemporaryDir dir;
