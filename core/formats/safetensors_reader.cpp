@@ -1,6 +1,7 @@
 #include "safetensors_reader.h"
 
 #include "formats/json_keys.h"
+#include "formats/safetensors_rows.h"
 #include "formats/safetensors_scan.h"
 #include "io/byte_reader.h"
 #include "util/emplace_built.h"
@@ -796,15 +797,35 @@ Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenO
     out.format = SourceFormat::Safetensors;
     out.files.push_back(file->path());
     SafetensorsHeader header;
-    // Read in chunks: each entry keeps its name, so the header's text need not stay.
+    // Read in chunks: each entry keeps its name, so the header's text need not stay. A listing keeps rows
+    // (formats/safetensors_rows.h) while every tensor fits one, and builds entries from the first that does
+    // not on.
+    std::shared_ptr<SafetensorsRows> rows;
+    bool asRows = options.deferEntries;
     streamSafetensorsHeader(
         *file, options, header,
         [&](const SafetensorsTensor& t) {
-            if (out.entries.empty()) // the header's length is known once its tensors arrive
+            if (asRows) {
+                if (!rows) // the header's length is known once its tensors arrive
+                    rows = std::make_shared<SafetensorsRows>(header.bufferStart);
+                if (rows->add(t))
+                    return;
+                asRows = false;
+                rows->build(out.entries); // the rows so far, as entries
+                rows.reset();
+            }
+            if (out.entries.empty())
                 out.entries.reserve(static_cast<size_t>(header.bufferStart / 64));
             emplaceBuilt(out.entries, [&] { return safetensorsEntry(header.bufferStart, t, 0); });
         },
-        [&](size_t i) -> std::string_view { return out.entries[i].name; }, [&] { out.entries.clear(); });
+        [&](size_t i) -> std::string_view { return rows ? rows->name(i) : std::string_view(out.entries[i].name); },
+        [&] {
+            out.entries.clear();
+            rows.reset();
+            asRows = options.deferEntries;
+        });
+    if (rows)
+        out.entries.defer(std::move(rows));
     out.metadata = std::move(header.metadata);
     out.findings = std::move(header.findings);
     out.backing = std::make_shared<SourceBacking>(); // entries hold offsets; nothing to keep open

@@ -2,7 +2,8 @@
 // A header is also read in chunks of a few bytes (streamSafetensorsHeader; a real file's chunks are 512 KiB),
 // on one thread and on two, and must read exactly as in one piece: the same tensors, findings and metadata, or
 // the same error. And members in the writers' layout, read by SafetensorsScan (a member or two at a time, the
-// rest by simdjson), must read exactly as simdjson reads them all.
+// rest by simdjson), must read exactly as simdjson reads them all. Read as `statelens ls` reads it (rows,
+// formats/safetensors_rows.h), in chunks too, its table and its entries are those of the entries built as read.
 
 #include "fuzz_common.h"
 
@@ -20,6 +21,18 @@ std::string reading(const std::shared_ptr<const sl::InputFile>& file, const sl::
 {
     try {
         return sl::sourceToJson(sl::readSafetensors(file, options));
+    } catch (const sl::LoadError& e) {
+        return std::string("error: ") + e.what();
+    }
+}
+
+// The table, then the JSON (which builds the entries of rows), or the error.
+std::string listing(const std::shared_ptr<const sl::InputFile>& file, const sl::OpenOptions& options)
+{
+    try {
+        const sl::Source s = sl::readSafetensors(file, options);
+        const std::string table = sl::sourceToTable(s);
+        return table + sl::sourceToJson(s);
     } catch (const sl::LoadError& e) {
         return std::string("error: ") + e.what();
     }
@@ -45,6 +58,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         if (reading(file, scanned) != expected)
             sl::fuzz::die("a header read with SafetensorsScan differs from the header read by simdjson alone",
                 (std::to_string(batch) + "-member batches").c_str());
+    }
+    for (size_t chunk : { size_t(0), std::max<size_t>(7, size / 256) }) {
+        sl::OpenOptions read, ls;
+        read.headerChunk = ls.headerChunk = chunk;
+        ls.deferEntries = true;
+        if (listing(file, ls) != listing(file, read))
+            sl::fuzz::die("the listing from rows differs from the one from entries",
+                chunk ? (std::to_string(chunk) + "-byte chunks").c_str() : "whole");
     }
     // At most a few hundred chunks, so a 64 KB input stays quick.
     for (size_t small : { 1, 7, 61 })

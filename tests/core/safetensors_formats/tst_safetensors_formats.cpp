@@ -342,6 +342,7 @@ private slots:
     void indexFp8PairsGroupedEarly();
     void realIndexFp8PairsGroupedEarly();
     void indexRowsListAlike();
+    void safetensorsRowsListAlike();
     void binIndexShardsKeepTheirFiles();
     void indexShardWithUnknownDtypes();
     void loadProgressAndCancel();
@@ -909,6 +910,23 @@ void TstSafetensorsFormats::headerReadInChunks()
     OpenOptions whole;
     whole.headerChunk = 0;
     QCOMPARE(sourceToJson(readSafetensors(input, whole)), sourceToJson(src));
+
+    // As `ls` reads it: rows (formats/safetensors_rows.h) until the first unknown dtype, then entries, built
+    // alike; with int8 in their place (as many bytes), rows to the end, listed and built alike. Through the
+    // restarts of fake cuts too.
+    OpenOptions listing = options;
+    listing.deferEntries = true;
+    const Source listed = readSafetensors(input, listing);
+    QVERIFY(!listed.entries.deferred());
+    QCOMPARE(sourceToJson(listed), sourceToJson(src));
+    QByteArray plainHeader = header;
+    plainHeader.replace(R"("dtype":"X9")", R"("dtype":"I8")");
+    auto plain = InputFile::fromBuffer("chunks.safetensors", toVector(stFile(plainHeader, buffer)));
+    const Source rows = readSafetensors(plain, listing), built = readSafetensors(plain, options);
+    QVERIFY(rows.entries.deferred());
+    QCOMPARE(rows.entries.size(), size_t(tensors.size()));
+    QCOMPARE(sourceToTable(rows), sourceToTable(built));
+    QCOMPARE(sourceToJson(rows), sourceToJson(built));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1746,6 +1764,40 @@ void TstSafetensorsFormats::indexRowsListAlike()
     qInfo("%d indexes opened, %d handed over as rows: %s", opened, deferred, qPrintable(rowsFor.join(", ")));
     QVERIFY2(rowsFor.contains("st_sharded") && rowsFor.contains("fp8_index"), qPrintable(rowsFor.join(", ")));
     QVERIFY2(!rowsFor.contains("missing_shard") && !rowsFor.contains("bin_sharded"), qPrintable(rowsFor.join(", ")));
+}
+
+// A safetensors file's entries are handed over as rows for a listing while each tensor fits one
+// (formats/safetensors_rows.h). On every safetensors file among the fixtures and ../shared's real files, the
+// table listed from the rows, and the JSON of the entries built from them, are those of the entries built
+// as the file is read, and most are handed over as rows.
+void TstSafetensorsFormats::safetensorsRowsListAlike()
+{
+    QStringList files;
+    QStringList roots { test::fixturesDir() };
+    if (const QString real = test::realFixturesDir(); !real.isEmpty())
+        roots << real;
+    for (const QString& root : roots)
+        for (QDirIterator it(root, { "*.safetensors" }, QDir::Files, QDirIterator::Subdirectories); it.hasNext();)
+            files << it.next();
+    OpenOptions listing, reading;
+    listing.deferEntries = true;
+    int opened = 0, deferred = 0;
+    for (const QString& file : files) {
+        Source listed, built;
+        try {
+            listed = openSource(s(file), listing);
+            built = openSource(s(file), reading);
+        } catch (const LoadError&) {
+            continue; // refused either way (safetensorsFixture and headerLoadError check how)
+        }
+        ++opened;
+        QVERIFY2(!built.entries.deferred(), qPrintable(file));
+        deferred += readSafetensors(InputFile::open(s(file)), listing).entries.deferred() != nullptr;
+        QCOMPARE(q(sourceToTable(listed)), q(sourceToTable(built)));
+        QCOMPARE(q(sourceToJson(listed)), q(sourceToJson(built)));
+    }
+    qInfo("%d safetensors files opened, %d handed over as rows", opened, deferred);
+    QVERIFY2(opened >= 20 && deferred * 2 > opened, qPrintable(QString("%1 of %2").arg(deferred).arg(opened)));
 }
 
 void TstSafetensorsFormats::binIndexShardsKeepTheirFiles()
