@@ -8,7 +8,8 @@
 // Each folder is opened twice: with the early FP8 groups (the default) and shards read on the prefetch thread,
 // and with all grouping left to the pass after the reader (earlyFp8Groups = false) and shards read in turn.
 // Both must fail alike or give the same report: the early groups and the prefetch are only shortcuts. Every
-// part and piece must lie in its entry's shard, and a safetensors shard's byte ranges inside it.
+// part and piece must lie in its entry's shard, and a safetensors shard's byte ranges inside it. Opened a
+// third time as `ls` opens it (rows, formats/index_rows.h), its table and its report are the first's.
 
 #include "fuzz_common.h"
 
@@ -250,6 +251,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
                 + "\n--- later:\n" + b.substr(from, 400))
                 .c_str());
     }
+    sl::OpenOptions ls;
+    ls.deferEntries = true;
+    const Opened listed = open(index, ls);
+    if (!listed.source || sl::sourceToTable(*listed.source) != sl::sourceToTable(*early.source)
+        || sl::sourceToJson(*listed.source) != a)
+        sl::fuzz::die("the listing from rows differs from the one from entries", listed.error.c_str());
     checkRanges(*early.source, shards);
     checkRanges(*later.source, shards);
     sl::fuzz::exercise(*early.source, index);
