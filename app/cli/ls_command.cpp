@@ -45,6 +45,7 @@ int runLs(const LsOptions& o)
         options.timings = &timings;
     options.inspectDcpItems = o.inspectItems;
     options.deferEntries = true; // the table lists rows as they are; JSON builds the entries
+    options.entriesBuiltAfter = o.format == "json";
     Timings* t = o.timings ? &timings : nullptr;
     const Source& s = openSide(o.source, options);
     if (o.listContainers) {

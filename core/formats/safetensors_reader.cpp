@@ -801,7 +801,8 @@ Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenO
     // (formats/safetensors_rows.h) while every tensor fits one, and builds entries from the first that does
     // not on.
     std::shared_ptr<SafetensorsRows> rows;
-    bool asRows = options.deferEntries;
+    const bool listing = options.deferEntries && !options.entriesBuiltAfter;
+    bool asRows = listing;
     streamSafetensorsHeader(
         *file, options, header,
         [&](const SafetensorsTensor& t) {
@@ -822,7 +823,7 @@ Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenO
         [&] {
             out.entries.clear();
             rows.reset();
-            asRows = options.deferEntries;
+            asRows = listing;
         });
     if (rows)
         out.entries.defer(std::move(rows));
