@@ -645,7 +645,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     // shape torch reads as written (no attribute says otherwise).
     const bool rows = options.deferEntries && !options.entriesBuiltAfter && std::all_of(picks.begin(), picks.end(), [&](const Pick& p) {
         const SafetensorsTensor* t = p.at == kUnavailable ? nullptr : shards[p.shard].record(p.at);
-        return t && t->dtypeText.empty() && !t->halvedF4;
+        return t && safetensorsEntryIsPlain(*t);
     });
     quant::Fp8PairGrouper pairs;
     std::vector<bool> pairAt(picks.size()); // the pick is a weight paired with the next

@@ -63,6 +63,9 @@ void streamSafetensorsHeader(const InputFile& file, const OpenOptions& options, 
     const std::function<void()>& onRestart);
 // The entry for one tensor of a header, its bytes in Source::files[file].
 Entry safetensorsEntry(uint64_t bufferStart, const SafetensorsTensor& t, int32_t file);
+// Whether that entry has no attribute (its dtype and shape are torch's as written: no unknown dtype, no F4),
+// so that a row (model/entry_list.h) holds all of it.
+inline bool safetensorsEntryIsPlain(const SafetensorsTensor& t) { return t.dtypeText.empty() && !t.halvedF4; }
 
 Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenOptions& options);
 

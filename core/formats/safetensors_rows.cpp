@@ -16,7 +16,7 @@ SafetensorsRows::SafetensorsRows(uint64_t bufferStart)
 bool SafetensorsRows::add(const SafetensorsTensor& t)
 {
     constexpr size_t kMax = std::numeric_limits<uint32_t>::max();
-    if (!t.dtypeText.empty() || t.halvedF4 || t.shape.size() > std::numeric_limits<uint8_t>::max()
+    if (!safetensorsEntryIsPlain(t) || t.shape.size() > std::numeric_limits<uint8_t>::max()
         || m_names.size() + t.name.size() > kMax || m_dims.size() + t.shape.size() > kMax)
         return false;
     m_rows.push_back({ t.begin, t.end, static_cast<uint32_t>(m_names.size()), static_cast<uint32_t>(t.name.size()),
@@ -24,13 +24,6 @@ bool SafetensorsRows::add(const SafetensorsTensor& t)
     m_names.append(t.name);
     m_dims.insert(m_dims.end(), t.shape.data(), t.shape.data() + t.shape.size());
     return true;
-}
-
-void SafetensorsRows::clear()
-{
-    m_rows.clear();
-    m_names.clear();
-    m_dims.clear();
 }
 
 EntryRow SafetensorsRows::row(size_t i) const

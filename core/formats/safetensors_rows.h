@@ -23,7 +23,6 @@ public:
     {
         return std::string_view(m_names.data() + m_rows[i].nameOffset, m_rows[i].nameLength);
     }
-    void clear();
 
     size_t size() const override { return m_rows.size(); }
     EntryRow row(size_t i) const override;

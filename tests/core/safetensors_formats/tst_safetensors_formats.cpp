@@ -1721,11 +1721,23 @@ void TstSafetensorsFormats::realIndexFp8PairsGroupedEarly()
     QVERIFY(withEarly.findings.empty());
 }
 
-// A .bin index whose shards are read as whole sources (torch.save zips): every file index an entry carries,
-// its own, its parts' (torchao's qdata and scale) and its pieces' (a DTensor's chunks), names the shard that
-// holds it in the merged source. Found by fuzz_hf_index_folder: the parts kept the shard's own numbering
-// (file 0, the first shard), so their values were read from another file. Each entry is held to the same
-// shard opened alone, in the listing and in the values read.
+namespace {
+
+// Every file matching `pattern` among the fixtures here and in ../shared/fixtures/real (when there).
+QStringList fixturesNamed(const QString& pattern)
+{
+    QStringList files;
+    QStringList roots { test::fixturesDir() };
+    if (const QString real = test::realFixturesDir(); !real.isEmpty())
+        roots << real;
+    for (const QString& root : roots)
+        for (QDirIterator it(root, { pattern }, QDir::Files, QDirIterator::Subdirectories); it.hasNext();)
+            files << it.next();
+    return files;
+}
+
+} // namespace
+
 // An index's entries are handed over as rows for a listing where each is a shard's tensor as written or an
 // FP8 pair (formats/index_rows.h). On every index among the fixtures and ../shared's real files, and on
 // folders that hold one, the table listed from the rows, and the JSON of the entries built from them, are
@@ -1733,13 +1745,7 @@ void TstSafetensorsFormats::realIndexFp8PairsGroupedEarly()
 // FP8 index included, and not where a shard is missing.
 void TstSafetensorsFormats::indexRowsListAlike()
 {
-    QStringList indexes;
-    QStringList roots { test::fixturesDir() };
-    if (const QString real = test::realFixturesDir(); !real.isEmpty())
-        roots << real;
-    for (const QString& root : roots)
-        for (QDirIterator it(root, { "*.index.json" }, QDir::Files, QDirIterator::Subdirectories); it.hasNext();)
-            indexes << it.next();
+    const QStringList indexes = fixturesNamed("*.index.json");
     OpenOptions listing, reading;
     listing.deferEntries = true;
     int opened = 0, deferred = 0;
@@ -1776,13 +1782,7 @@ void TstSafetensorsFormats::indexRowsListAlike()
 // as the file is read, and most are handed over as rows.
 void TstSafetensorsFormats::safetensorsRowsListAlike()
 {
-    QStringList files;
-    QStringList roots { test::fixturesDir() };
-    if (const QString real = test::realFixturesDir(); !real.isEmpty())
-        roots << real;
-    for (const QString& root : roots)
-        for (QDirIterator it(root, { "*.safetensors" }, QDir::Files, QDirIterator::Subdirectories); it.hasNext();)
-            files << it.next();
+    const QStringList files = fixturesNamed("*.safetensors");
     OpenOptions listing, reading;
     listing.deferEntries = true;
     int opened = 0, deferred = 0;
@@ -1807,6 +1807,11 @@ void TstSafetensorsFormats::safetensorsRowsListAlike()
     QVERIFY2(opened >= 20 && deferred * 2 > opened, qPrintable(QString("%1 of %2").arg(deferred).arg(opened)));
 }
 
+// A .bin index whose shards are read as whole sources (torch.save zips): every file index an entry carries,
+// its own, its parts' (torchao's qdata and scale) and its pieces' (a DTensor's chunks), names the shard that
+// holds it in the merged source. Found by fuzz_hf_index_folder: the parts kept the shard's own numbering
+// (file 0, the first shard), so their values were read from another file. Each entry is held to the same
+// shard opened alone, in the listing and in the values read.
 void TstSafetensorsFormats::binIndexShardsKeepTheirFiles()
 {
     QTemporaryDir dir;
