@@ -2,6 +2,7 @@
 
 #include "util/sanitizers.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,11 @@ namespace {
 // the environment back as it was, so any child process (the TorchScript worker) sees the user's.
 constexpr const char* kReexecMarker = "STATELENS_HEAP_REEXEC";
 constexpr const char* kHugePageTunable = "glibc.malloc.hugetlb=1";
+// A thread's arena heap is advised into huge pages only as far as glibc first maps it (the request plus
+// M_TOP_PAD), and it grows from a few pages: so without a pad every thread arena stayed in 4 KiB pages, and
+// case d's diff took 10,000 faults (316 ms, median of 15), with it 540-830 (167 ms). 64 MiB is a whole
+// thread heap (HEAP_MAX_SIZE), mapped as address space and touched as used.
+constexpr const char* kTopPadTunable = "glibc.malloc.top_pad=67108864";
 
 // glibc hands large freed blocks back to the kernel, so every stage (each shard's entries, the merged list,
 // the grouped list, the report) faulted in fresh zeroed pages: a third of listing a 90,000-tensor index was
@@ -34,27 +40,55 @@ void keepFreedMemory()
 // Past it the heap grows in 4 KiB pages. A DCP listing of 256 ranks peaks at 760 MB.
 constexpr size_t kAdvisedHeap = size_t(1) << 30;
 
+constexpr uintptr_t kHugePage = uintptr_t(2) << 20, kPage = 4096;
+
+// Where the main arena's heap starts: glibc's first sbrk (arena: the bytes it has taken from sbrk since).
+uintptr_t heapStart(uintptr_t end, const struct mallinfo2& heap)
+{
+    return (end - std::min<uintptr_t>(end, heap.arena)) & ~(kPage - 1);
+}
+
+// Fills [start, end) of the heap in one call (MADV_POPULATE_WRITE, Linux 5.14; where it is refused, the
+// pages fault in as used): for the heap's first pages, below its first 2 MiB boundary, which no huge page
+// can back. At most 2 MiB, and the heap's bottom: used first.
+void populate(uintptr_t start, uintptr_t end)
+{
+    constexpr int kPopulateWrite = 23; // MADV_POPULATE_WRITE, which older headers lack
+    if (end > start)
+        (void)::madvise(reinterpret_cast<void*>(start), end - start, kPopulateWrite);
+}
+
 // What glibc's tunable does for each heap it makes, done here for the main arena without a fresh process:
 // the heap grows once by kAdvisedHeap (M_TOP_PAD for one allocation), kept as its free top (the trim
 // threshold above it), and is advised into huge pages. For a command whose threads all allocate from the
 // main arena (M_ARENA_MAX 1). False when the heap could not grow (a data-segment limit).
+//
+// A 2 MiB range that has a page table before the advice stays in 4 KiB pages, and each of those costs a
+// fault: a few microseconds on hardware, 12-16 us on a virtual machine like the benchmark's, where the
+// first 2 MiB of the heap (data.pkl's first megabytes, read into them) took 500 faults, 6-8 ms of case a's
+// 45. So the probe that grows the heap writes its only byte past the old end (glibc's header of the free
+// top), in the range the advice leaves out, and that range, the heap's first, is filled in one call.
 bool adviseMainHeapIntoHugePages()
 {
     mallopt(M_TRIM_THRESHOLD, static_cast<int>(kAdvisedHeap) + kLarge);
     mallopt(M_TOP_PAD, static_cast<int>(kAdvisedHeap));
+    const struct mallinfo2 heap = mallinfo2(); // arena: the heap's bytes so far; keepcost: its free top
     char* const before = static_cast<char*>(::sbrk(0));
-    // More than the heap's free top at start-up, so the heap grows. Volatile: a malloc freed unused may be
-    // optimised away.
-    void* volatile probe = std::malloc(16 << 20);
+    // Just more than the free top, so the heap grows, and glibc's header past the probe lands at `before`.
+    // Volatile: a malloc freed unused may be optimised away.
+    void* volatile probe = std::malloc(heap.keepcost + 64);
     char* const after = static_cast<char*>(::sbrk(0));
     mallopt(M_TOP_PAD, 128 << 10); // glibc's default again
     std::free(probe);
     const auto b = reinterpret_cast<uintptr_t>(before), a = reinterpret_cast<uintptr_t>(after);
     if (before == reinterpret_cast<char*>(-1) || after == reinterpret_cast<char*>(-1) || a < b || a - b < kAdvisedHeap)
         return false;
-    constexpr uintptr_t kHugePage = uintptr_t(2) << 20;
-    const uintptr_t first = (b + kHugePage - 1) & ~(kHugePage - 1), last = a & ~(kHugePage - 1);
-    return last > first && ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE) == 0;
+    // From the first 2 MiB boundary past the header's page.
+    const uintptr_t first = (b + kPage + kHugePage - 1) & ~(kHugePage - 1), last = a & ~(kHugePage - 1);
+    if (last <= first || ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE) != 0)
+        return false;
+    populate(heapStart(b, heap), first);
+    return true;
 }
 
 // Whether the kernel would back madvise(MADV_HUGEPAGE) memory with huge pages ("always" or "madvise").
@@ -79,6 +113,10 @@ void tuneHeapForHeadlessRun(char** argv, bool oneArena)
         else
             ::unsetenv("GLIBC_TUNABLES");
         ::unsetenv(kReexecMarker);
+        // glibc advised the heap from its start; the 2 MiB range that start lies in is in 4 KiB pages.
+        const auto end = reinterpret_cast<uintptr_t>(::sbrk(0));
+        const uintptr_t start = heapStart(end, mallinfo2());
+        populate(start, std::min(end, (start + kHugePage - 1) & ~(kHugePage - 1)));
         return;
     }
     // Listing builds hundreds of thousands of entries, and the kernel's per-page work on first touch (a fault,
@@ -87,14 +125,17 @@ void tuneHeapForHeadlessRun(char** argv, bool oneArena)
     // advises its heaps into huge pages only when its tunable is set at start-up, before main: so the process
     // runs itself again with it, unless one arena serves every thread: that one heap is advised here, and the
     // second start is saved (`ls` of a small file: 4.0 -> 2.6 ms, perf stat). Commands with an arena per
-    // thread need the tunable (diff without it: 160 -> 170 ms). Skipped where it would not help: no huge
-    // pages, a sanitizer's allocator, or a user who already chose the tunable.
+    // thread need the tunable (diff without it: 160 -> 170 ms), and a pad for their arenas (kTopPadTunable).
+    // Skipped where it would not help: no huge pages, a sanitizer's allocator, or a user who already chose
+    // the tunable.
     const char* user = std::getenv("GLIBC_TUNABLES");
     if (kSanitizerAllocator || (user && std::strstr(user, "glibc.malloc.hugetlb")) || !kernelOffersHugePages())
         return;
     if (oneArena && adviseMainHeapIntoHugePages())
         return;
     std::string tunables = user && *user ? std::string(user) + ":" + kHugePageTunable : kHugePageTunable;
+    if (!user || !std::strstr(user, "glibc.malloc.top_pad"))
+        tunables = tunables + ":" + kTopPadTunable;
     std::string marker = user ? std::string("=") + user : std::string("-");
     if (::setenv(kReexecMarker, marker.c_str(), 1) != 0 || ::setenv("GLIBC_TUNABLES", tunables.c_str(), 1) != 0)
         return;
