@@ -42,20 +42,27 @@ constexpr size_t kAdvisedHeap = size_t(1) << 30;
 
 constexpr uintptr_t kHugePage = uintptr_t(2) << 20, kPage = 4096;
 
-// Where the main arena's heap starts: glibc's first sbrk (arena: the bytes it has taken from sbrk since).
-uintptr_t heapStart(uintptr_t end, const struct mallinfo2& heap)
+// Takes the main heap's free top up to `boundary` (2 MiB aligned) as one block that is never freed, so that
+// what is allocated next starts there, in huge pages. The 2 MiB range the heap starts in is shared with
+// whatever lies below the heap, so no huge page can back it, and on a virtual machine like the benchmark's
+// 2 MiB cost 5.6 ms in 4 KiB pages (11 us each; filled in bulk with MADV_POPULATE_WRITE, 2.6 ms of first
+// writes remain) and 0.1-3.6 ms as one huge page (a test program, 64 MiB each way). The block's pages are never touched: glibc writes a header at
+// each end, at its start (in a page the heap uses already) and at `boundary` (the free top's, in the first
+// huge page, which is used next anyway).
+void startHeapAt(uintptr_t boundary)
 {
-    return (end - std::min<uintptr_t>(end, heap.arena)) & ~(kPage - 1);
-}
-
-// Fills [start, end) of the heap in one call (MADV_POPULATE_WRITE, Linux 5.14; where it is refused, the
-// pages fault in as used): for the heap's first pages, below its first 2 MiB boundary, which no huge page
-// can back. At most 2 MiB, and the heap's bottom: used first.
-void populate(uintptr_t start, uintptr_t end)
-{
-    constexpr int kPopulateWrite = 23; // MADV_POPULATE_WRITE, which older headers lack
-    if (end > start)
-        (void)::madvise(reinterpret_cast<void*>(start), end - start, kPopulateWrite);
+    static void* skipped = nullptr; // kept, never freed: freed, it would join the free top again
+    const auto end = reinterpret_cast<uintptr_t>(::sbrk(0));
+    const uintptr_t top = end - std::min<uintptr_t>(end, mallinfo2().keepcost); // 16-byte aligned
+    constexpr uintptr_t kHeader = 8; // glibc's chunk size field: a chunk of n bytes serves n - 8
+    if (skipped || boundary >= end || boundary < top + 64)
+        return;
+    void* block = std::malloc(boundary - top - kHeader);
+    if (reinterpret_cast<uintptr_t>(block) != top + 2 * kHeader) {
+        std::free(block); // served from elsewhere (a free block): the heap's first pages stay in use
+        return;
+    }
+    skipped = block;
 }
 
 // What glibc's tunable does for each heap it makes, done here for the main arena without a fresh process:
@@ -63,16 +70,17 @@ void populate(uintptr_t start, uintptr_t end)
 // threshold above it), and is advised into huge pages. For a command whose threads all allocate from the
 // main arena (M_ARENA_MAX 1). False when the heap could not grow (a data-segment limit).
 //
-// A 2 MiB range that has a page table before the advice stays in 4 KiB pages, and each of those costs a
-// fault: a few microseconds on hardware, 12-16 us on a virtual machine like the benchmark's, where the
-// first 2 MiB of the heap (data.pkl's first megabytes, read into them) took 500 faults, 6-8 ms of case a's
-// 45. So the probe that grows the heap writes its only byte past the old end (glibc's header of the free
-// top), in the range the advice leaves out, and that range, the heap's first, is filled in one call.
+// A 2 MiB range that has a page table before the advice stays in 4 KiB pages, each a fault: a few
+// microseconds on hardware, 12-16 us on a virtual machine like the benchmark's, where the heap's first
+// 2 MiB (data.pkl's first megabytes, read into them) took 500 faults, 6-8 ms of case a's 45, and the range
+// of the byte the old 16 MiB probe wrote before the advice 480 more. So the probe is just over the free top
+// (the header glibc writes past it lands below the advised range), and allocation starts at the advised
+// range's first byte (startHeapAt).
 bool adviseMainHeapIntoHugePages()
 {
     mallopt(M_TRIM_THRESHOLD, static_cast<int>(kAdvisedHeap) + kLarge);
     mallopt(M_TOP_PAD, static_cast<int>(kAdvisedHeap));
-    const struct mallinfo2 heap = mallinfo2(); // arena: the heap's bytes so far; keepcost: its free top
+    const struct mallinfo2 heap = mallinfo2(); // keepcost: the heap's free top
     char* const before = static_cast<char*>(::sbrk(0));
     // Just more than the free top, so the heap grows, and glibc's header past the probe lands at `before`.
     // Volatile: a malloc freed unused may be optimised away.
@@ -87,7 +95,7 @@ bool adviseMainHeapIntoHugePages()
     const uintptr_t first = (b + kPage + kHugePage - 1) & ~(kHugePage - 1), last = a & ~(kHugePage - 1);
     if (last <= first || ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE) != 0)
         return false;
-    populate(heapStart(b, heap), first);
+    startHeapAt(first);
     return true;
 }
 
@@ -113,10 +121,9 @@ void tuneHeapForHeadlessRun(char** argv, bool oneArena)
         else
             ::unsetenv("GLIBC_TUNABLES");
         ::unsetenv(kReexecMarker);
-        // glibc advised the heap from its start; the 2 MiB range that start lies in is in 4 KiB pages.
+        // glibc advised the heap from its start, whose 2 MiB range is in 4 KiB pages: allocate past it.
         const auto end = reinterpret_cast<uintptr_t>(::sbrk(0));
-        const uintptr_t start = heapStart(end, mallinfo2());
-        populate(start, std::min(end, (start + kHugePage - 1) & ~(kHugePage - 1)));
+        startHeapAt(((end - std::min<uintptr_t>(end, mallinfo2().keepcost)) + kHugePage - 1) & ~(kHugePage - 1));
         return;
     }
     // Listing builds hundreds of thousands of entries, and the kernel's per-page work on first touch (a fault,
