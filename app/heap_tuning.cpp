@@ -42,18 +42,25 @@ constexpr size_t kAdvisedHeap = size_t(1) << 30;
 
 constexpr uintptr_t kHugePage = uintptr_t(2) << 20, kPage = 4096;
 
+// Where the main heap's free top starts (glibc's keepcost is its size): 16-byte aligned.
+uintptr_t freeTop()
+{
+    const auto end = reinterpret_cast<uintptr_t>(::sbrk(0));
+    return end - std::min<uintptr_t>(end, mallinfo2().keepcost);
+}
+
 // Takes the main heap's free top up to `boundary` (2 MiB aligned) as one block that is never freed, so that
 // what is allocated next starts there, in huge pages. The 2 MiB range the heap starts in is shared with
 // whatever lies below the heap, so no huge page can back it, and on a virtual machine like the benchmark's
 // 2 MiB cost 5.6 ms in 4 KiB pages (11 us each; filled in bulk with MADV_POPULATE_WRITE, 2.6 ms of first
-// writes remain) and 0.1-3.6 ms as one huge page (a test program, 64 MiB each way). The block's pages are never touched: glibc writes a header at
-// each end, at its start (in a page the heap uses already) and at `boundary` (the free top's, in the first
-// huge page, which is used next anyway).
+// writes remain) and 0.1-3.6 ms as one huge page (a test program, 64 MiB each way). The block's pages are
+// never touched: glibc writes a header at each end, at its start (in a page the heap uses already) and at
+// `boundary` (the free top's, in the first huge page, which is used next anyway).
 void startHeapAt(uintptr_t boundary)
 {
     static void* skipped = nullptr; // kept, never freed: freed, it would join the free top again
     const auto end = reinterpret_cast<uintptr_t>(::sbrk(0));
-    const uintptr_t top = end - std::min<uintptr_t>(end, mallinfo2().keepcost); // 16-byte aligned
+    const uintptr_t top = freeTop();
     constexpr uintptr_t kHeader = 8; // glibc's chunk size field: a chunk of n bytes serves n - 8
     if (skipped || boundary >= end || boundary < top + 64)
         return;
@@ -122,8 +129,7 @@ void tuneHeapForHeadlessRun(char** argv, bool oneArena)
             ::unsetenv("GLIBC_TUNABLES");
         ::unsetenv(kReexecMarker);
         // glibc advised the heap from its start, whose 2 MiB range is in 4 KiB pages: allocate past it.
-        const auto end = reinterpret_cast<uintptr_t>(::sbrk(0));
-        startHeapAt(((end - std::min<uintptr_t>(end, mallinfo2().keepcost)) + kHugePage - 1) & ~(kHugePage - 1));
+        startHeapAt((freeTop() + kHugePage - 1) & ~(kHugePage - 1));
         return;
     }
     // Listing builds hundreds of thousands of entries, and the kernel's per-page work on first touch (a fault,

@@ -1,6 +1,7 @@
 // The statelens executable as a CI job or a user at a terminal meets it: output formats, the JSON
 // schema docs/json-output.md documents, container selection, exit codes and error lines.
 
+#include "common/handwritten_safetensors.h"
 #include "common/test_files.h"
 #include "common/test_paths.h"
 
@@ -147,8 +148,8 @@ long minorFaultsOfRun(const QStringList& args, const QStringList& env, const QSt
     return usage.ru_minflt;
 }
 
-// The page faults a run of statelens takes, as the kernel's software event counts them, or -1 where this process may not open the event or the run
-// failed. The counter is inherited by the child and read once it has exited.
+// The page faults a run of statelens takes, as the kernel's software event counts them, or -1 where this
+// process may not open the event or the run failed. The counter is inherited by the child and read once it has exited.
 long pageFaultsOfRun(const QStringList& args, const QString& out)
 {
     perf_event_attr attr {};
@@ -1095,11 +1096,9 @@ private slots:
         // Before, ls took 130-500 faults more for this file than for a one-tensor file (its first 2 MiB in
         // 4 KiB pages, as many more for a page touched before the advice) and diff 3,700-4,100 (thread arenas
         // in 4 KiB pages); now 17-18 each. Medians of three runs.
-        QByteArray tinyHeader = R"({"w":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]}})";
-        QByteArray tinyFile(8, 0);
-        qToLittleEndian<quint64>(tinyHeader.size(), tinyFile.data());
         const QString tiny = m_dir.filePath(QStringLiteral("tiny.safetensors"));
-        QVERIFY(writeFile(tiny, tinyFile + tinyHeader + QByteArray(8, 0)));
+        QVERIFY(sl::test::writeSafetensorsFile(
+            tiny, R"({"w":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]}})", QByteArray(8, 0)));
         for (const QStringList& args : { ls, diff }) {
             QStringList small = args;
             small.replaceInStrings(path, tiny);
