@@ -44,8 +44,7 @@ int runLs(const LsOptions& o)
     if (o.timings)
         options.timings = &timings;
     options.inspectDcpItems = o.inspectItems;
-    options.deferEntries = true; // the table lists rows as they are; JSON builds the entries
-    options.entriesBuiltAfter = o.format == "json";
+    options.deferEntries = true; // the table lists rows as they are; JSON builds one entry at a time
     Timings* t = o.timings ? &timings : nullptr;
     const Source& s = openSide(o.source, options);
     if (o.listContainers) {

@@ -643,7 +643,7 @@ Source readHfIndex(const std::string& indexPath, const OpenOptions& options)
     // A listing takes rows instead (formats/index_rows.h) where each entry would be a header's tensor as it is
     // written, or such a pair: every tensor listed is available, in a safetensors shard, with a dtype and
     // shape torch reads as written (no attribute says otherwise).
-    const bool rows = options.deferEntries && !options.entriesBuiltAfter && std::all_of(picks.begin(), picks.end(), [&](const Pick& p) {
+    const bool rows = options.deferEntries && std::all_of(picks.begin(), picks.end(), [&](const Pick& p) {
         const SafetensorsTensor* t = p.at == kUnavailable ? nullptr : shards[p.shard].record(p.at);
         return t && safetensorsEntryIsPlain(*t);
     });

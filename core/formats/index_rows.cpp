@@ -35,22 +35,31 @@ EntryRow IndexRows::row(size_t i) const
     return out;
 }
 
+Entry IndexRows::entry(size_t i, quant::Fp8PairGrouper& pairs) const
+{
+    const Row& r = m_rows[i];
+    auto entryOf = [this](Ref ref) {
+        return safetensorsEntry(m_shards[ref.shard].header->bufferStart, record(ref), m_fileIndex[ref.shard]);
+    };
+    if (r.scale.at == kNone)
+        return entryOf(r.tensor);
+    return pairs.group(std::string(record(r.tensor).name), [&] { return entryOf(r.tensor); },
+        [&] { return entryOf(r.scale); });
+}
+
 void IndexRows::build(std::vector<Entry>& out) const
 {
     quant::Fp8PairGrouper pairs;
     out.reserve(out.size() + m_rows.size());
-    for (const Row& r : m_rows) {
-        auto entryOf = [this](Ref ref) {
-            return safetensorsEntry(m_shards[ref.shard].header->bufferStart, record(ref), m_fileIndex[ref.shard]);
-        };
-        if (r.scale.at == kNone)
-            emplaceBuilt(out, [&] { return entryOf(r.tensor); });
-        else
-            emplaceBuilt(out, [&] {
-                return pairs.group(std::string(record(r.tensor).name), [&] { return entryOf(r.tensor); },
-                    [&] { return entryOf(r.scale); });
-            });
-    }
+    for (size_t i = 0; i < m_rows.size(); ++i)
+        emplaceBuilt(out, [&] { return entry(i, pairs); });
+}
+
+void IndexRows::forEachBuilt(size_t from, size_t to, const std::function<void(const Entry&)>& visit) const
+{
+    quant::Fp8PairGrouper pairs;
+    for (size_t i = from; i < to; ++i)
+        visit(entry(i, pairs));
 }
 
 } // namespace sl

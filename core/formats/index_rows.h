@@ -11,6 +11,10 @@
 #include <cstdint>
 #include <vector>
 
+namespace sl::quant {
+class Fp8PairGrouper;
+}
+
 namespace sl {
 
 class IndexRows final : public DeferredEntries {
@@ -33,6 +37,7 @@ public:
     EntryRow row(size_t i) const override;
     // As the index reader builds them: safetensorsEntry for a tensor, Fp8PairGrouper::group for a pair.
     void build(std::vector<Entry>& out) const override;
+    void forEachBuilt(size_t from, size_t to, const std::function<void(const Entry&)>& visit) const override;
 
 private:
     static constexpr uint32_t kNone = UINT32_MAX;
@@ -41,6 +46,8 @@ private:
         Ref scale; // at == kNone: a tensor alone
     };
     const SafetensorsTensor& record(Ref r) const { return m_shards[r.shard].tensors[r.at]; }
+    // Row i's entry, `pairs` grouping a weight with its scale.
+    Entry entry(size_t i, quant::Fp8PairGrouper& pairs) const;
 
     std::vector<ShardContents> m_shards;
     std::vector<int32_t> m_fileIndex;

@@ -801,7 +801,7 @@ Source readSafetensors(const std::shared_ptr<const InputFile>& file, const OpenO
     // (formats/safetensors_rows.h) while every tensor fits one, and builds entries from the first that does
     // not on.
     std::shared_ptr<SafetensorsRows> rows;
-    const bool listing = options.deferEntries && !options.entriesBuiltAfter;
+    const bool listing = options.deferEntries;
     bool asRows = listing;
     streamSafetensorsHeader(
         *file, options, header,

@@ -9,8 +9,13 @@ namespace sl {
 SafetensorsRows::SafetensorsRows(uint64_t bufferStart)
     : m_bufferStart(bufferStart)
 {
-    // A tensor takes over 64 bytes of header: as the entries were reserved.
+    // Room reserved once, from the header's length, where growing by doubling copied each buffer and touched
+    // about twice its final size in fresh pages (c's names: 15 MB for 6). Address space only: what the
+    // tensors do not use is never touched. A tensor takes over 64 bytes of header, its name lies in the
+    // header, and a dimension takes two bytes or more ("1,"); a header of rank-5 shapes outgrows the guess.
     m_rows.reserve(static_cast<size_t>(bufferStart / 64));
+    m_names.reserve(static_cast<size_t>(bufferStart));
+    m_dims.reserve(static_cast<size_t>(bufferStart / 16));
 }
 
 bool SafetensorsRows::add(const SafetensorsTensor& t)
@@ -36,21 +41,31 @@ EntryRow SafetensorsRows::row(size_t i) const
     return out;
 }
 
+SafetensorsTensor SafetensorsRows::tensor(size_t i) const
+{
+    const Row& r = m_rows[i];
+    SafetensorsTensor t;
+    t.name = name(i);
+    t.dtype = r.dtype;
+    t.bytesInFile = r.bytesInFile;
+    const std::span<const int64_t> shape = shapeOf(r);
+    t.shape.assign(shape.begin(), shape.end());
+    t.begin = r.begin;
+    t.end = r.end;
+    return t;
+}
+
 void SafetensorsRows::build(std::vector<Entry>& out) const
 {
     out.reserve(out.size() + m_rows.size());
-    for (size_t i = 0; i < m_rows.size(); ++i) {
-        const Row& r = m_rows[i];
-        SafetensorsTensor t;
-        t.name = name(i);
-        t.dtype = r.dtype;
-        t.bytesInFile = r.bytesInFile;
-        const std::span<const int64_t> shape = shapeOf(r);
-        t.shape.assign(shape.begin(), shape.end());
-        t.begin = r.begin;
-        t.end = r.end;
-        emplaceBuilt(out, [&] { return safetensorsEntry(m_bufferStart, t, 0); });
-    }
+    for (size_t i = 0; i < m_rows.size(); ++i)
+        emplaceBuilt(out, [&] { return safetensorsEntry(m_bufferStart, tensor(i), 0); });
+}
+
+void SafetensorsRows::forEachBuilt(size_t from, size_t to, const std::function<void(const Entry&)>& visit) const
+{
+    for (size_t i = from; i < to; ++i)
+        visit(safetensorsEntry(m_bufferStart, tensor(i), 0));
 }
 
 } // namespace sl

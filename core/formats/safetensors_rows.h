@@ -27,6 +27,7 @@ public:
     size_t size() const override { return m_rows.size(); }
     EntryRow row(size_t i) const override;
     void build(std::vector<Entry>& out) const override;
+    void forEachBuilt(size_t from, size_t to, const std::function<void(const Entry&)>& visit) const override;
 
 private:
     struct Row {
@@ -38,6 +39,8 @@ private:
         bool bytesInFile;
     };
     std::span<const int64_t> shapeOf(const Row& r) const { return { m_dims.data() + r.shapeOffset, r.rank }; }
+    // Row i as the reader handed it over, which safetensorsEntry builds.
+    SafetensorsTensor tensor(size_t i) const;
 
     uint64_t m_bufferStart;
     std::string m_names;

@@ -263,16 +263,21 @@ void sourceToJson(const Source& s, const TextSink& sink)
     w.key("entries");
     w.beginArray();
     handOn();
-    // Each chunk an array of its own whose brackets are left out.
+    // Each chunk an array of its own whose brackets are left out. Rows not built yet stay so: each entry is
+    // built, written and forgotten (DeferredEntries::forEachBuilt), the same text as from the built entries.
     JsonWriter chunkWriters[3];
+    const DeferredEntries* rows = s.entries.deferred();
     writeInChunks(
         s.entries.size(), 1024, // a few hundred bytes each
         [&](size_t slot, size_t from, size_t to) {
             JsonWriter& c = chunkWriters[slot];
             c.restart();
             c.beginArray();
-            for (size_t i = from; i < to; ++i)
-                writeEntryJson(c, s.entries[i], s);
+            if (rows)
+                rows->forEachBuilt(from, to, [&](const Entry& e) { writeEntryJson(c, e, s); });
+            else
+                for (size_t i = from; i < to; ++i)
+                    writeEntryJson(c, s.entries[i], s);
             c.endArray();
             const std::string_view text = c.text();
             return text.substr(1, text.size() - 2);

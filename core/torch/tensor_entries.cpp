@@ -315,6 +315,17 @@ void TensorRows::build(std::vector<Entry>& out) const
             m_ctx, 0, budget);
 }
 
+void TensorRows::forEachBuilt(size_t from, size_t to, const std::function<void(const Entry&)>& visit) const
+{
+    WalkBudget budget { SIZE_MAX };
+    for (size_t i = from; i < to; ++i) {
+        const Row& r = m_rows[i];
+        Entry e;
+        fillTensorEntry(e, *r.tensor, std::string_view(m_names.data() + r.nameOffset, r.nameLength), m_ctx, 0, budget);
+        visit(e);
+    }
+}
+
 std::string sharedStorageMessage(const std::vector<Entry>& entries, std::string_view storage,
     const std::vector<size_t>& members)
 {

@@ -65,6 +65,7 @@ public:
     size_t size() const override { return m_rows.size(); }
     EntryRow row(size_t i) const override;
     void build(std::vector<Entry>& out) const override;
+    void forEachBuilt(size_t from, size_t to, const std::function<void(const Entry&)>& visit) const override;
 
 private:
     // 16 bytes: a listing reads the rest from the tensor's node (copying it here was no faster).

@@ -581,8 +581,8 @@ Source openDeferring(const std::string& path, bool defer)
 
 // A state dict of plain tensors is handed over as rows (model/entry_list.h), its entries built on first
 // access. On every torch.save file (zip and legacy) among the fixtures here, hostile ones included, and in
-// ../shared/fixtures/real, the table a listing writes from the rows, and the JSON of the entries built from
-// them, are those of the entries built as the file is read. And rows are handed over: for many_records.pt
+// ../shared/fixtures/real, the table and the JSON a listing writes from the rows, and the JSON of the entries
+// built from them, are those of the entries built as the file is read. And rows are handed over: for many_records.pt
 // and for a share of the real files.
 void TstTorchFormats::deferredEntriesListAlike()
 {
@@ -619,9 +619,14 @@ void TstTorchFormats::deferredEntriesListAlike()
         } else {
             QCOMPARE(QString::fromStdString(sourceToTable(rows)), QString::fromStdString(sourceToTable(built)));
         }
-        // Any other access builds the entries, as the reader would have.
+        // JSON builds one entry at a time and forgets it (DeferredEntries::forEachBuilt): still rows after.
+        const bool wasDeferred = rows.entries.deferred() != nullptr;
         QCOMPARE(QString::fromStdString(sourceToJson(rows)), QString::fromStdString(sourceToJson(built)));
+        QCOMPARE(rows.entries.deferred() != nullptr, wasDeferred);
+        // Any other access builds the entries, as the reader would have.
+        QCOMPARE(std::as_const(rows.entries).vector().size(), built.entries.size());
         QVERIFY2(!rows.entries.deferred(), qPrintable(file));
+        QCOMPARE(QString::fromStdString(sourceToJson(rows)), QString::fromStdString(sourceToJson(built)));
         if (file.endsWith(QLatin1String("/bnb_int8.pt"))) {
             // Plain int8 tensors and their SCB scales: the names show bitsandbytes, so they are grouped.
             bool group = false;
