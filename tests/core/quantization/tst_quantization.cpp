@@ -391,6 +391,11 @@ public:
         return { e.name, e.dtype, std::span<const int64_t>(e.shape.data(), e.shape.size()), {} };
     }
     void build(std::vector<Entry>& out) const override { out.insert(out.end(), m_entries.begin(), m_entries.end()); }
+    void forEachBuilt(size_t from, size_t to, const std::function<void(const Entry&)>& visit) const override
+    {
+        for (size_t i = from; i < to; ++i)
+            visit(m_entries[i]);
+    }
 
 private:
     std::vector<Entry> m_extra;
