@@ -4,6 +4,7 @@
 #include "formats/safetensors_rows.h"
 #include "formats/safetensors_scan.h"
 #include "io/byte_reader.h"
+#include "util/block_vector.h"
 #include "util/emplace_built.h"
 #include "util/error.h"
 #include "util/json_space.h"
@@ -145,10 +146,10 @@ public:
 
     size_t scanBatch() const { return m_scanBatch; }
 
-    // Room for a header of `length` bytes (a tensor takes over 64 of them).
+    // Room for a header of `length` bytes read in one piece (a tensor takes over 64 of them). A header read in
+    // chunks grows its lists as it goes: reserved from the length, their untouched tails still took huge pages.
     void reserve(size_t length)
     {
-        tally.spans.reserve(length / 64);
         tally.hashes.reserve(length / 64);
         if (m_keepNames)
             names.reserve(length / 64);
@@ -163,7 +164,7 @@ public:
     // What the members read so far add up to, for the checks after the parse.
     struct Tally {
         size_t count = 0; // tensors
-        std::vector<Span> spans;
+        BlockVector<Span, 8192> spans;
         // Each name's hash, taken while the name is in cache, for the duplicate check.
         NameHashes hashes;
         size_t unknownDtypes = 0;
@@ -191,8 +192,8 @@ public:
     void adopt(const Tally& chunk, SafetensorsHeader& found)
     {
         const auto offset = static_cast<uint32_t>(tally.count);
-        for (const Span& sp : chunk.spans)
-            tally.spans.push_back(Span { sp.begin, sp.end, sp.entry + offset });
+        for (size_t i = 0; i < chunk.spans.size(); ++i)
+            tally.spans.push_back(Span { chunk.spans[i].begin, chunk.spans[i].end, chunk.spans[i].entry + offset });
         for (const auto& [hash, index] : chunk.hashes)
             tally.hashes.emplace_back(hash, index + offset);
         for (size_t i = 0; i < found.findings.size(); ++i)
@@ -528,7 +529,6 @@ bool parseChunks(const InputFile& file, size_t n, size_t chunk, bool parallel, S
     OnTensor&& onTensor)
 {
     const size_t chunks = (n + chunk - 1) / chunk;
-    m.reserve(n);
     ChunkText text;
     // A chunk read here, its tensors handed over as they are read. False when it does not parse.
     const auto readHere = [&](size_t k) {
@@ -665,7 +665,7 @@ void checkHeader(const OpenOptions& options, SafetensorsHeader& out, Members& m,
     const auto finding = [&out](Severity s, std::string message, std::string_view entry = {}) {
         out.findings.push_back(Finding { s, std::move(message), std::string(entry) });
     };
-    std::vector<Span>& spans = m.tally.spans;
+    const BlockVector<Span, 8192>& spans = m.tally.spans;
     NameHashes& hashes = m.tally.hashes;
 
     // Duplicate names: sort name hashes and compare the names of equal neighbours. Cheaper than a
@@ -694,14 +694,20 @@ void checkHeader(const OpenOptions& options, SafetensorsHeader& out, Members& m,
     auto before = [](const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; };
     // Writers usually list tensors in buffer order. When the spans strictly increase, their sorted order is
     // unique and std::sort could not change it, so the sort (a tenth of a 100k-tensor listing) is skipped.
-    bool strictlyIncreasing = std::adjacent_find(spans.begin(), spans.end(),
-                                  [&](const Span& a, const Span& b) { return !before(a, b); })
-        == spans.end();
-    if (!strictlyIncreasing)
-        std::sort(spans.begin(), spans.end(), before);
+    bool strictlyIncreasing = true;
+    for (size_t i = 1; i < spans.size() && strictlyIncreasing; ++i)
+        strictlyIncreasing = before(spans[i - 1], spans[i]);
+    std::vector<Span> sorted;
+    if (!strictlyIncreasing) {
+        sorted.reserve(spans.size());
+        for (size_t i = 0; i < spans.size(); ++i)
+            sorted.push_back(spans[i]);
+        std::sort(sorted.begin(), sorted.end(), before);
+    }
     uint64_t expected = 0;
     size_t reported = 0;
-    for (const Span& s : spans) {
+    for (size_t i = 0; i < spans.size(); ++i) {
+        const Span& s = strictlyIncreasing ? spans[i] : sorted[i];
         if (s.begin != expected && reported++ < kMaxFindingsPerKind)
             finding(Severity::Danger,
                 std::string("InvalidOffset: data starts at ") + std::to_string(s.begin) + " but the previous tensor ends at "

@@ -2,6 +2,7 @@
 
 #include "util/emplace_built.h"
 
+#include <cstring>
 #include <limits>
 
 namespace sl {
@@ -9,25 +10,21 @@ namespace sl {
 SafetensorsRows::SafetensorsRows(uint64_t bufferStart)
     : m_bufferStart(bufferStart)
 {
-    // Room reserved once, from the header's length, where growing by doubling copied each buffer and touched
-    // about twice its final size in fresh pages (c's names: 15 MB for 6). Address space only: what the
-    // tensors do not use is never touched. A tensor takes over 64 bytes of header, its name lies in the
-    // header, and a dimension takes two bytes or more ("1,"); a header of rank-5 shapes outgrows the guess.
-    m_rows.reserve(static_cast<size_t>(bufferStart / 64));
-    m_names.reserve(static_cast<size_t>(bufferStart));
-    m_dims.reserve(static_cast<size_t>(bufferStart / 16));
 }
 
 bool SafetensorsRows::add(const SafetensorsTensor& t)
 {
-    constexpr size_t kMax = std::numeric_limits<uint32_t>::max();
     if (!safetensorsEntryIsPlain(t) || t.shape.size() > std::numeric_limits<uint8_t>::max()
-        || m_names.size() + t.name.size() > kMax || m_dims.size() + t.shape.size() > kMax)
+        || t.name.size() > std::numeric_limits<uint32_t>::max())
         return false;
-    m_rows.push_back({ t.begin, t.end, static_cast<uint32_t>(m_names.size()), static_cast<uint32_t>(t.name.size()),
-        static_cast<uint32_t>(m_dims.size()), static_cast<uint8_t>(t.shape.size()), t.dtype, t.bytesInFile });
-    m_names.append(t.name);
-    m_dims.insert(m_dims.end(), t.shape.data(), t.shape.data() + t.shape.size());
+    const size_t shapeBytes = t.shape.size() * sizeof(int64_t);
+    char* text = m_text.allocate(shapeBytes + t.name.size());
+    if (shapeBytes) // memcpy from a null pointer is undefined even for 0 bytes
+        std::memcpy(text, t.shape.data(), shapeBytes);
+    if (!t.name.empty())
+        std::memcpy(text + shapeBytes, t.name.data(), t.name.size());
+    m_rows.push_back({ t.begin, t.end, text, static_cast<uint32_t>(t.name.size()), static_cast<uint8_t>(t.shape.size()),
+        t.dtype, t.bytesInFile });
     return true;
 }
 

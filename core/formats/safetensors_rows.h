@@ -1,14 +1,16 @@
 #pragma once
 // A safetensors file's entries handed over as rows for a listing (model/entry_list.h). The header is read in
-// chunks, so its tensors are kept as they stream past: every name in one buffer, every shape in one array,
-// and 32 bytes a tensor, where each was built into an Entry (216 bytes, its name on the heap): a header of
-// 100,000 tensors is mostly that. Built into entries as the reader builds them (safetensorsEntry).
+// chunks, so its tensors are kept as they stream past: 32 bytes a tensor, and its shape and name side by side
+// in blocks (util/block_vector.h), where each was built into an Entry (216 bytes, its name on the heap): a
+// header of 100,000 tensors is mostly that. Built into entries as the reader builds them (safetensorsEntry).
 
 #include "formats/safetensors_reader.h"
 #include "model/entry_list.h"
+#include "util/block_vector.h"
 
 #include <cstdint>
-#include <string>
+#include <span>
+#include <string_view>
 #include <vector>
 
 namespace sl {
@@ -17,11 +19,12 @@ class SafetensorsRows final : public DeferredEntries {
 public:
     explicit SafetensorsRows(uint64_t bufferStart);
     // Keeps the tensor. False for one whose entry a row cannot give (an attribute says how torch reads its
-    // dtype or shape, or the buffers outgrow their 32-bit offsets): the reader builds entries instead.
+    // dtype or shape): the reader builds entries instead.
     bool add(const SafetensorsTensor& t);
     std::string_view name(size_t i) const
     {
-        return std::string_view(m_names.data() + m_rows[i].nameOffset, m_rows[i].nameLength);
+        const Row& r = m_rows[i];
+        return { r.text + r.rank * sizeof(int64_t), r.nameLength };
     }
 
     size_t size() const override { return m_rows.size(); }
@@ -32,20 +35,22 @@ public:
 private:
     struct Row {
         uint64_t begin, end; // data_offsets
-        uint32_t nameOffset, nameLength; // in m_names
-        uint32_t shapeOffset; // in m_dims
+        const char* text; // in m_text: the shape's `rank` int64s, then the name
+        uint32_t nameLength;
         uint8_t rank;
         DType dtype;
         bool bytesInFile;
     };
-    std::span<const int64_t> shapeOf(const Row& r) const { return { m_dims.data() + r.shapeOffset, r.rank }; }
+    static std::span<const int64_t> shapeOf(const Row& r)
+    {
+        return { reinterpret_cast<const int64_t*>(r.text), r.rank };
+    }
     // Row i as the reader handed it over, which safetensorsEntry builds.
     SafetensorsTensor tensor(size_t i) const;
 
     uint64_t m_bufferStart;
-    std::string m_names;
-    std::vector<int64_t> m_dims;
-    std::vector<Row> m_rows;
+    BlockVector<Row, 4096> m_rows; // 128 KiB a block
+    ByteBlocks m_text;
 };
 
 } // namespace sl
