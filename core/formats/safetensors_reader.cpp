@@ -36,6 +36,35 @@ struct Span {
     uint64_t end;
     size_t entry;
 };
+// The order the offsets check sorts spans in.
+bool spanBefore(const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; }
+
+// The offsets check (checkHeader) folded in as tensors arrive, for a header whose spans strictly increase in
+// header order, as writers list them: that order is then the sorted one, and one pass finds the gaps and
+// overlaps, keeping only the first few. A 100,000-tensor header's spans were 2.4 MB of fresh memory. A span out
+// of order breaks the fold; the header is then read again with every span kept.
+struct OffsetFold {
+    struct Gap {
+        uint64_t begin, expected;
+        size_t entry;
+    };
+    bool broken = false;
+    bool started = false;
+    Span last {};
+    uint64_t expected = 0; // where the next span should begin: the furthest end so far
+    size_t gapCount = 0;
+    std::vector<Gap> gaps; // the first kMaxFindingsPerKind
+    void add(const Span& s)
+    {
+        if (started && !spanBefore(last, s))
+            broken = true;
+        started = true;
+        last = s;
+        if (s.begin != expected && gapCount++ < kMaxFindingsPerKind)
+            gaps.push_back(Gap { s.begin, expected, s.entry });
+        expected = std::max(expected, s.end);
+    }
+};
 
 // (name hash, tensor index) pairs. 32 bits of hash: names whose hashes collide are told apart by comparing
 // them (100,000 names make about one such pair), and the sort below takes half the passes of 64 bits.
@@ -93,18 +122,21 @@ bool looksLikeSafetensors(Bytes head, uint64_t fileSize)
 namespace {
 
 // A header object's members, read into tensors, findings and the lists the checks after the parse take
-// (spans, name hashes and, when kept, names). A header read in chunks is read by one Members, chunk by chunk.
+// (spans or their fold, name hashes and, when kept, names). A header read in chunks is read by one Members,
+// chunk by chunk.
 class Members {
 public:
     // `keepNames`: names() lists every tensor's name, a view into the text (which must outlive it).
-    // Findings, metadata and unescaped names go to `out`.
+    // `keepSpans`: every span is kept (tally.spans), else folded (tally.fold). Findings, metadata and
+    // unescaped names go to `out`.
     Members(const std::string& path, uint64_t fileSize, uint64_t bufferStart, SafetensorsHeader& out, bool keepNames,
-        size_t scanBatch)
+        bool keepSpans, size_t scanBatch)
         : m_path(path)
         , m_fileSize(fileSize)
         , m_bufferStart(bufferStart)
         , m_out(&out)
         , m_keepNames(keepNames)
+        , m_keepSpans(keepSpans)
         , m_scanBatch(scanBatch)
     {
     }
@@ -145,6 +177,7 @@ public:
     }
 
     size_t scanBatch() const { return m_scanBatch; }
+    bool keepsSpans() const { return m_keepSpans; }
 
     // Room for a header of `length` bytes read in one piece (a tensor takes over 64 of them). A header read in
     // chunks grows its lists as it goes: reserved from the length, their untouched tails still took huge pages.
@@ -164,7 +197,8 @@ public:
     // What the members read so far add up to, for the checks after the parse.
     struct Tally {
         size_t count = 0; // tensors
-        BlockVector<Span, 8192> spans;
+        BlockVector<Span, 8192> spans; // with keepSpans
+        OffsetFold fold; // without
         // Each name's hash, taken while the name is in cache, for the duplicate check.
         NameHashes hashes;
         size_t unknownDtypes = 0;
@@ -193,7 +227,7 @@ public:
     {
         const auto offset = static_cast<uint32_t>(tally.count);
         for (size_t i = 0; i < chunk.spans.size(); ++i)
-            tally.spans.push_back(Span { chunk.spans[i].begin, chunk.spans[i].end, chunk.spans[i].entry + offset });
+            addSpan(Span { chunk.spans[i].begin, chunk.spans[i].end, chunk.spans[i].entry + offset });
         for (const auto& [hash, index] : chunk.hashes)
             tally.hashes.emplace_back(hash, index + offset);
         for (size_t i = 0; i < found.findings.size(); ++i)
@@ -230,6 +264,14 @@ private:
         // On-Demand stops at the end of the object; anything after it (a second value) is malformed JSON.
         if (const char* at = nullptr; !doc.current_location().get(at))
             bad("unexpected content after the header object");
+    }
+
+    void addSpan(const Span& s)
+    {
+        if (m_keepSpans)
+            tally.spans.push_back(s);
+        else
+            tally.fold.add(s);
     }
 
     [[noreturn]] void bad(const std::string& what) const
@@ -379,7 +421,7 @@ private:
             t.dtype = DType::Float4_e2m1fn_x2;
             t.shape.back() /= 2;
         }
-        tally.spans.push_back(Span { begin, end, tally.count++ });
+        addSpan(Span { begin, end, tally.count++ });
         return std::move(t);
     }
 
@@ -388,6 +430,7 @@ private:
     const uint64_t m_bufferStart;
     SafetensorsHeader* m_out; // findings, metadata and unescaped names go here
     const bool m_keepNames;
+    const bool m_keepSpans;
     const size_t m_scanBatch;
     simdjson::ondemand::parser m_parser; // reused: a header read in chunks parses one document a chunk
     std::string m_lastDtype;
@@ -569,7 +612,7 @@ bool parseChunks(const InputFile& file, size_t n, size_t chunk, bool parallel, S
                 changed.notify_all();
             }
         } announce { mutex, changed, done };
-        Members reader(file.path(), file.size(), out.bufferStart, out, false, m.scanBatch());
+        Members reader(file.path(), file.size(), out.bufferStart, out, false, true, m.scanBatch());
         for (size_t k = 0; k < chunks; ++k) {
             if (mine(k))
                 continue;
@@ -691,29 +734,39 @@ void checkHeader(const OpenOptions& options, SafetensorsHeader& out, Members& m,
     duplicateTimer.stop();
     PhaseTimer validateTimer(options.timings, "validate offsets");
     // Offsets must tile the buffer exactly: sorted, each beginning where the previous ended.
-    auto before = [](const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; };
-    // Writers usually list tensors in buffer order. When the spans strictly increase, their sorted order is
-    // unique and std::sort could not change it, so the sort (a tenth of a 100k-tensor listing) is skipped.
-    bool strictlyIncreasing = true;
-    for (size_t i = 1; i < spans.size() && strictlyIncreasing; ++i)
-        strictlyIncreasing = before(spans[i - 1], spans[i]);
-    std::vector<Span> sorted;
-    if (!strictlyIncreasing) {
-        sorted.reserve(spans.size());
-        for (size_t i = 0; i < spans.size(); ++i)
-            sorted.push_back(spans[i]);
-        std::sort(sorted.begin(), sorted.end(), before);
-    }
+    const auto gap = [&](uint64_t begin, uint64_t expected, size_t entry) {
+        finding(Severity::Danger,
+            std::string("InvalidOffset: data starts at ") + std::to_string(begin) + " but the previous tensor ends at "
+                + std::to_string(expected) + (begin > expected ? " (a gap)" : " (overlap)"),
+            nameOf(entry));
+    };
     uint64_t expected = 0;
     size_t reported = 0;
-    for (size_t i = 0; i < spans.size(); ++i) {
-        const Span& s = strictlyIncreasing ? spans[i] : sorted[i];
-        if (s.begin != expected && reported++ < kMaxFindingsPerKind)
-            finding(Severity::Danger,
-                std::string("InvalidOffset: data starts at ") + std::to_string(s.begin) + " but the previous tensor ends at "
-                    + std::to_string(expected) + (s.begin > expected ? " (a gap)" : " (overlap)"),
-                nameOf(s.entry));
-        expected = std::max(expected, s.end);
+    if (!m.keepsSpans()) { // checked as the spans arrived (OffsetFold), in an order that is the sorted one
+        const OffsetFold& fold = m.tally.fold;
+        for (const OffsetFold::Gap& g : fold.gaps)
+            gap(g.begin, g.expected, g.entry);
+        reported = fold.gapCount;
+        expected = fold.expected;
+    } else {
+        // Writers usually list tensors in buffer order. When the spans strictly increase, their sorted order is
+        // unique and std::sort could not change it, so the sort (a tenth of a 100k-tensor listing) is skipped.
+        bool strictlyIncreasing = true;
+        for (size_t i = 1; i < spans.size() && strictlyIncreasing; ++i)
+            strictlyIncreasing = spanBefore(spans[i - 1], spans[i]);
+        std::vector<Span> sorted;
+        if (!strictlyIncreasing) {
+            sorted.reserve(spans.size());
+            for (size_t i = 0; i < spans.size(); ++i)
+                sorted.push_back(spans[i]);
+            std::sort(sorted.begin(), sorted.end(), spanBefore);
+        }
+        for (size_t i = 0; i < spans.size(); ++i) {
+            const Span& s = strictlyIncreasing ? spans[i] : sorted[i];
+            if (s.begin != expected && reported++ < kMaxFindingsPerKind)
+                gap(s.begin, expected, s.entry);
+            expected = std::max(expected, s.end);
+        }
     }
     if (reported > kMaxFindingsPerKind)
         finding(Severity::Danger, "InvalidOffset: " + std::to_string(reported) + " gaps or overlaps between tensors in all");
@@ -734,7 +787,7 @@ void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, Sa
     PhaseTimer parseTimer(options.timings, "header parse");
     // simdjson On-Demand walks the text once without building a document (the DOM parser's tape and string
     // buffers for a 13 MB header cost as much as the parse). Names stay views into the text.
-    Members m(file.path(), file.size(), out.bufferStart, out, true, options.headerScanBatch);
+    Members m(file.path(), file.size(), out.bufferStart, out, true, true, options.headerScanBatch);
     parseWhole(file, static_cast<size_t>(n), out, m, onTensor);
     m.finish();
     parseTimer.stop();
@@ -749,20 +802,29 @@ void streamSafetensorsHeader(const InputFile& file, const OpenOptions& options, 
     out.bufferStart = 8 + n;
     PhaseTimer parseTimer(options.timings, "header parse");
     std::optional<Members> m;
-    m.emplace(file.path(), file.size(), out.bufferStart, out, false, options.headerScanBatch);
+    m.emplace(file.path(), file.size(), out.bufferStart, out, false, false, options.headerScanBatch);
+    // Reading again from the first tensor: what was handed over is forgotten.
+    const auto restart = [&](bool keepSpans) {
+        out.findings.clear();
+        out.metadata.clear();
+        out.unescaped.clear();
+        onRestart();
+        m.emplace(file.path(), file.size(), out.bufferStart, out, false, keepSpans, options.headerScanBatch);
+    };
     const size_t chunk = std::max<size_t>(options.headerChunk, 1);
     const bool chunked = options.headerChunk != 0 && n > 2 * chunk;
     const bool parallel = options.parallelHeader && std::thread::hardware_concurrency() > 1;
     if (chunked && parseChunks(file, static_cast<size_t>(n), chunk, parallel, out, *m, onTensor)) {
         out.chunks = (static_cast<size_t>(n) + chunk - 1) / chunk;
     } else {
-        if (chunked) { // the chunks did not join: forget what they handed over
-            out.findings.clear();
-            out.metadata.clear();
-            out.unescaped.clear();
-            onRestart();
-            m.emplace(file.path(), file.size(), out.bufferStart, out, false, options.headerScanBatch);
-        }
+        if (chunked) // the chunks did not join
+            restart(false);
+        parseWhole(file, static_cast<size_t>(n), out, *m, onTensor);
+    }
+    if (m->tally.fold.broken) { // the spans are not in header order: read again, keeping every one to sort
+        out.chunks = 0;
+        out.text.reset();
+        restart(true);
         parseWhole(file, static_cast<size_t>(n), out, *m, onTensor);
     }
     out.text.reset(); // nothing refers to it

@@ -56,8 +56,9 @@ void readSafetensorsHeader(const InputFile& file, const OpenOptions& options, Sa
 // The same for a caller that keeps what it needs of each tensor as it arrives: a large header is read a chunk
 // at a time through one small buffer, so the tensor's views are valid only during `onTensor`, and nothing
 // of the text stays in `out`. `nameOf(i)` names the i-th tensor handed over (the checks after the parse name
-// tensors). Should the chunks not join (formats/safetensors_reader.cpp), `onRestart` is called to forget the
-// tensors handed over so far, and they are handed over again from the first.
+// tensors). Should the chunks not join, or the tensors' data_offsets not increase in header order (the offsets
+// check then needs them all kept; formats/safetensors_reader.cpp), `onRestart` is called to forget the tensors
+// handed over so far, and they are handed over again from the first.
 void streamSafetensorsHeader(const InputFile& file, const OpenOptions& options, SafetensorsHeader& out,
     const std::function<void(const SafetensorsTensor&)>& onTensor, const std::function<std::string_view(size_t)>& nameOf,
     const std::function<void()>& onRestart);
