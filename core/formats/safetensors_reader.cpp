@@ -42,7 +42,8 @@ bool spanBefore(const Span& a, const Span& b) { return a.begin != b.begin ? a.be
 // The offsets check (checkHeader) folded in as tensors arrive, for a header whose spans strictly increase in
 // header order, as writers list them: that order is then the sorted one, and one pass finds the gaps and
 // overlaps, keeping only the first few. A 100,000-tensor header's spans were 2.4 MB of fresh memory. A span out
-// of order breaks the fold; the header is then read again with every span kept.
+// of order breaks the fold; the header is then read again with every span kept, which checkHeader folds in
+// sorted order.
 struct OffsetFold {
     struct Gap {
         uint64_t begin, expected;
@@ -740,34 +741,29 @@ void checkHeader(const OpenOptions& options, SafetensorsHeader& out, Members& m,
                 + std::to_string(expected) + (begin > expected ? " (a gap)" : " (overlap)"),
             nameOf(entry));
     };
-    uint64_t expected = 0;
-    size_t reported = 0;
-    if (!m.keepsSpans()) { // checked as the spans arrived (OffsetFold), in an order that is the sorted one
-        const OffsetFold& fold = m.tally.fold;
-        for (const OffsetFold::Gap& g : fold.gaps)
-            gap(g.begin, g.expected, g.entry);
-        reported = fold.gapCount;
-        expected = fold.expected;
-    } else {
-        // Writers usually list tensors in buffer order. When the spans strictly increase, their sorted order is
-        // unique and std::sort could not change it, so the sort (a tenth of a 100k-tensor listing) is skipped.
-        bool strictlyIncreasing = true;
-        for (size_t i = 1; i < spans.size() && strictlyIncreasing; ++i)
-            strictlyIncreasing = spanBefore(spans[i - 1], spans[i]);
-        std::vector<Span> sorted;
-        if (!strictlyIncreasing) {
+    // Spans that strictly increase in header order (as writers list them) are in their sorted order already: the
+    // fold over them is the check. A streamed header folded them as they arrived; kept spans are folded here,
+    // and again sorted when that fold finds them out of order.
+    OffsetFold kept;
+    if (m.keepsSpans()) {
+        for (size_t i = 0; i < spans.size(); ++i)
+            kept.add(spans[i]);
+        if (kept.broken) {
+            std::vector<Span> sorted;
             sorted.reserve(spans.size());
             for (size_t i = 0; i < spans.size(); ++i)
                 sorted.push_back(spans[i]);
             std::sort(sorted.begin(), sorted.end(), spanBefore);
-        }
-        for (size_t i = 0; i < spans.size(); ++i) {
-            const Span& s = strictlyIncreasing ? spans[i] : sorted[i];
-            if (s.begin != expected && reported++ < kMaxFindingsPerKind)
-                gap(s.begin, expected, s.entry);
-            expected = std::max(expected, s.end);
+            kept = OffsetFold();
+            for (const Span& sp : sorted)
+                kept.add(sp);
         }
     }
+    const OffsetFold& fold = m.keepsSpans() ? kept : m.tally.fold;
+    for (const OffsetFold::Gap& g : fold.gaps)
+        gap(g.begin, g.expected, g.entry);
+    const size_t reported = fold.gapCount;
+    const uint64_t expected = fold.expected;
     if (reported > kMaxFindingsPerKind)
         finding(Severity::Danger, "InvalidOffset: " + std::to_string(reported) + " gaps or overlaps between tensors in all");
     if (expected != fileSize - bufferStart)

@@ -61,11 +61,6 @@ public:
         m_used += n;
         return p;
     }
-    void clear()
-    {
-        m_blocks.clear();
-        m_used = m_room = 0;
-    }
 
 private:
     std::vector<std::unique_ptr<char[]>> m_blocks;
