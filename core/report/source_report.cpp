@@ -112,8 +112,99 @@ void writeSourceJson(JsonWriter& w, const Source& s)
     w.endObject();
 }
 
-void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s)
+namespace {
+
+char* put(char* p, std::string_view text)
 {
+    std::memcpy(p, text.data(), text.size());
+    return p + text.size();
+}
+template <typename Int> char* putNumber(char* p, Int v) { return std::to_chars(p, p + 20, v).ptr; } // 20: any 64-bit
+
+} // namespace
+
+bool writePlainTensorJson(JsonWriter& w, const Entry& e, const Source& s)
+{
+    const TensorLocation& loc = e.location;
+    if (e.kind != EntryKind::Tensor || !e.shapeKnown || e.requiresGrad || e.isParameter || !e.typeName.empty()
+        || !e.attributes.empty() || e.sharding || e.quantization || !e.parts.empty())
+        return false;
+    const bool hasFile = loc.file >= 0 && static_cast<size_t>(loc.file) < s.files.size();
+    const std::string_view file = hasFile ? std::string_view(s.files[static_cast<size_t>(loc.file)]) : std::string_view();
+    if (!jsonPlainAscii(e.name) || !jsonPlainAscii(e.device) || !jsonPlainAscii(file) || !jsonPlainAscii(loc.storageId))
+        return false;
+    const std::string_view kind = entryKindName(e.kind), dtype = dtypeName(e.dtype), where = locationKindName(loc.kind);
+    // The keys and punctuation below (under 200 bytes), the strings, and 21 bytes for each number and dimension.
+    const size_t most = 256 + e.name.size() + kind.size() + dtype.size() + e.device.size() + where.size() + file.size()
+        + loc.storageId.size() + 21 * (e.shape.size() + loc.strides.size() + 7);
+    w.rawValue(most, [&](char* p) {
+        p = put(p, "{\"name\":\"");
+        p = put(p, e.name);
+        p = put(p, "\",\"kind\":\"");
+        p = put(p, kind);
+        p = put(p, "\",\"shape\":[");
+        for (size_t i = 0; i < e.shape.size(); ++i) {
+            if (i)
+                *p++ = ',';
+            p = putNumber(p, e.shape[i]);
+        }
+        p = put(p, "],\"dtype\":\"");
+        p = put(p, dtype);
+        p = put(p, "\",\"numel\":");
+        p = putNumber(p, e.numel());
+        p = put(p, ",\"nbytes\":");
+        p = putNumber(p, e.nbytes());
+        if (!e.device.empty()) {
+            p = put(p, ",\"device\":\"");
+            p = put(p, e.device);
+            *p++ = '"';
+        }
+        if (loc.kind != TensorLocation::Kind::None) {
+            p = put(p, ",\"location\":{\"kind\":\"");
+            p = put(p, where);
+            *p++ = '"';
+            if (hasFile) {
+                p = put(p, ",\"file\":\"");
+                p = put(p, file);
+                *p++ = '"';
+            }
+            p = put(p, ",\"offset\":");
+            p = putNumber(p, loc.offset);
+            p = put(p, ",\"length\":");
+            p = putNumber(p, loc.length);
+            if (!loc.storageId.empty()) {
+                p = put(p, ",\"storage\":\"");
+                p = put(p, loc.storageId);
+                p = put(p, "\",\"storage_byte_offset\":");
+                p = putNumber(p, loc.storageByteOffset);
+                p = put(p, ",\"storage_nbytes\":");
+                p = putNumber(p, loc.storageNbytes);
+            }
+            p = put(p, ",\"storage_offset\":");
+            p = putNumber(p, loc.storageOffset);
+            if (!loc.strides.empty()) {
+                p = put(p, ",\"strides\":[");
+                bool first = true;
+                for (int64_t v : loc.strides) {
+                    if (!first)
+                        *p++ = ',';
+                    first = false;
+                    p = putNumber(p, v);
+                }
+                *p++ = ']';
+            }
+            *p++ = '}';
+        }
+        *p++ = '}';
+        return p;
+    });
+    return true;
+}
+
+void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s, bool shortcut)
+{
+    if (shortcut && writePlainTensorJson(w, e, s))
+        return;
     w.beginObject();
     w.field("name", e.name);
     w.field("kind", entryKindName(e.kind));
@@ -230,7 +321,7 @@ void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s)
         w.key("parts");
         w.beginArray();
         for (const auto& p : e.parts)
-            writeEntryJson(w, p, s);
+            writeEntryJson(w, p, s, shortcut);
         w.endArray();
     }
     w.endObject();

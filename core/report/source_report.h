@@ -11,7 +11,13 @@ namespace sl {
 
 // Writes the `source` object: {"path", "format", "container", "containers", "files", "metadata"}.
 void writeSourceJson(JsonWriter& w, const Source& s);
-void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s);
+// An entry's object. A plain tensor's (writePlainTensorJson) is written from fixed pieces of text, unless
+// `shortcut` is false: tests hold the two to the same bytes.
+void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s, bool shortcut = true);
+// A plain tensor's object, as writeEntryJson writes it field by field: a tensor with a known shape and no
+// flags, type, attributes, sharding, quantization or parts, whose strings need no escaping. False (nothing written) for any other entry. A listing's JSON is mostly these,
+// and rapidjson's calls per field took five times as long (c's 100,000 entries: 21 ms against 3.9).
+bool writePlainTensorJson(JsonWriter& w, const Entry& e, const Source& s);
 void writeFindingsJson(JsonWriter& w, const std::vector<Finding>& findings);
 
 // Receives a long text in parts, in order (a file written as it is made).

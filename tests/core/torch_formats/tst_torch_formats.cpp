@@ -403,6 +403,7 @@ private slots:
     void earlyUnpickleIsKeptOnlyForTheRecordTorchReads();
     void tensorLanesChangeNothing();
     void deferredEntriesListAlike();
+    void plainTensorJsonAsFieldByField();
     void deferredEntriesBuildOnceOnDemand();
 };
 
@@ -886,4 +887,42 @@ void TstTorchFormats::deflatedArchive()
 }
 
 QTEST_GUILESS_MAIN(TstTorchFormats)
+// A plain tensor's JSON object is written from fixed pieces of text (writePlainTensorJson); every entry of
+// every fixture here and in ../shared/fixtures/real (every format, hostile files among them), and every part,
+// is written the same with and without that shortcut, field by field through rapidjson. Many take it.
+void TstTorchFormats::plainTensorJsonAsFieldByField()
+{
+    QStringList files;
+    for (const QString& dir : { test::fixturesDir(), test::realFixturesDir() })
+        if (!dir.isEmpty())
+            for (QDirIterator it(dir, QDir::Files, QDirIterator::Subdirectories); it.hasNext();)
+                files << it.next();
+    int sources = 0;
+    size_t entries = 0, plain = 0;
+    for (const QString& file : files) {
+        Source src;
+        try {
+            src = openSource(file.toStdString());
+        } catch (const std::exception&) {
+            continue; // refused (the other tests check how)
+        }
+        ++sources;
+        JsonWriter shortcut, fieldByField, scratch;
+        shortcut.beginArray();
+        fieldByField.beginArray();
+        scratch.beginArray();
+        for (const Entry& e : src.entries) {
+            writeEntryJson(shortcut, e, src);
+            writeEntryJson(fieldByField, e, src, false);
+            ++entries;
+            plain += writePlainTensorJson(scratch, e, src);
+        }
+        shortcut.endArray();
+        fieldByField.endArray();
+        QVERIFY2(shortcut.text() == fieldByField.text(), qPrintable(file));
+    }
+    qInfo("%d sources, %zu entries, %zu of them written by the shortcut", sources, entries, plain);
+    QVERIFY2(sources >= 100 && plain >= 1000 && plain < entries, qPrintable(QString::number(plain)));
+}
+
 #include "tst_torch_formats.moc"
