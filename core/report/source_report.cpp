@@ -123,7 +123,15 @@ template <typename Int> char* putNumber(char* p, Int v) { return std::to_chars(p
 
 } // namespace
 
-bool writePlainTensorJson(JsonWriter& w, const Entry& e, const Source& s)
+std::vector<uint8_t> plainFiles(const Source& s)
+{
+    std::vector<uint8_t> plain(s.files.size());
+    for (size_t i = 0; i < s.files.size(); ++i)
+        plain[i] = jsonPlainAscii(s.files[i]);
+    return plain;
+}
+
+bool writePlainTensorJson(JsonWriter& w, const Entry& e, const Source& s, std::span<const uint8_t> plainFiles)
 {
     const TensorLocation& loc = e.location;
     if (e.kind != EntryKind::Tensor || !e.shapeKnown || e.requiresGrad || e.isParameter || !e.typeName.empty()
@@ -131,7 +139,9 @@ bool writePlainTensorJson(JsonWriter& w, const Entry& e, const Source& s)
         return false;
     const bool hasFile = loc.file >= 0 && static_cast<size_t>(loc.file) < s.files.size();
     const std::string_view file = hasFile ? std::string_view(s.files[static_cast<size_t>(loc.file)]) : std::string_view();
-    if (!jsonPlainAscii(e.name) || !jsonPlainAscii(e.device) || !jsonPlainAscii(file) || !jsonPlainAscii(loc.storageId))
+    const bool plainFile = !hasFile
+        || (plainFiles.size() == s.files.size() ? plainFiles[static_cast<size_t>(loc.file)] != 0 : jsonPlainAscii(file));
+    if (!plainFile || !jsonPlainAscii(e.name) || !jsonPlainAscii(e.device) || !jsonPlainAscii(loc.storageId))
         return false;
     const std::string_view kind = entryKindName(e.kind), dtype = dtypeName(e.dtype), where = locationKindName(loc.kind);
     // The keys and punctuation below (under 200 bytes), the strings, and 21 bytes for each number and dimension.
@@ -201,9 +211,9 @@ bool writePlainTensorJson(JsonWriter& w, const Entry& e, const Source& s)
     return true;
 }
 
-void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s, bool shortcut)
+void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s, bool shortcut, std::span<const uint8_t> plainFiles)
 {
-    if (shortcut && writePlainTensorJson(w, e, s))
+    if (shortcut && writePlainTensorJson(w, e, s, plainFiles))
         return;
     w.beginObject();
     w.field("name", e.name);
@@ -321,7 +331,7 @@ void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s, bool shortcu
         w.key("parts");
         w.beginArray();
         for (const auto& p : e.parts)
-            writeEntryJson(w, p, s, shortcut);
+            writeEntryJson(w, p, s, shortcut, plainFiles);
         w.endArray();
     }
     w.endObject();
@@ -358,6 +368,7 @@ void sourceToJson(const Source& s, const TextSink& sink)
     // built, written and forgotten (DeferredEntries::forEachBuilt), the same text as from the built entries.
     JsonWriter chunkWriters[3];
     const DeferredEntries* rows = s.entries.deferred();
+    const std::vector<uint8_t> plain = plainFiles(s); // each entry names one of them
     writeInChunks(
         s.entries.size(), 1024, // a few hundred bytes each
         [&](size_t slot, size_t from, size_t to) {
@@ -365,10 +376,10 @@ void sourceToJson(const Source& s, const TextSink& sink)
             c.restart();
             c.beginArray();
             if (rows)
-                rows->forEachBuilt(from, to, [&](const Entry& e) { writeEntryJson(c, e, s); });
+                rows->forEachBuilt(from, to, [&](const Entry& e) { writeEntryJson(c, e, s, true, plain); });
             else
                 for (size_t i = from; i < to; ++i)
-                    writeEntryJson(c, s.entries[i], s);
+                    writeEntryJson(c, s.entries[i], s, true, plain);
             c.endArray();
             const std::string_view text = c.text();
             return text.substr(1, text.size() - 2);

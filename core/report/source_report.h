@@ -4,7 +4,9 @@
 #include "model/source.h"
 #include "io/json_writer.h"
 
+#include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 
 namespace sl {
@@ -13,11 +15,17 @@ namespace sl {
 void writeSourceJson(JsonWriter& w, const Source& s);
 // An entry's object. A plain tensor's (writePlainTensorJson) is written from fixed pieces of text, unless
 // `shortcut` is false: tests hold the two to the same bytes.
-void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s, bool shortcut = true);
+// `plainFiles` (from plainFiles(s)) saves checking the file's path for each entry; empty, it is checked.
+void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s, bool shortcut = true,
+    std::span<const uint8_t> plainFiles = {});
 // A plain tensor's object, as writeEntryJson writes it field by field: a tensor with a known shape and no
-// flags, type, attributes, sharding, quantization or parts, whose strings need no escaping. False (nothing written) for any other entry. A listing's JSON is mostly these,
-// and rapidjson's calls per field took five times as long (c's 100,000 entries: 21 ms against 3.9).
-bool writePlainTensorJson(JsonWriter& w, const Entry& e, const Source& s);
+// flags, type, attributes, sharding, quantization or parts, whose strings need no escaping. False (nothing
+// written) for any other entry. A listing's JSON is mostly these, and rapidjson's calls per field took five
+// times as long (c's 100,000 entries: 21 ms against 3.9).
+bool writePlainTensorJson(JsonWriter& w, const Entry& e, const Source& s, std::span<const uint8_t> plainFiles = {});
+// Whether each of s.files needs no escaping in JSON (jsonPlainAscii), checked once for a listing rather than
+// once for each entry that names it.
+std::vector<uint8_t> plainFiles(const Source& s);
 void writeFindingsJson(JsonWriter& w, const std::vector<Finding>& findings);
 
 // Receives a long text in parts, in order (a file written as it is made).

@@ -318,9 +318,14 @@ void TensorRows::build(std::vector<Entry>& out) const
 void TensorRows::forEachBuilt(size_t from, size_t to, const std::function<void(const Entry&)>& visit) const
 {
     WalkBudget budget { SIZE_MAX };
+    Entry e;
     for (size_t i = from; i < to; ++i) {
         const Row& r = m_rows[i];
-        Entry e;
+        // A fresh entry each time, but the name's buffer kept: names are past the short-string size, and an
+        // allocation and a free for each was most of the allocator's share of writing them.
+        std::string name = std::move(e.name);
+        e = Entry {};
+        e.name = std::move(name);
         fillTensorEntry(e, *r.tensor, std::string_view(m_names.data() + r.nameOffset, r.nameLength), m_ctx, 0, budget);
         visit(e);
     }

@@ -907,19 +907,30 @@ void TstTorchFormats::plainTensorJsonAsFieldByField()
             continue; // refused (the other tests check how)
         }
         ++sources;
-        JsonWriter shortcut, fieldByField, scratch;
-        shortcut.beginArray();
-        fieldByField.beginArray();
-        scratch.beginArray();
-        for (const Entry& e : src.entries) {
-            writeEntryJson(shortcut, e, src);
-            writeEntryJson(fieldByField, e, src, false);
-            ++entries;
-            plain += writePlainTensorJson(scratch, e, src);
+        // Also as a listing writes them, with the files' paths checked once (plainFiles); and again with
+        // paths that need escaping, which the shortcut must leave to the field-by-field writer.
+        for (bool escapedPaths : { false, true }) {
+            if (escapedPaths)
+                for (std::string& f : src.files)
+                    f += "/\"\u00e9\x01";
+            const std::vector<uint8_t> plainPaths = plainFiles(src);
+            JsonWriter shortcut, listed, fieldByField, scratch;
+            for (JsonWriter* w : { &shortcut, &listed, &fieldByField, &scratch })
+                w->beginArray();
+            for (const Entry& e : src.entries) {
+                writeEntryJson(shortcut, e, src);
+                writeEntryJson(listed, e, src, true, plainPaths);
+                writeEntryJson(fieldByField, e, src, false);
+                if (!escapedPaths) {
+                    ++entries;
+                    plain += writePlainTensorJson(scratch, e, src);
+                }
+            }
+            for (JsonWriter* w : { &shortcut, &listed, &fieldByField })
+                w->endArray();
+            QVERIFY2(shortcut.text() == fieldByField.text(), qPrintable(file));
+            QVERIFY2(listed.text() == fieldByField.text(), qPrintable(file));
         }
-        shortcut.endArray();
-        fieldByField.endArray();
-        QVERIFY2(shortcut.text() == fieldByField.text(), qPrintable(file));
     }
     qInfo("%d sources, %zu entries, %zu of them written by the shortcut", sources, entries, plain);
     QVERIFY2(sources >= 100 && plain >= 1000 && plain < entries, qPrintable(QString::number(plain)));
