@@ -131,51 +131,136 @@ std::vector<uint8_t> plainFiles(const Source& s)
     return plain;
 }
 
-bool writePlainTensorJson(JsonWriter& w, const Entry& e, const Source& s, std::span<const uint8_t> plainFiles)
-{
-    const TensorLocation& loc = e.location;
-    if (e.kind != EntryKind::Tensor || !e.shapeKnown || e.requiresGrad || e.isParameter || !e.typeName.empty()
-        || !e.attributes.empty() || e.sharding || e.quantization || !e.parts.empty())
-        return false;
-    const bool hasFile = loc.file >= 0 && static_cast<size_t>(loc.file) < s.files.size();
-    const std::string_view file = hasFile ? std::string_view(s.files[static_cast<size_t>(loc.file)]) : std::string_view();
-    const bool plainFile = !hasFile
-        || (plainFiles.size() == s.files.size() ? plainFiles[static_cast<size_t>(loc.file)] != 0 : jsonPlainAscii(file));
-    if (!plainFile || !jsonPlainAscii(e.name) || !jsonPlainAscii(e.device) || !jsonPlainAscii(loc.storageId))
-        return false;
-    const std::string_view kind = entryKindName(e.kind), dtype = dtypeName(e.dtype), where = locationKindName(loc.kind);
-    // The keys and punctuation below (under 200 bytes), the strings, and 21 bytes for each number and dimension.
-    const size_t most = 256 + e.name.size() + kind.size() + dtype.size() + e.device.size() + where.size() + file.size()
-        + loc.storageId.size() + 21 * (e.shape.size() + loc.strides.size() + 7);
-    w.rawValue(most, [&](char* p) {
+namespace {
+
+// The fixed-text writer below: an entry whose strings need no escaping and that has no sharding (nor parts
+// nested deeper than kMaxRawDepth), written in the order and bytes of writeEntryJson's field-by-field path.
+constexpr int kMaxRawDepth = 4;
+
+struct RawEntryWriter {
+    const Source& s;
+    std::span<const uint8_t> plainFiles;
+
+    std::string_view file(const TensorLocation& loc) const
+    {
+        return loc.file >= 0 && static_cast<size_t>(loc.file) < s.files.size()
+            ? std::string_view(s.files[static_cast<size_t>(loc.file)])
+            : std::string_view();
+    }
+    bool plainFile(const TensorLocation& loc) const
+    {
+        if (loc.file < 0 || static_cast<size_t>(loc.file) >= s.files.size())
+            return true;
+        return plainFiles.size() == s.files.size() ? plainFiles[static_cast<size_t>(loc.file)] != 0
+                                                   : jsonPlainAscii(s.files[static_cast<size_t>(loc.file)]);
+    }
+    static bool plainPairs(const auto& pairs, size_t& bytes)
+    {
+        for (const auto& [k, v] : pairs) {
+            if (!jsonPlainAscii(k) || !jsonPlainAscii(v))
+                return false;
+            bytes += k.size() + v.size() + 6;
+        }
+        return true;
+    }
+
+    // At most how many bytes putEntry writes for `e`, or 0 when it cannot write it.
+    size_t size(const Entry& e, int depth) const
+    {
+        const TensorLocation& loc = e.location;
+        if (e.kind == EntryKind::Object || e.sharding || depth > kMaxRawDepth || !jsonPlainAscii(e.name)
+            || !jsonPlainAscii(e.device) || !jsonPlainAscii(e.typeName) || !jsonPlainAscii(loc.storageId)
+            || !plainFile(loc))
+            return 0;
+        // The keys and punctuation (under 320 bytes), the strings, and 21 bytes for each number and dimension.
+        size_t bytes = 320 + e.name.size() + e.device.size() + e.typeName.size() + file(loc).size()
+            + loc.storageId.size() + 21 * (e.shape.size() + loc.strides.size() + 7);
+        if (!plainPairs(e.attributes, bytes))
+            return 0;
+        if (const Quantization* q = e.quantization.get()) {
+            if (!jsonPlainAscii(q->scheme) || !plainPairs(q->params, bytes))
+                return 0;
+            bytes += 96 + q->scheme.size();
+        }
+        for (const Entry& part : e.parts) {
+            const size_t n = size(part, depth + 1);
+            if (!n)
+                return 0;
+            bytes += n + 1;
+        }
+        return bytes;
+    }
+
+    static char* putPairs(char* p, const auto& pairs)
+    {
+        *p++ = '{';
+        bool first = true;
+        for (const auto& [k, v] : pairs) {
+            if (!first)
+                *p++ = ',';
+            first = false;
+            *p++ = '"';
+            p = put(p, k);
+            p = put(p, "\":\"");
+            p = put(p, v);
+            *p++ = '"';
+        }
+        *p++ = '}';
+        return p;
+    }
+    static char* putIntegers(char* p, const auto& values)
+    {
+        *p++ = '[';
+        bool first = true;
+        for (int64_t v : values) {
+            if (!first)
+                *p++ = ',';
+            first = false;
+            p = putNumber(p, v);
+        }
+        *p++ = ']';
+        return p;
+    }
+
+    // Fields in writeEntryJson's order.
+    char* putEntry(char* p, const Entry& e) const
+    {
         p = put(p, "{\"name\":\"");
         p = put(p, e.name);
         p = put(p, "\",\"kind\":\"");
-        p = put(p, kind);
-        p = put(p, "\",\"shape\":[");
-        for (size_t i = 0; i < e.shape.size(); ++i) {
-            if (i)
-                *p++ = ',';
-            p = putNumber(p, e.shape[i]);
-        }
-        p = put(p, "],\"dtype\":\"");
-        p = put(p, dtype);
+        p = put(p, entryKindName(e.kind));
+        p = put(p, "\",\"shape\":");
+        p = putIntegers(p, e.shape);
+        if (!e.shapeKnown)
+            p = put(p, ",\"shape_known\":false");
+        p = put(p, ",\"dtype\":\"");
+        p = put(p, dtypeName(e.dtype));
         p = put(p, "\",\"numel\":");
         p = putNumber(p, e.numel());
         p = put(p, ",\"nbytes\":");
         p = putNumber(p, e.nbytes());
+        if (e.requiresGrad)
+            p = put(p, ",\"requires_grad\":true");
+        if (e.isParameter)
+            p = put(p, ",\"parameter\":true");
         if (!e.device.empty()) {
             p = put(p, ",\"device\":\"");
             p = put(p, e.device);
             *p++ = '"';
         }
+        if (!e.typeName.empty()) {
+            p = put(p, ",\"type\":\"");
+            p = put(p, e.typeName);
+            *p++ = '"';
+        }
+        const TensorLocation& loc = e.location;
         if (loc.kind != TensorLocation::Kind::None) {
             p = put(p, ",\"location\":{\"kind\":\"");
-            p = put(p, where);
+            p = put(p, locationKindName(loc.kind));
             *p++ = '"';
-            if (hasFile) {
+            if (loc.file >= 0 && static_cast<size_t>(loc.file) < s.files.size()) {
                 p = put(p, ",\"file\":\"");
-                p = put(p, file);
+                p = put(p, file(loc));
                 *p++ = '"';
             }
             p = put(p, ",\"offset\":");
@@ -193,21 +278,54 @@ bool writePlainTensorJson(JsonWriter& w, const Entry& e, const Source& s, std::s
             p = put(p, ",\"storage_offset\":");
             p = putNumber(p, loc.storageOffset);
             if (!loc.strides.empty()) {
-                p = put(p, ",\"strides\":[");
-                bool first = true;
-                for (int64_t v : loc.strides) {
-                    if (!first)
-                        *p++ = ',';
-                    first = false;
-                    p = putNumber(p, v);
-                }
-                *p++ = ']';
+                p = put(p, ",\"strides\":");
+                p = putIntegers(p, loc.strides);
             }
             *p++ = '}';
         }
+        if (!e.attributes.empty()) {
+            p = put(p, ",\"attributes\":");
+            p = putPairs(p, e.attributes);
+        }
+        if (const Quantization* q = e.quantization.get()) {
+            p = put(p, ",\"quantization\":{\"scheme\":\"");
+            p = put(p, q->scheme);
+            p = put(p, "\",\"storage_dtype\":\"");
+            p = put(p, dtypeName(q->storageDType));
+            *p++ = '"';
+            if (!q->logicalShapeKnown)
+                p = put(p, ",\"logical_shape_known\":false");
+            if (!q->params.empty()) {
+                p = put(p, ",\"params\":");
+                p = putPairs(p, q->params);
+            }
+            *p++ = '}';
+        }
+        if (!e.parts.empty()) {
+            p = put(p, ",\"parts\":[");
+            bool first = true;
+            for (const Entry& part : e.parts) {
+                if (!first)
+                    *p++ = ',';
+                first = false;
+                p = putEntry(p, part);
+            }
+            *p++ = ']';
+        }
         *p++ = '}';
         return p;
-    });
+    }
+};
+
+} // namespace
+
+bool writePlainTensorJson(JsonWriter& w, const Entry& e, const Source& s, std::span<const uint8_t> plainFiles)
+{
+    const RawEntryWriter raw { s, plainFiles };
+    const size_t most = raw.size(e, 0);
+    if (!most)
+        return false;
+    w.rawValue(most, [&](char* p) { return raw.putEntry(p, e); });
     return true;
 }
 

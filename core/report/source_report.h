@@ -13,15 +13,15 @@ namespace sl {
 
 // Writes the `source` object: {"path", "format", "container", "containers", "files", "metadata"}.
 void writeSourceJson(JsonWriter& w, const Source& s);
-// An entry's object. A plain tensor's (writePlainTensorJson) is written from fixed pieces of text, unless
+// An entry's object. Most (writePlainTensorJson) are written from fixed pieces of text, unless
 // `shortcut` is false: tests hold the two to the same bytes.
 // `plainFiles` (from plainFiles(s)) saves checking the file's path for each entry; empty, it is checked.
 void writeEntryJson(JsonWriter& w, const Entry& e, const Source& s, bool shortcut = true,
     std::span<const uint8_t> plainFiles = {});
-// A plain tensor's object, as writeEntryJson writes it field by field: a tensor with a known shape and no
-// flags, type, attributes, sharding, quantization or parts, whose strings need no escaping. False (nothing
-// written) for any other entry. A listing's JSON is mostly these, and rapidjson's calls per field took five
-// times as long (c's 100,000 entries: 21 ms against 3.9).
+// An entry's object written from fixed pieces of text, as writeEntryJson writes it field by field: a tensor
+// or group (quantized, with its parts) without sharding whose strings need no escaping. False (nothing
+// written) for any other entry: objects, sharded tensors, escaped names. A listing's JSON is mostly these,
+// and rapidjson's calls per field took five times as long (c's 100,000 entries: 21 ms against 3.9).
 bool writePlainTensorJson(JsonWriter& w, const Entry& e, const Source& s, std::span<const uint8_t> plainFiles = {});
 // Whether each of s.files needs no escaping in JSON (jsonPlainAscii), checked once for a listing rather than
 // once for each entry that names it.

@@ -899,6 +899,7 @@ void TstTorchFormats::plainTensorJsonAsFieldByField()
                 files << it.next();
     int sources = 0;
     size_t entries = 0, plain = 0;
+    size_t shortcutFields[8] = {}; // parts, quantization, attributes, requires_grad, parameter, type, shape_known, params
     for (const QString& file : files) {
         Source src;
         try {
@@ -923,7 +924,15 @@ void TstTorchFormats::plainTensorJsonAsFieldByField()
                 writeEntryJson(fieldByField, e, src, false);
                 if (!escapedPaths) {
                     ++entries;
-                    plain += writePlainTensorJson(scratch, e, src);
+                    if (writePlainTensorJson(scratch, e, src)) {
+                        ++plain;
+                        // Each optional field the shortcut writes, written by it somewhere.
+                        const bool has[] = { !e.parts.empty(), bool(e.quantization), !e.attributes.empty(),
+                            e.requiresGrad, e.isParameter, !e.typeName.empty(), !e.shapeKnown,
+                            e.quantization && !e.quantization->params.empty() };
+                        for (size_t k = 0; k < std::size(has); ++k)
+                            shortcutFields[k] += has[k];
+                    }
                 }
             }
             for (JsonWriter* w : { &shortcut, &listed, &fieldByField })
@@ -934,6 +943,10 @@ void TstTorchFormats::plainTensorJsonAsFieldByField()
     }
     qInfo("%d sources, %zu entries, %zu of them written by the shortcut", sources, entries, plain);
     QVERIFY2(sources >= 100 && plain >= 1000 && plain < entries, qPrintable(QString::number(plain)));
+    for (size_t k = 0; k < std::size(shortcutFields); ++k) {
+        qInfo("optional field %zu: %zu entries by the shortcut", k, shortcutFields[k]);
+        QVERIFY2(shortcutFields[k] > 0, qPrintable(QString::number(k)));
+    }
 }
 
 #include "tst_torch_formats.moc"
