@@ -136,23 +136,27 @@ namespace {
 // The fixed-text writer below: an entry whose strings need no escaping and that has no sharding (nor parts
 // nested deeper than kMaxRawDepth), written in the order and bytes of writeEntryJson's field-by-field path.
 constexpr int kMaxRawDepth = 4;
+// Room for an entry's keys, punctuation and names when every optional field is there: putEntry's literals
+// and brackets come to 396 bytes, and the dtype (twice, with quantization), kind and location names add at
+// most 47.
+constexpr size_t kFixedText = 512;
 
 struct RawEntryWriter {
     const Source& s;
     std::span<const uint8_t> plainFiles;
 
-    std::string_view file(const TensorLocation& loc) const
+    // The file the location names, or nullptr (writeEntryJson leaves "file" out then).
+    const std::string* file(const TensorLocation& loc) const
     {
-        return loc.file >= 0 && static_cast<size_t>(loc.file) < s.files.size()
-            ? std::string_view(s.files[static_cast<size_t>(loc.file)])
-            : std::string_view();
+        return loc.file >= 0 && static_cast<size_t>(loc.file) < s.files.size() ? &s.files[static_cast<size_t>(loc.file)]
+                                                                              : nullptr;
     }
     bool plainFile(const TensorLocation& loc) const
     {
-        if (loc.file < 0 || static_cast<size_t>(loc.file) >= s.files.size())
+        const std::string* f = file(loc);
+        if (!f)
             return true;
-        return plainFiles.size() == s.files.size() ? plainFiles[static_cast<size_t>(loc.file)] != 0
-                                                   : jsonPlainAscii(s.files[static_cast<size_t>(loc.file)]);
+        return plainFiles.size() == s.files.size() ? plainFiles[static_cast<size_t>(loc.file)] != 0 : jsonPlainAscii(*f);
     }
     static bool plainPairs(const auto& pairs, size_t& bytes)
     {
@@ -172,15 +176,16 @@ struct RawEntryWriter {
             || !jsonPlainAscii(e.device) || !jsonPlainAscii(e.typeName) || !jsonPlainAscii(loc.storageId)
             || !plainFile(loc))
             return 0;
-        // The keys and punctuation (under 320 bytes), the strings, and 21 bytes for each number and dimension.
-        size_t bytes = 320 + e.name.size() + e.device.size() + e.typeName.size() + file(loc).size()
+        // The fixed text, the strings, and 21 bytes for each number and dimension.
+        const std::string* f = file(loc);
+        size_t bytes = kFixedText + e.name.size() + e.device.size() + e.typeName.size() + (f ? f->size() : 0)
             + loc.storageId.size() + 21 * (e.shape.size() + loc.strides.size() + 7);
         if (!plainPairs(e.attributes, bytes))
             return 0;
         if (const Quantization* q = e.quantization.get()) {
             if (!jsonPlainAscii(q->scheme) || !plainPairs(q->params, bytes))
                 return 0;
-            bytes += 96 + q->scheme.size();
+            bytes += q->scheme.size();
         }
         for (const Entry& part : e.parts) {
             const size_t n = size(part, depth + 1);
@@ -258,9 +263,9 @@ struct RawEntryWriter {
             p = put(p, ",\"location\":{\"kind\":\"");
             p = put(p, locationKindName(loc.kind));
             *p++ = '"';
-            if (loc.file >= 0 && static_cast<size_t>(loc.file) < s.files.size()) {
+            if (const std::string* f = file(loc)) {
                 p = put(p, ",\"file\":\"");
-                p = put(p, file(loc));
+                p = put(p, *f);
                 *p++ = '"';
             }
             p = put(p, ",\"offset\":");

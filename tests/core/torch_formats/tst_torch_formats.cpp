@@ -404,6 +404,7 @@ private slots:
     void tensorLanesChangeNothing();
     void deferredEntriesListAlike();
     void plainTensorJsonAsFieldByField();
+    void plainTensorJsonWithEveryField();
     void deferredEntriesBuildOnceOnDemand();
 };
 
@@ -947,6 +948,48 @@ void TstTorchFormats::plainTensorJsonAsFieldByField()
         qInfo("optional field %zu: %zu entries by the shortcut", k, shortcutFields[k]);
         QVERIFY2(shortcutFields[k] > 0, qPrintable(QString::number(k)));
     }
+}
+
+// The shortcut reserves room from a bound on its fixed text: an entry with every optional field it writes,
+// each at its longest name (dtype, location kind), and a part just like it, comes out as field by field.
+void TstTorchFormats::plainTensorJsonWithEveryField()
+{
+    Source src;
+    src.files = { "/ckpt/model.bin" };
+    Entry e;
+    e.name = "w";
+    e.kind = EntryKind::Group;
+    e.dtype = DType::Float8_e4m3fnuz;
+    e.shapeKnown = false;
+    e.requiresGrad = true;
+    e.isParameter = true;
+    e.device = "cuda:0";
+    e.typeName = "t";
+    e.location.kind = TensorLocation::Kind::Transformed;
+    e.location.file = 0;
+    e.location.offset = INT64_MAX;
+    e.location.length = UINT64_MAX;
+    e.location.storageId = "0";
+    e.location.storageByteOffset = UINT64_MAX;
+    e.location.storageNbytes = UINT64_MAX;
+    e.location.storageOffset = INT64_MIN;
+    e.location.strides = { INT64_MIN };
+    e.attributes.emplace_back("k", "v");
+    auto q = std::make_shared<Quantization>();
+    q->scheme = "s";
+    q->storageDType = DType::Float8_e4m3fnuz;
+    q->logicalShapeKnown = false;
+    q->params.emplace_back("k", "v");
+    e.quantization = q;
+    Entry part = e;
+    e.parts.push_back(part);
+    JsonWriter shortcut, fieldByField;
+    QVERIFY(writePlainTensorJson(shortcut, e, src));
+    writeEntryJson(fieldByField, e, src, false);
+    QCOMPARE(QString::fromStdString(std::string(shortcut.text())), QString::fromStdString(std::string(fieldByField.text())));
+    for (const char* key : { "shape_known", "requires_grad", "parameter", "type", "storage_byte_offset", "strides",
+             "attributes", "logical_shape_known", "params", "parts" })
+        QVERIFY2(shortcut.text().find(std::string("\"") + key + "\"") != std::string_view::npos, key);
 }
 
 #include "tst_torch_formats.moc"
