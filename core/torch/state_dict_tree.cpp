@@ -455,6 +455,7 @@ public:
     {
         const Value* v = m_self.node;
         m_name.clear();
+        m_heldKey = {};
         switch (m_self.shape) {
         case Container::Shape::Module:
             flattenModule(static_cast<const ObjectValue*>(v), 0);
@@ -507,6 +508,9 @@ private:
         const size_t base = m_name.size();
         if (base)
             m_name += '.';
+        else // a top-level key: its text is the whole name until something is appended to it
+            m_heldKey = k->kind == Kind::Str || k->kind == Kind::Bytes ? static_cast<const StrValue*>(k)->s
+                                                                       : std::string_view {};
         appendKey(m_name, k);
         return base;
     }
@@ -515,6 +519,8 @@ private:
         const size_t base = m_name.size();
         if (base)
             m_name += '.';
+        else
+            m_heldKey = {};
         char buf[24];
         auto [end, ec] = std::to_chars(buf, buf + sizeof buf, i);
         m_name.append(buf, end);
@@ -652,7 +658,7 @@ private:
     {
         if (isPlainTensor(t, m_name)) { // the usual case, told without building the entry
             m_budget.charge(entryUnits(m_name));
-            if (!m_rows->add(m_name, t))
+            if (!m_rows->add(m_name, t, heldName()))
                 throw NotPlain {};
             return;
         }
@@ -662,9 +668,13 @@ private:
         if (!e.parts.empty() || e.quantization || !e.typeName.empty() || !e.value.empty()
             || distributed::mayHaveDistributedFinding(e)) // attributes (invalid views too), sharding, flat params
             throw NotPlain {};
-        if (!m_rows->add(m_name, t))
+        if (!m_rows->add(m_name, t, heldName()))
             throw NotPlain {};
     }
+
+    // The name as bytes the graph holds, when it is one top-level key (a flat state dict's every name): a
+    // nested name is longer than its top-level key, which it starts with.
+    std::string_view heldName() const { return m_heldKey.size() == m_name.size() ? m_heldKey : std::string_view {}; }
 
     void emitted()
     {
@@ -756,6 +766,7 @@ private:
     TensorPresence m_hasTensors;
     std::unordered_set<const Value*> m_onPath;
     std::string m_name;
+    std::string_view m_heldKey; // the last top-level key pushed, where it is a string the graph holds
     std::vector<uint32_t> m_storageUses; // by StorageValue::index
     std::vector<size_t> m_flagged;
     TensorRows* m_rows = nullptr;

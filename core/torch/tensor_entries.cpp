@@ -279,16 +279,24 @@ bool isPlainTensor(const TensorValue& t, std::string_view name)
 TensorRows::TensorRows(std::shared_ptr<const void> graph, const EntryContext& ctx, size_t expected)
     : m_graph(std::move(graph))
     , m_ctx(ctx)
+    , m_expected(expected)
 {
     m_rows.reserve(expected);
-    m_names.reserve(expected * 48); // about a name's length in a large state dict; the buffer grows if not
 }
 
-bool TensorRows::add(std::string_view name, const TensorValue& t)
+bool TensorRows::add(std::string_view name, const TensorValue& t, std::string_view held)
 {
+    if (name.size() > UINT32_MAX)
+        return false;
+    if (!held.empty() && held.size() == name.size()) {
+        m_rows.push_back({ held.data(), &t, 0, static_cast<uint32_t>(name.size()) });
+        return true;
+    }
     if (m_names.size() + name.size() > UINT32_MAX)
         return false;
-    m_rows.push_back({ static_cast<uint32_t>(m_names.size()), static_cast<uint32_t>(name.size()), &t });
+    if (m_names.capacity() == 0)
+        m_names.reserve(m_expected * 48); // about a name's length in a large state dict; the buffer grows if not
+    m_rows.push_back({ nullptr, &t, static_cast<uint32_t>(m_names.size()), static_cast<uint32_t>(name.size()) });
     m_names.append(name);
     return true;
 }
@@ -298,7 +306,7 @@ EntryRow TensorRows::row(size_t i) const
     const Row& r = m_rows[i];
     const TensorValue& t = *r.tensor;
     EntryRow out;
-    out.name = std::string_view(m_names.data() + r.nameOffset, r.nameLength);
+    out.name = nameOf(r);
     out.dtype = t.dtype;
     out.shape = t.size;
     if (t.storage) // as locateStorage names it
@@ -311,8 +319,7 @@ void TensorRows::build(std::vector<Entry>& out) const
     // The walk that made the rows charged its budget for each already.
     WalkBudget budget { SIZE_MAX };
     for (const Row& r : m_rows)
-        fillTensorEntry(out.emplace_back(), *r.tensor, std::string_view(m_names.data() + r.nameOffset, r.nameLength),
-            m_ctx, 0, budget);
+        fillTensorEntry(out.emplace_back(), *r.tensor, nameOf(r), m_ctx, 0, budget);
 }
 
 void TensorRows::forEachBuilt(size_t from, size_t to, const std::function<void(const Entry&)>& visit) const
@@ -326,7 +333,7 @@ void TensorRows::forEachBuilt(size_t from, size_t to, const std::function<void(c
         std::string name = std::move(e.name);
         e = Entry {};
         e.name = std::move(name);
-        fillTensorEntry(e, *r.tensor, std::string_view(m_names.data() + r.nameOffset, r.nameLength), m_ctx, 0, budget);
+        fillTensorEntry(e, *r.tensor, nameOf(r), m_ctx, 0, budget);
         visit(e);
     }
 }

@@ -598,6 +598,7 @@ void TstTorchFormats::deferredEntriesListAlike()
             files << it.next();
     int torchFiles = 0, deferred = 0;
     bool manyRecordsDeferred = false, bnbGrouped = false;
+    int nestedPlainDeferred = 0; // both: rows whose names are top-level keys' own bytes, and composed ones
     for (const QString& file : files) {
         const std::string path = file.toStdString();
         Source rows, built;
@@ -614,6 +615,8 @@ void TstTorchFormats::deferredEntriesListAlike()
         if (rows.entries.deferred()) {
             ++deferred;
             manyRecordsDeferred |= file.endsWith(QLatin1String("/many_records.pt"));
+            nestedPlainDeferred += file.endsWith(QLatin1String("/nested_plain.pt"))
+                || file.endsWith(QLatin1String("/nested_plain.legacy.pt"));
             QCOMPARE(rows.entries.size(), built.entries.size()); // counted without building them
             // Listed from the rows: they are still not built after.
             QCOMPARE(QString::fromStdString(sourceToTable(rows)), QString::fromStdString(sourceToTable(built)));
@@ -639,6 +642,7 @@ void TstTorchFormats::deferredEntriesListAlike()
     }
     qInfo("%d torch.save files, %d handed over as rows", torchFiles, deferred);
     QVERIFY(manyRecordsDeferred);
+    QCOMPARE(nestedPlainDeferred, 2);
     QVERIFY(bnbGrouped);
     QVERIFY2(deferred >= 5, qPrintable(QString::number(deferred)));
     if (!real.isEmpty())
@@ -692,8 +696,8 @@ void TstTorchFormats::fixturesArePresent()
     QStringList missing;
     for (const char* stem : { "dtypes", "views", "tied", "params", "module_sd", "meta", "empty_scalar", "quant",
              "qdynamic_sd", "qstatic_sd", "sparse", "subclass", "train_ckpt", "model_state_dict", "ema",
-             "nested_model_module", "nanogpt", "whole_module", "bare_tensor", "tensor_list", "mixed", "conj_views",
-             "no_tensors" }) {
+             "nested_model_module", "nanogpt", "whole_module", "bare_tensor", "tensor_list", "mixed", "nested_plain",
+             "conj_views", "no_tensors" }) {
         for (const QString& suffix : { QStringLiteral(".pt"), QStringLiteral(".legacy.pt") })
             if (!have.contains(QLatin1String(stem) + suffix))
                 missing << QLatin1String(stem) + suffix;
