@@ -14,6 +14,8 @@
 #include <cstring>
 #include <initializer_list>
 #include <iterator>
+#include <memory>
+#include <type_traits>
 
 namespace sl {
 
@@ -54,9 +56,16 @@ public:
     }
     template <typename It> void assign(It first, It last)
     {
-        const Dims d(first, last);
-        release();
-        set(d.begin(), d.size());
+        if constexpr (std::contiguous_iterator<It> && std::is_same_v<std::iter_value_t<It>, int64_t>) {
+            // Straight from the caller's array (a tensor's shape in the graph): every listed entry comes here.
+            // The array cannot be this list's own block, which nothing outside it sees.
+            release();
+            set(std::to_address(first), static_cast<size_t>(last - first));
+        } else {
+            const Dims d(first, last);
+            release();
+            set(d.begin(), d.size());
+        }
     }
     void push_back(int64_t v)
     {
