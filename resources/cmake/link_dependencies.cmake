@@ -2,7 +2,8 @@
 #
 # Each shared library an executable loads costs every start of it: mapping, relocation and symbol lookup,
 # 0.4-1 ms each on the benchmark's virtual machine. Six of them (spdlog, fmt, yaml-cpp, PCRE2, xxHash, zlib)
-# took 2.5 ms of a `statelens ls` whose whole run on a 76,800-tensor checkpoint is about 50 ms. So:
+# took 1.9 ms of every `statelens ls` (10.4 -> 8.5 ms on a one-tensor file; a 76,800-tensor checkpoint's whole
+# run is about 50 ms). So:
 #
 # - statelens_log: spdlog and fmt as headers only (spdlog's own header-only mode, with Debian's fmt headers),
 #   in every binary. Only a few files log, so compiling them in costs little.
@@ -11,6 +12,8 @@
 #   Debian's archives are not built as position-independent code, so a shared object cannot hold them.
 #   simdjson ships no archive and stays shared; so do libstdc++ and libc, which simdjson loads anyway.
 #   Where an archive is missing (another distribution) the shared library is linked instead.
+#   The cost: a security update of Debian's zlib or PCRE2 reaches the executable when it is rebuilt, not when
+#   the system's shared library is upgraded (HACKING.md, "Dependencies").
 
 # spdlog in header-only mode over fmt in header-only mode. spdlog::spdlog_header_only would link the shared fmt.
 get_target_property(STATELENS_SPDLOG_INCLUDES spdlog::spdlog_header_only INTERFACE_INCLUDE_DIRECTORIES)
