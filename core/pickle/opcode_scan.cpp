@@ -171,26 +171,38 @@ private:
     }
 
     // The memo holds a handle per slot, so the hundreds of thousands of slots a large checkpoint's pickle
-    // fills cost 4 bytes each: 0 for a value the scan does not track, a string of the pickle's bytes as where
-    // they start (inlineStr), else 1 + the item's position in m_memoItems.
+    // fills cost 4 bytes each: 0 for a slot never stored, kUntracked for a value the scan does not track, a
+    // string of the pickle's bytes as where they start (inlineStr), else 1 + the item's position in
+    // m_memoItems. MEMOIZE stores at Python's len(memo), which counts slots, not stores: a scan that counted
+    // a PUT over a stored slot, or a slot stored twice (in the sparse map, then in the dense part), would
+    // look up other strings than Python for every later MEMOIZE, and could read a safe name where torch.load
+    // imports os.system (tests/fixtures/hostile/zip/memoize_after_*.pt).
     void memoPut(uint64_t index, const Item& item)
     {
         uint32_t handle = inlineStr(item);
-        if (!handle && item.kind != Item::Other && item.kind != Item::Mark && m_memoItems.size() < kInlineStr - 1) {
+        if (!handle && item.kind != Item::Other && item.kind != Item::Mark && m_memoItems.size() < kUntracked - 1) {
             m_memoItems.push_back(item); // past 2^31 items untracked: a STACK_GLOBAL over one reads as unknown
             handle = static_cast<uint32_t>(m_memoItems.size());
         }
-        if (index < m_memo.size()) {
-            m_memo[index] = handle;
-        } else if (index == m_memo.size()) { // the usual case: picklers number slots in order
+        if (!handle)
+            handle = kUntracked;
+        bool fresh = true;
+        if (index == m_memo.size() && m_sparseMemo.empty()) { // the usual case: picklers number slots in order
             m_memo.push_back(handle);
         } else if (index < m_memo.size() + 4096) {
-            m_memo.resize(index + 1);
+            if (index >= m_memo.size()) {
+                const uint64_t from = m_memo.size();
+                m_memo.resize(index + 1);
+                // Slots stored past the dense part earlier move into it, stored once.
+                for (auto it = m_sparseMemo.lower_bound(from); it != m_sparseMemo.end() && it->first <= index;)
+                    m_memo[it->first] = it->second, it = m_sparseMemo.erase(it);
+            }
+            fresh = !m_memo[index];
             m_memo[index] = handle;
         } else {
-            m_sparseMemo[index] = handle;
+            fresh = m_sparseMemo.insert_or_assign(index, handle).second;
         }
-        ++m_memoCount;
+        m_memoCount += fresh;
     }
     Item memoGet(uint64_t index) const
     {
@@ -202,7 +214,7 @@ private:
         }
         if (handle & kInlineStr)
             return inlineItem(handle);
-        return handle ? m_memoItems[handle - 1] : Item {};
+        return handle && handle != kUntracked ? m_memoItems[handle - 1] : Item {};
     }
     // A state dict memoises two strings per tensor (its key and its storage's), and as items, 16 bytes each
     // in a vector that doubles, they were most of the scan's memory (case a's peak fell by 2.8 of the 7 MB
@@ -210,6 +222,7 @@ private:
     // of the pickle's own bytes is instead kept in its slot as where its bytes start, with the width of the
     // length prefix right before them (1, 4 or 8 bytes), from which memoGet reads its length again.
     static constexpr uint32_t kInlineStr = 0x80000000u;
+    static constexpr uint32_t kUntracked = kInlineStr - 1;
     static constexpr unsigned kInlineOffsetBits = 29; // strings starting in the pickle's first 512 MiB
     static constexpr unsigned kPrefixWidths[3] = { 1, 4, 8 };
     uint64_t readPrefix(size_t at, unsigned width) const { return littleEndianAt(m_data, at - width, width); }

@@ -361,29 +361,34 @@ std::string_view Unpickler::readLine()
     return line;
 }
 
+// MEMOIZE stores at Python's len(memo), which counts slots, not stores: a PUT over a stored slot, or a
+// slot stored in the sparse map and later reached by the dense part, must not count twice, or every later
+// MEMOIZE lands elsewhere than Python's (tests/core/pickle_vm/make_pickles.py, memo_*).
 void Unpickler::memoPutElsewhere(uint64_t index, Value* v)
 {
+    bool fresh = true;
     if (index < m_memo.size()) {
-        if (!m_memo[index])
-            ++m_memoCount;
+        fresh = !m_memo[index];
         m_memo[index] = v;
-        return;
-    }
-    if (index == m_memo.size() && index <= m_data.size()) { // the usual case: picklers number slots in order
-        m_memo.push_back(v);
-        ++m_memoCount;
-        return;
-    }
-    if (index < m_memo.size() + kDenseMemoSlack && index <= m_data.size()) {
+    } else if (index < m_memo.size() + kDenseMemoSlack && index <= m_data.size()) {
+        const size_t from = m_memo.size();
         m_memo.resize(static_cast<size_t>(index) + 1, nullptr);
+        if (!m_sparseMemo.empty()) { // slots stored past the dense part earlier move into it
+            for (size_t i = from; i <= index; ++i) {
+                if (auto it = m_sparseMemo.find(i); it != m_sparseMemo.end()) {
+                    m_memo[i] = it->second;
+                    m_sparseMemo.erase(it);
+                }
+            }
+        }
+        fresh = !m_memo[index];
         m_memo[index] = v;
-        ++m_memoCount;
-        return;
+    } else {
+        if (m_sparseMemo.size() > m_data.size())
+            fail("memo larger than the pickle");
+        fresh = m_sparseMemo.insert_or_assign(index, v).second;
     }
-    if (m_sparseMemo.size() > m_data.size())
-        fail("memo larger than the pickle");
-    if (m_sparseMemo.insert_or_assign(index, v).second)
-        ++m_memoCount;
+    m_memoCount += fresh;
 }
 
 // A tensor record's string literals go to the memo (its storage key, one per tensor), and are fetched again
@@ -414,7 +419,6 @@ Value* Unpickler::buildLiteral(Value*& slot)
 
 Value* Unpickler::memoSlot(uint64_t index)
 {
-    // A slot past the dense part when it was stored can be in the sparse map and empty in the dense part.
     Value** slot = nullptr;
     if (index < m_memo.size() && m_memo[index]) {
         slot = &m_memo[index];

@@ -122,7 +122,7 @@ private:
     // Inline for the usual case, the next slot with room reserved (a 76,800-tensor state dict stores 690,000).
     void memoPut(uint64_t index, Value* v)
     {
-        if (index == m_memo.size() && index < m_memo.capacity() && index <= m_data.size()) [[likely]] {
+        if (index == m_memo.size() && index < m_memo.capacity() && index <= m_data.size() && m_sparseMemo.empty()) [[likely]] {
             m_memo.push_back(v);
             ++m_memoCount;
             return;

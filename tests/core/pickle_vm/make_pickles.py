@@ -89,7 +89,36 @@ def cases():
     yield "growth_reused", [[(i * 2500 + j) * 1000003 + 2**40 for j in range(2500)] + [f"s{i}"] for i in range(8)]
 
 
+def su(text):
+    b = text.encode()
+    return b"\x8c" + bytes([len(b)]) + b
+
+
+def memo_pickles():
+    """Hand-written pickles whose MEMOIZE slots depend on how len(memo) counts: a PUT over a stored slot,
+    and a slot stored far past the others (a sparse slot) that MEMOIZE later reaches. CPython decides what
+    they decode to. Each returns the list of what GET fetches afterwards."""
+    def memoize(text):
+        return su(text) + b"\x94" + b"0"  # MEMOIZE, POP
+
+    # PUT 0, PUT 0 again (len(memo) stays 1), then MEMOIZE: slots 1, 2, 3.
+    overwrite = (b"\x80\x04" + su("a") + b"q\x00" + b"0" + su("b") + b"q\x00" + b"0"
+                 + memoize("one") + memoize("two") + memoize("three")
+                 + b"(" + b"h\x00h\x01h\x02h\x03" + b"l.")
+    yield "memo_overwrite", overwrite
+    # LONG_BINPUT far past the dense slots (the VMs keep such slots apart), then enough MEMOIZEs to reach it:
+    # MEMOIZE overwrites it, and len(memo) stops growing there.
+    for far in (5000, 70000):
+        body = b"\x80\x04" + su("far") + b"r" + struct.pack("<I", far) + b"0"
+        body += b"".join(b"K" + bytes([i % 200]) + b"\x94" + b"0" for i in range(far - 1))
+        body += memoize("reached") + memoize("again") + memoize("third")
+        gets = b"".join(b"j" + struct.pack("<I", i) for i in (1, far - 1, far))
+        yield f"memo_sparse_{far}", body + b"(" + gets + b"l."
+
+
 def main():
+    for name, data in memo_pickles():
+        print(json.dumps({"name": name, "protocol": 4, "hex": data.hex(), "expected": canon(pickle.loads(data))}))
     for name, value in cases():
         for proto in range(0, pickle.HIGHEST_PROTOCOL + 1):
             if name == "objects" and proto < 2:
