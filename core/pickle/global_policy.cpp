@@ -1,5 +1,7 @@
 #include "global_policy.h"
 
+#include <algorithm>
+
 #include <array>
 #include <utility>
 
@@ -231,8 +233,12 @@ bool isWeightsOnlySafe(std::string_view module, std::string_view name)
         return true;
     if (module == "torch.nn.parameter" && (name == "Parameter" || name == "Buffer"))
         return true;
-    if (module == "torch" || module == "torch.cuda") // dtypes, storage classes, Size, device, layouts, qschemes
+    if (module == "torch" || module == "torch.cuda") { // dtypes, storage classes, Size, device, layouts, qschemes
+        // ... but not the modules torch imports (torch.os is os, torch.sys is sys) nor its dunders
+        if (isDunder(name) || std::any_of(std::begin(kDangerousSegments), std::end(kDangerousSegments), [&](const Reasoned& d) { return name == d.key; }))
+            return false;
         return name.find('.') == std::string_view::npos && name != "load" && name != "save" && name != "compile";
+    }
     return false;
 }
 

@@ -66,12 +66,22 @@ public:
             uint8_t op = m_data[m_pos++];
             if (!step(op))
                 return;
+            if (m_opStart < m_frameEnd && m_pos > m_frameEnd) [[unlikely]] {
+                frameCrossed();
+                return;
+            }
         }
         m_out.ranOut = true;
         problem("ends without STOP");
     }
 
 private:
+    // torch.load reads what follows from elsewhere (kFrameCrossing): an import nobody can name.
+    bool frameCrossed()
+    {
+        markUse(globalItem(addGlobal("?", "?", "FRAME")), kUsesUnknown);
+        return problem(kFrameCrossing);
+    }
     // The bytes end before the pickle does: a reader that gave only a prefix can give more.
     bool ranOut(const std::string& what)
     {
@@ -145,11 +155,13 @@ private:
         return out;
     }
 
-    uint32_t addGlobal(std::string_view module, std::string_view name, const char* opcode)
+    // `attribute`: the result of getattr(<import>, "NAME"), kept apart from a real import of the same
+    // dotted name, which the lookup must not hide (load_safety.cpp skips uncalled attributes).
+    uint32_t addGlobal(std::string_view module, std::string_view name, const char* opcode, bool attribute = false)
     {
         auto mapped = mapLegacyName(module, name, m_protocol);
         std::string m(mapped.first), n(mapped.second);
-        std::string key = m + '\n' + n;
+        std::string key = m + '\n' + n + (attribute ? "\n@" : "");
         auto it = m_globalIndex.find(key);
         if (it == m_globalIndex.end()) {
             ScannedGlobal g;
@@ -158,6 +170,7 @@ private:
             g.opcode = opcode;
             g.offset = m_base + m_opStart;
             g.nestedDepth = m_depth;
+            g.attribute = attribute;
             m_out.globals.push_back(std::move(g));
             it = m_globalIndex.emplace(std::move(key), static_cast<uint32_t>(m_out.globals.size() - 1)).first;
         }
@@ -283,8 +296,7 @@ private:
                 std::string module = owner.module;
                 int saved = m_protocol;
                 m_protocol = 5; // the names are already mapped
-                Item r = globalItem(addGlobal(module, attr, "REDUCE"));
-                m_out.globals[r.global].attribute = true;
+                Item r = globalItem(addGlobal(module, attr, "REDUCE", true));
                 m_protocol = saved;
                 m_attributeGlobals.emplace(std::move(site), r.global);
                 push(r);
@@ -354,11 +366,15 @@ private:
                 return ranOut("truncated");
             m_protocol = m_data[m_pos++];
             return true;
-        case 0x95: // FRAME
+        case 0x95: { // FRAME
             if (!need(8))
                 return ranOut("truncated");
-            m_pos += 8;
+            const uint64_t len = readUInt(8);
+            if (m_pos < m_frameEnd && len > m_frameEnd - m_pos)
+                return frameCrossed(); // a frame inside a frame, ending after it
+            m_frameEnd = len <= m_data.size() - m_pos ? m_pos + len : m_data.size();
             return true;
+        }
         case 'K': case 'h': case 'q': case 0x82: // 1-byte argument
         case 'M': case 0x83: // 2-byte
         case 'J': case 'j': case 'r': case 0x84: // 4-byte
@@ -385,13 +401,13 @@ private:
             if (!line(l))
                 return false;
             if (op == 'g' || op == 'p') {
-                uint64_t v = 0;
-                for (char c : l)
-                    v = (c >= '0' && c <= '9' && v < (uint64_t(1) << 40)) ? v * 10 + uint64_t(c - '0') : v;
+                std::optional<uint64_t> v = parseMemoIndexLine(l);
+                if (!v)
+                    return problem("malformed memo index"); // Python stops here too: nothing after it runs
                 if (op == 'g')
-                    push(memoGet(v));
+                    push(memoGet(*v));
                 else
-                    memoPut(v, top());
+                    memoPut(*v, top());
             } else if (op == 'S' && l.size() >= 2 && (l.front() == '\'' || l.front() == '"')) {
                 std::optional<std::string> text = decodeEscapedString(l.substr(1, l.size() - 2));
                 push(text ? decoded(std::move(*text)) : Item {}); // Python refuses a bad \x escape: nothing after it runs
@@ -596,6 +612,7 @@ private:
     PickleScan& m_out;
     size_t m_pos = 0;
     size_t m_opStart = 0;
+    size_t m_frameEnd = 0; // of the last FRAME; an opcode starting before it must end by it
     int m_protocol = 0;
     std::vector<Item> m_stack; // the first m_size are live
     size_t m_size = 0;

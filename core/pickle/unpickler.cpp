@@ -262,6 +262,36 @@ Unpickler::Unpickler(Bytes data, Arena& arena, Semantics& semantics, uint64_t ba
     m_memo.reserve(data.size() / 8);
 }
 
+std::optional<uint64_t> parseMemoIndexLine(std::string_view line)
+{
+    line = line.substr(0, line.find('\0'));
+    auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; };
+    auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    size_t i = 0;
+    const size_t n = line.size();
+    while (i < n && space(line[i]))
+        ++i;
+    const bool negative = i < n && line[i] == '-';
+    i += i < n && (line[i] == '-' || line[i] == '+');
+    uint64_t v = 0;
+    bool digits = false;
+    for (; i < n; ++i) {
+        if (digit(line[i])) {
+            if (v > (uint64_t(1) << 40))
+                return std::nullopt; // no memo holds it: Python fails too (not found, or no memory for it)
+            v = v * 10 + uint64_t(line[i] - '0');
+            digits = true;
+        } else if (!(line[i] == '_' && digits && i + 1 < n && digit(line[i + 1]))) {
+            break;
+        }
+    }
+    while (i < n && space(line[i]))
+        ++i;
+    if (!digits || i != n || (negative && v != 0))
+        return std::nullopt;
+    return v;
+}
+
 void Unpickler::fail(const std::string& message) const
 {
     const char* name = opcodeName(m_op);
@@ -647,6 +677,8 @@ Value* Unpickler::load()
             throw FormatError("pickle: truncated: no STOP opcode before the end of the data (byte "
                 + std::to_string(m_base + m_pos) + ")");
         }
+        if (m_opStart < m_frameEnd && m_pos > m_frameEnd) [[unlikely]]
+            fail(kFrameCrossing); // names the opcode that crossed
         m_opStart = m_pos;
         m_op = m_data[m_pos++];
         if (m_control && --m_untilCheck == 0) {
@@ -664,6 +696,9 @@ Value* Unpickler::load()
             uint64_t len = readUInt(8);
             if (len > m_data.size() - m_pos)
                 fail("frame of " + std::to_string(len) + " bytes runs past the end");
+            if (m_pos < m_frameEnd && m_pos + len > m_frameEnd)
+                fail(kFrameCrossing); // a frame inside a frame, ending after it
+            m_frameEnd = m_pos + len;
             break;
         }
         case STOP: {
@@ -967,11 +1002,10 @@ Value* Unpickler::load()
 
         // --- memo ---
         case PUT: {
-            std::string_view line = readLine();
-            uint64_t idx = 0;
-            auto [p, ec] = std::from_chars(line.data(), line.data() + line.size(), idx);
-            if (ec != std::errc() || p != line.data() + line.size())
+            std::optional<uint64_t> index = parseMemoIndexLine(readLine());
+            if (!index)
                 fail("malformed PUT index");
+            const uint64_t idx = *index;
             memoPut(idx, top());
             break;
         }
@@ -985,11 +1019,10 @@ Value* Unpickler::load()
             memoPut(m_memoCount, top());
             break;
         case GET: {
-            std::string_view line = readLine();
-            uint64_t idx = 0;
-            auto [p, ec] = std::from_chars(line.data(), line.data() + line.size(), idx);
-            if (ec != std::errc() || p != line.data() + line.size())
+            std::optional<uint64_t> index = parseMemoIndexLine(readLine());
+            if (!index)
                 fail("malformed GET index");
+            const uint64_t idx = *index;
             push(memoGet(idx));
             break;
         }

@@ -77,6 +77,15 @@ public:
 // UNICODE's argument through raw-unicode-escape (Latin-1 bytes plus \uXXXX and \UXXXXXXXX), as UTF-8.
 std::optional<std::string> decodeEscapedString(std::string_view body);
 std::string decodeRawUnicodeEscape(std::string_view raw);
+// A protocol 0 GET or PUT index as CPython reads it: PyLong_FromString(line, NULL, 10) on the line as a C
+// string, so it ends at a NUL byte ("1\x002" is 1), with spaces around it, a sign and single underscores
+// between digits allowed. Nullopt where Python raises, and for a negative index or one no memo can hold.
+std::optional<uint64_t> parseMemoIndexLine(std::string_view line);
+
+// What torch.load does with an opcode that reads past the end of its FRAME: it reads the rest from after
+// the frame (io.BytesIO input), skipping the frame's last bytes, which no pickler writes and which neither
+// the unpickler nor the opcode scan follows (tests/fixtures/hostile/zip/frame_crossing.pt).
+inline constexpr const char* kFrameCrossing = "an opcode reads past the end of its FRAME, where torch.load reads other bytes than these";
 
 class Unpickler {
 public:
@@ -154,6 +163,7 @@ private:
     const LoadControl* m_control = nullptr;
     uint32_t m_untilCheck = 1; // opcodes until the next cancellation check
     size_t m_opStart = 0;
+    size_t m_frameEnd = 0; // of the last FRAME; an opcode starting before it must end by it
     uint8_t m_op = 0;
     int m_protocol = 0;
     std::vector<Value*> m_stack;

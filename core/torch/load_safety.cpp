@@ -17,6 +17,8 @@ constexpr size_t kMaxDangerFindings = 20;
 
 GlobalVerdict judge(const ScannedGlobal& g)
 {
+    if (g.module == "?" && g.opcode == "FRAME")
+        return { GlobalRisk::Dangerous, "stands for what torch.load reads past the end of a pickle FRAME, bytes other than these, so no list can vouch for it" };
     if (g.module == "?")
         return { GlobalRisk::Dangerous, "is an import whose name is computed at load time, so no list can vouch for it" };
     return classifyGlobal(g.module, g.name, g.uses);
@@ -66,8 +68,10 @@ void LoadSafety::report(std::vector<Finding>& findings, WeightsOnlyLoad& wo, std
     // One verdict per distinct import; the uses of every pickle that references it are combined.
     std::vector<const Import*> order;
     std::unordered_map<std::string, uint8_t> uses;
+    // A getattr lookup's result is kept apart from a real import of the same name, which it must not hide.
+    auto key = [](const ScannedGlobal& g) { return g.attribute ? "@" + g.qualified() : g.qualified(); };
     for (const auto& i : m_imports) {
-        auto [it, fresh] = uses.emplace(i.global.qualified(), i.global.uses);
+        auto [it, fresh] = uses.emplace(key(i.global), i.global.uses);
         if (fresh)
             order.push_back(&i);
         else
@@ -79,7 +83,7 @@ void LoadSafety::report(std::vector<Finding>& findings, WeightsOnlyLoad& wo, std
     for (const Import* i : order) {
         ScannedGlobal g = i->global;
         std::string q = g.qualified();
-        g.uses = uses[q];
+        g.uses = uses[key(g)];
         if (g.attribute && !(g.uses & (kCalled | kInstantiated)))
             continue; // an enum member read off an import that is judged on its own
         GlobalVerdict v = judge(g);

@@ -116,7 +116,17 @@ def memo_pickles():
         yield f"memo_sparse_{far}", body + b"(" + gets + b"l."
 
 
+def text_index_pickles():
+    """Protocol 0 PUT and GET indices as CPython reads them (PyLong_FromString on the line as a C string):
+    a NUL ends the number, spaces around it, a sign and underscores between digits are allowed."""
+    body = (b"S'z'\np0\n0" + b"S'a'\np1\x002\n0" + b"S'b'\np+0_2\n0" + b"S'c'\np 3 \n0"
+            + b"(g 1 \ng1\x00x\ng2\ng-0\ng03\nl.")
+    yield "memo_text_indices", body
+
+
 def main():
+    for name, data in text_index_pickles():
+        print(json.dumps({"name": name, "protocol": 0, "hex": data.hex(), "expected": canon(pickle.loads(data))}))
     for name, data in memo_pickles():
         print(json.dumps({"name": name, "protocol": 4, "hex": data.hex(), "expected": canon(pickle.loads(data))}))
     for name, value in cases():
