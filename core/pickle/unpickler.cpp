@@ -104,13 +104,6 @@ struct SmallInts {
 };
 SmallInts kSmallInts; // never written after construction
 
-// Memo indices this far beyond the dense part go to a hash map instead of growing the vector.
-constexpr uint64_t kDenseMemoSlack = 1 << 16;
-
-// What the tensor lane leaves in the memo slots of values it did not build. Never handed out: fetching it
-// throws TensorLaneRestart.
-Value kLaneUnbuilt(Kind::None);
-
 int hexDigit(char c)
 {
     if (c >= '0' && c <= '9')
@@ -253,13 +246,11 @@ Unpickler::Unpickler(Bytes data, Arena& arena, Semantics& semantics, uint64_t ba
     , m_arena(arena)
     , m_semantics(semantics)
     , m_base(baseOffset)
+    , m_memo(data.size())
 {
     // Real pickles copy each item about once (OrderedDict(pairs), set(list)); a few times the input
     // size is plenty, and it also bounds the arena memory those copies take.
     m_workBudget = 4 * data.size() + (1u << 20);
-    // Picklers memoise about one object per 8 bytes of pickle (a DCP .metadata: 13 million in 100 MB);
-    // growing the memo by doubling copied it over and over. Only address space until slots are used.
-    m_memo.reserve(data.size() / 8);
 }
 
 std::optional<uint64_t> parseMemoIndexLine(std::string_view line)
@@ -391,36 +382,6 @@ std::string_view Unpickler::readLine()
     return line;
 }
 
-// MEMOIZE stores at Python's len(memo), which counts slots, not stores: a PUT over a stored slot, or a
-// slot stored in the sparse map and later reached by the dense part, must not count twice, or every later
-// MEMOIZE lands elsewhere than Python's (tests/core/pickle_vm/make_pickles.py, memo_*).
-void Unpickler::memoPutElsewhere(uint64_t index, Value* v)
-{
-    bool fresh = true;
-    if (index < m_memo.size()) {
-        fresh = !m_memo[index];
-        m_memo[index] = v;
-    } else if (index < m_memo.size() + kDenseMemoSlack && index <= m_data.size()) {
-        const size_t from = m_memo.size();
-        m_memo.resize(static_cast<size_t>(index) + 1, nullptr);
-        if (!m_sparseMemo.empty()) { // slots stored past the dense part earlier move into it
-            for (size_t i = from; i <= index; ++i) {
-                if (auto it = m_sparseMemo.find(i); it != m_sparseMemo.end()) {
-                    m_memo[i] = it->second;
-                    m_sparseMemo.erase(it);
-                }
-            }
-        }
-        fresh = !m_memo[index];
-        m_memo[index] = v;
-    } else {
-        if (m_sparseMemo.size() > m_data.size())
-            fail("memo larger than the pickle");
-        fresh = m_sparseMemo.insert_or_assign(index, v).second;
-    }
-    m_memoCount += fresh;
-}
-
 // A tensor record's string literals go to the memo (its storage key, one per tensor), and are fetched again
 // only for a storage another tensor shares. So the lane stores where the literal's bytes start, tagged in
 // the pointer's low bits (values are 8-byte aligned), and the string is built on its first fetch: 24 bytes
@@ -449,15 +410,9 @@ Value* Unpickler::buildLiteral(Value*& slot)
 
 Value* Unpickler::memoSlot(uint64_t index)
 {
-    Value** slot = nullptr;
-    if (index < m_memo.size() && m_memo[index]) {
-        slot = &m_memo[index];
-    } else {
-        auto it = m_sparseMemo.find(index);
-        if (it == m_sparseMemo.end())
-            return nullptr;
-        slot = &it->second;
-    }
+    Value** slot = m_memo.slot(index);
+    if (!slot)
+        return nullptr;
     if (reinterpret_cast<uintptr_t>(*slot) & kLazyLiteral) [[unlikely]]
         return buildLiteral(*slot);
     return *slot;
@@ -468,7 +423,7 @@ Value* Unpickler::memoGet(uint64_t index)
     Value* v = memoSlot(index);
     if (!v)
         fail("memo key " + std::to_string(index) + " was never stored");
-    if (v == &kLaneUnbuilt) [[unlikely]]
+    if (v == PickleMemo::placeholder()) [[unlikely]]
         throw TensorLaneRestart {};
     return v;
 }
@@ -476,7 +431,7 @@ Value* Unpickler::memoGet(uint64_t index)
 const Value* Unpickler::memoPeek(uint64_t index)
 {
     const Value* v = memoSlot(index);
-    return v == &kLaneUnbuilt ? nullptr : v;
+    return v == PickleMemo::placeholder() ? nullptr : v;
 }
 
 bool Unpickler::takeTensorRecord(uint64_t callableSlot)
@@ -512,7 +467,7 @@ bool Unpickler::takeTensorRecord(uint64_t callableSlot)
         return false;
     for (uint8_t i = 0; i < r.putCount; ++i) {
         const TensorRecord::Put& put = r.puts[i];
-        Value* v = put.part == TensorRecord::Part::Result ? tensor : &kLaneUnbuilt;
+        Value* v = put.part == TensorRecord::Part::Result ? tensor : PickleMemo::placeholder();
         if (TensorRecord::isLiteral(put.part) && !(v = lazyLiteral(r.literalOf(put.part))))
             v = makeStr(r.literalOf(put.part));
         memoPut(put.slot, v);
@@ -1016,7 +971,7 @@ Value* Unpickler::load()
             memoPut(readUInt(4), top());
             break;
         case MEMOIZE:
-            memoPut(m_memoCount, top());
+            memoPut(m_memo.count(), top());
             break;
         case GET: {
             std::optional<uint64_t> index = parseMemoIndexLine(readLine());

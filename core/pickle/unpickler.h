@@ -11,6 +11,7 @@
 // input, so GET-amplified pickles cannot make the VM run for long. Malformed input throws FormatError
 // naming the opcode and its byte offset.
 
+#include "pickle/pickle_memo.h"
 #include "pickle/tensor_record.h"
 #include "pickle/value.h"
 #include "io/bytes.h"
@@ -128,17 +129,11 @@ private:
     // readBytes' error, kept out of line so the hot reads stay small.
     [[noreturn, gnu::noinline, gnu::cold]] void failTruncated(uint64_t n) const;
     uint64_t readUInt(unsigned n);
-    // Inline for the usual case, the next slot with room reserved (a 76,800-tensor state dict stores 690,000).
-    void memoPut(uint64_t index, Value* v)
+    [[gnu::always_inline]] void memoPut(uint64_t index, Value* v)
     {
-        if (index == m_memo.size() && index < m_memo.capacity() && index <= m_data.size() && m_sparseMemo.empty()) [[likely]] {
-            m_memo.push_back(v);
-            ++m_memoCount;
-            return;
-        }
-        memoPutElsewhere(index, v);
+        if (!m_memo.put(index, v)) [[unlikely]]
+            fail("memo larger than the pickle");
     }
-    void memoPutElsewhere(uint64_t index, Value* v);
     Value* memoGet(uint64_t index);
     // The slot's value, or null when it was never stored; a string the lane left unbuilt is built now.
     Value* memoSlot(uint64_t index);
@@ -168,9 +163,7 @@ private:
     int m_protocol = 0;
     std::vector<Value*> m_stack;
     std::vector<size_t> m_marks;
-    std::vector<Value*> m_memo;
-    std::unordered_map<uint64_t, Value*> m_sparseMemo;
-    uint64_t m_memoCount = 0;
+    PickleMemo m_memo;
     size_t m_work = 0;
     size_t m_workBudget = 0;
     bool m_tensorLane = false;

@@ -2,6 +2,7 @@
 // protocol, must decode to the same canonical value. Also the VM's limits on hostile input.
 
 #include "common/test_paths.h"
+#include "pickle/pickle_memo.h"
 #include "pickle/unpickler.h"
 #include "torch/torch_semantics.h"
 #include "util/error.h"
@@ -13,6 +14,7 @@
 #include <QTest>
 
 #include <bit>
+#include <map>
 #include <unordered_set>
 
 using namespace sl;
@@ -241,6 +243,53 @@ private slots:
         } catch (const FormatError& e) {
             QVERIFY2(QString::fromUtf8(e.what()).contains(message), e.what());
         }
+    }
+
+    // The memo's packed dense part (pickle/pickle_memo.h) against a std::map of the same stores: every slot
+    // reads back the last value stored in it, a placeholder as the placeholder, and count() is the number of
+    // slots stored (Python's len(memo)). Random runs mix in-order stores, placeholders, stores over stored,
+    // placeholder and empty slots, gaps, and far slots the dense part later reaches.
+    void memoMatchesAMap()
+    {
+        std::vector<Value> values(64, Value(Kind::None));
+        uint64_t state = 0x9e3779b97f4a7c15u;
+        auto next = [&] { return state = state * 6364136223846793005u + 1442695040888963407u, state >> 33; };
+        for (int run = 0; run < 200; ++run) {
+            PickleMemo memo(1u << 20);
+            std::map<uint64_t, Value*> model;
+            uint64_t dense = 0; // what the model thinks is the next in-order slot
+            for (int op = 0; op < 3000; ++op) {
+                const uint64_t r = next() % 100;
+                uint64_t index = r < 70 ? dense // in order
+                    : r < 85 ? (dense ? next() % dense : 0) // over an earlier slot
+                    : r < 93 ? dense + 1 + next() % 200 // a gap
+                    : r < 97 ? dense + PickleMemo::kDenseSlack + next() % 1000 // far
+                    : model.empty() ? 0 : std::next(model.begin(), static_cast<long>(next() % model.size()))->first;
+                if (r < 5 && run % 2) // MEMOIZE's slot
+                    index = memo.count();
+                Value* v = next() % 3 == 0 ? PickleMemo::placeholder() : &values[next() % values.size()];
+                QVERIFY(memo.put(index, v));
+                model[index] = v;
+                dense = std::max(dense, index < dense + PickleMemo::kDenseSlack ? index + 1 : dense);
+                QCOMPARE(memo.count(), uint64_t(model.size()));
+            }
+            for (uint64_t i = 0; i < dense + 2 * PickleMemo::kDenseSlack; i += (i < dense + 300 ? 1 : 97)) {
+                Value** slot = memo.slot(i);
+                auto it = model.find(i);
+                QCOMPARE(slot != nullptr, it != model.end());
+                if (slot)
+                    QCOMPARE(*slot, it->second);
+            }
+            for (const auto& [i, v] : model)
+                QCOMPARE(*memo.slot(i), v);
+        }
+        // A hostile pickle's far slots stop at the bound.
+        PickleMemo small(10);
+        QVERIFY(small.put(0, &values[0]));
+        int stored = 0;
+        while (stored < 100 && small.put(PickleMemo::kDenseSlack * (stored + 1), &values[1]))
+            ++stored;
+        QCOMPARE(stored, 10);
     }
 
     void memoAmplificationIsBounded()
