@@ -86,6 +86,7 @@ constexpr Reasoned kDangerousRoots[] = {
     { "httpx", "makes network requests" },
     { "aiohttp", "makes network requests" },
     { "ftplib", "makes network requests" },
+    { "socketserver", "listens on the network" }, // SocketServer in a protocol 0-2 pickle, too
     { "smtplib", "sends mail" },
     { "telnetlib", "makes network connections" },
     { "signal", "installs signal handlers" },
@@ -376,33 +377,29 @@ GlobalVerdict classifyGlobal(std::string_view module, std::string_view name, uin
     return { GlobalRisk::Unknown, {} };
 }
 
+namespace {
+struct Python2Name {
+    std::string_view module, name, newModule, newName;
+};
+struct Python2Module {
+    std::string_view module, newModule;
+};
+#include "pickle/python2_names.inc"
+} // namespace
+
 std::pair<std::string_view, std::string_view> mapLegacyName(std::string_view module, std::string_view name, int protocol)
 {
     if (module == "torch.tensor")
-        return { "torch._tensor", name }; // torch.load's load_module_mapping
+        module = "torch._tensor"; // torch.load's load_module_mapping, before pickle's own find_class
     if (protocol >= 3)
         return { module, name };
-    struct ModuleRename {
-        std::string_view from, to;
-    };
-    static constexpr ModuleRename kModules[] = {
-        { "__builtin__", "builtins" },
-        { "copy_reg", "copyreg" },
-        { "exceptions", "builtins" },
-        { "cPickle", "pickle" },
-        { "Queue", "queue" },
-        { "UserDict", "collections" },
-        { "UserList", "collections" },
-    };
-    if (module == "__builtin__" && name == "xrange")
-        return { "builtins", "range" };
-    if (module == "__builtin__" && name == "unicode")
-        return { "builtins", "str" };
-    if (module == "__builtin__" && name == "basestring")
-        return { "builtins", "str" };
-    for (const auto& r : kModules)
-        if (module == r.from)
-            return { r.to, name };
+    // pickle's find_class (fix_imports): a renamed (module, name) pair, else a renamed module.
+    for (const auto& r : kPython2Names)
+        if (module == r.module && name == r.name)
+            return { r.newModule, r.newName };
+    for (const auto& r : kPython2Modules)
+        if (module == r.module)
+            return { r.newModule, name };
     return { module, name };
 }
 

@@ -22,6 +22,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QSet>
 #include <QtTest>
 
 using namespace sl;
@@ -629,6 +630,43 @@ private slots:
         QCOMPARE(listed, listedWithLanes(path, false));
         QVERIFY2(listed.contains(QLatin1String("\"verdict\":\"executes\"")) && listed.contains(QLatin1String("\"executes\":[\"os.system\"]")),
             qPrintable(listed));
+    }
+
+    // Python 2 names as pickle's find_class maps them at protocols 0-2, against the Python at hand's own
+    // _compat_pickle: a renamed (module, name) pair first, else a renamed module; nothing at protocol 3.
+    // SocketServer.TCPServer is socketserver.TCPServer to torch.load, thread.start_new_thread is
+    // _thread.start_new_thread: a scan must name what Python imports.
+    void python2NamesAsCPythonMapsThem()
+    {
+        const auto py = test::run(QStringLiteral("/usr/bin/python3"), { QStringLiteral("-c"),
+            QStringLiteral("import _compat_pickle as c, json; print(json.dumps({'names': [[m, n, m2, n2] for (m, n), (m2, n2)"
+                           " in c.NAME_MAPPING.items()], 'modules': list(c.IMPORT_MAPPING.items())}))") });
+        if (py.exitCode != 0)
+            QSKIP("no /usr/bin/python3 to read _compat_pickle from");
+        const QJsonObject o = QJsonDocument::fromJson(py.out).object();
+        const QJsonArray names = o.value(QStringLiteral("names")).toArray(), modules = o.value(QStringLiteral("modules")).toArray();
+        QVERIFY(names.size() > 80 && modules.size() > 50);
+        auto mapped = [](const QJsonValue& m, const QJsonValue& n, int protocol) {
+            const std::string module = m.toString().toStdString(), name = n.toString().toStdString();
+            auto [m2, n2] = pickle::mapLegacyName(module, name, protocol);
+            return QStringList { QString::fromUtf8(m2.data(), qsizetype(m2.size())), QString::fromUtf8(n2.data(), qsizetype(n2.size())) };
+        };
+        QSet<QString> pairs;
+        for (const auto& v : names) {
+            const QJsonArray e = v.toArray();
+            pairs.insert(e[0].toString() + QLatin1Char('\n') + e[1].toString());
+            QCOMPARE(mapped(e[0], e[1], 2), (QStringList { e[2].toString(), e[3].toString() }));
+            QCOMPARE(mapped(e[0], e[1], 3), (QStringList { e[0].toString(), e[1].toString() }));
+        }
+        const QString other = QStringLiteral("NotRenamed");
+        for (const auto& v : modules) {
+            const QJsonArray e = v.toArray();
+            QVERIFY(!pairs.contains(e[0].toString() + QLatin1Char('\n') + other));
+            QCOMPARE(mapped(e[0], other, 1), (QStringList { e[1].toString(), other }));
+            QCOMPARE(mapped(e[0], other, 4), (QStringList { e[0].toString(), other }));
+        }
+        QCOMPARE(mapped(QStringLiteral("collections"), QStringLiteral("OrderedDict"), 2), (QStringList { QStringLiteral("collections"), QStringLiteral("OrderedDict") }));
+        QCOMPARE(mapped(QStringLiteral("torch.tensor"), QStringLiteral("_rebuild_from_type_v2"), 2), (QStringList { QStringLiteral("torch._tensor"), QStringLiteral("_rebuild_from_type_v2") }));
     }
 
     // The scan is linear: a 32 MB pickle of memo traffic takes well under a second.
