@@ -370,9 +370,14 @@ private:
             if (!need(8))
                 return ranOut("truncated");
             const uint64_t len = readUInt(8);
-            if (m_pos < m_frameEnd && len > m_frameEnd - m_pos)
-                return frameCrossed(); // a frame inside a frame, ending after it
-            m_frameEnd = len <= m_data.size() - m_pos ? m_pos + len : m_data.size();
+            // A frame inside a frame: Python reads it from the outer frame's bytes, whose end still bounds
+            // every read, so it must end by then.
+            if (m_pos < m_frameEnd) {
+                if (len > m_frameEnd - m_pos)
+                    return frameCrossed();
+            } else {
+                m_frameEnd = len <= m_data.size() - m_pos ? m_pos + len : m_data.size();
+            }
             return true;
         }
         case 'K': case 'h': case 'q': case 0x82: // 1-byte argument

@@ -651,9 +651,14 @@ Value* Unpickler::load()
             uint64_t len = readUInt(8);
             if (len > m_data.size() - m_pos)
                 fail("frame of " + std::to_string(len) + " bytes runs past the end");
-            if (m_pos < m_frameEnd && m_pos + len > m_frameEnd)
-                fail(kFrameCrossing); // a frame inside a frame, ending after it
-            m_frameEnd = m_pos + len;
+            // A frame inside a frame: Python reads it from the outer frame's bytes, whose end still bounds
+            // every read, so it must end by then.
+            if (m_pos < m_frameEnd) {
+                if (m_pos + len > m_frameEnd)
+                    fail(kFrameCrossing);
+            } else {
+                m_frameEnd = m_pos + len;
+            }
             break;
         }
         case STOP: {
