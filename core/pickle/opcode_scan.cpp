@@ -322,6 +322,8 @@ private:
         if (!matchTensorRecord(m_data, m_opStart, m_record))
             return false;
         const TensorRecord& r = m_record;
+        if (m_opStart < m_frameEnd && r.end > m_frameEnd)
+            return false; // it crosses its FRAME's end: the opcode loop finds where
         const Item hooks = memoGet(r.hooksCallable.slot), callable = memoGet(r.callable.slot);
         for (uint8_t i = 0; i < r.putCount; ++i) {
             const TensorRecord::Part part = r.puts[i].part;

@@ -443,6 +443,8 @@ bool Unpickler::takeTensorRecord(uint64_t callableSlot)
     TensorRecord& r = m_record;
     if (!matchTensorRecord(m_data, m_opStart, r))
         return false;
+    if (m_opStart < m_frameEnd && r.end > m_frameEnd)
+        return false; // it crosses its FRAME's end: the opcode loop finds where
     // Literals are handed over as values on the stack here; the memo gets arena copies of the ones it keeps.
     StrValue tag(Kind::Str, r.tag.text), key(Kind::Str, r.key.text), location(Kind::Str, r.location.text);
     auto resolve = [&](const TensorRecord::Ref& ref, const StrValue& literal) -> const Value* {
