@@ -1,7 +1,6 @@
 #include "global_policy.h"
 
 #include <algorithm>
-
 #include <array>
 #include <utility>
 

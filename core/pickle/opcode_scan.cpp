@@ -66,7 +66,7 @@ public:
             uint8_t op = m_data[m_pos++];
             if (!step(op))
                 return;
-            if (m_opStart < m_frameEnd && m_pos > m_frameEnd) [[unlikely]] {
+            if (m_frame.crossed(m_opStart, m_pos)) [[unlikely]] {
                 frameCrossed();
                 return;
             }
@@ -322,8 +322,8 @@ private:
         if (!matchTensorRecord(m_data, m_opStart, m_record))
             return false;
         const TensorRecord& r = m_record;
-        if (m_opStart < m_frameEnd && r.end > m_frameEnd)
-            return false; // it crosses its FRAME's end: the opcode loop finds where
+        if (m_frame.crossed(m_opStart, r.end))
+            return false; // the opcode loop finds where
         const Item hooks = memoGet(r.hooksCallable.slot), callable = memoGet(r.callable.slot);
         for (uint8_t i = 0; i < r.putCount; ++i) {
             const TensorRecord::Part part = r.puts[i].part;
@@ -372,15 +372,7 @@ private:
             if (!need(8))
                 return ranOut("truncated");
             const uint64_t len = readUInt(8);
-            // A frame inside a frame: Python reads it from the outer frame's bytes, whose end still bounds
-            // every read, so it must end by then.
-            if (m_pos < m_frameEnd) {
-                if (len > m_frameEnd - m_pos)
-                    return frameCrossed();
-            } else {
-                m_frameEnd = len <= m_data.size() - m_pos ? m_pos + len : m_data.size();
-            }
-            return true;
+            return m_frame.begin(m_pos, len, m_data.size()) || frameCrossed();
         }
         case 'K': case 'h': case 'q': case 0x82: // 1-byte argument
         case 'M': case 0x83: // 2-byte
@@ -619,7 +611,7 @@ private:
     PickleScan& m_out;
     size_t m_pos = 0;
     size_t m_opStart = 0;
-    size_t m_frameEnd = 0; // of the last FRAME; an opcode starting before it must end by it
+    FrameBound m_frame;
     int m_protocol = 0;
     std::vector<Item> m_stack; // the first m_size are live
     size_t m_size = 0;

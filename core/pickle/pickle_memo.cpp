@@ -41,9 +41,7 @@ bool PickleMemo::putElsewhere(uint64_t index, Value* v)
                 append(it->second);
                 m_far.erase(it);
             } else {
-                if ((m_size & 63) == 0)
-                    m_blocks.push_back({ 0, 0, m_values.size() });
-                ++m_size;
+                appendEmpty();
             }
         }
     } else {

@@ -96,11 +96,22 @@ private:
         uint64_t first = 0; // m_values index of the block's first held value
     };
 
+    // Slot m_size, opening its block when it is the block's first.
     void append(Value* v)
+    {
+        openBlockIfFirst();
+        appendInBlock(v);
+    }
+    // Slot m_size, left empty.
+    void appendEmpty()
+    {
+        openBlockIfFirst();
+        ++m_size;
+    }
+    void openBlockIfFirst()
     {
         if ((m_size & 63) == 0)
             m_blocks.push_back({ 0, 0, m_values.size() });
-        appendInBlock(v);
     }
     // Slot m_size, which is in the last block.
     [[gnu::always_inline]] void appendInBlock(Value* v)

@@ -443,8 +443,8 @@ bool Unpickler::takeTensorRecord(uint64_t callableSlot)
     TensorRecord& r = m_record;
     if (!matchTensorRecord(m_data, m_opStart, r))
         return false;
-    if (m_opStart < m_frameEnd && r.end > m_frameEnd)
-        return false; // it crosses its FRAME's end: the opcode loop finds where
+    if (m_frame.crossed(m_opStart, r.end))
+        return false; // the opcode loop finds where
     // Literals are handed over as values on the stack here; the memo gets arena copies of the ones it keeps.
     StrValue tag(Kind::Str, r.tag.text), key(Kind::Str, r.key.text), location(Kind::Str, r.location.text);
     auto resolve = [&](const TensorRecord::Ref& ref, const StrValue& literal) -> const Value* {
@@ -634,7 +634,7 @@ Value* Unpickler::load()
             throw FormatError("pickle: truncated: no STOP opcode before the end of the data (byte "
                 + std::to_string(m_base + m_pos) + ")");
         }
-        if (m_opStart < m_frameEnd && m_pos > m_frameEnd) [[unlikely]]
+        if (m_frame.crossed(m_opStart, m_pos)) [[unlikely]]
             fail(kFrameCrossing); // names the opcode that crossed
         m_opStart = m_pos;
         m_op = m_data[m_pos++];
@@ -653,14 +653,8 @@ Value* Unpickler::load()
             uint64_t len = readUInt(8);
             if (len > m_data.size() - m_pos)
                 fail("frame of " + std::to_string(len) + " bytes runs past the end");
-            // A frame inside a frame: Python reads it from the outer frame's bytes, whose end still bounds
-            // every read, so it must end by then.
-            if (m_pos < m_frameEnd) {
-                if (m_pos + len > m_frameEnd)
-                    fail(kFrameCrossing);
-            } else {
-                m_frameEnd = m_pos + len;
-            }
+            if (!m_frame.begin(m_pos, len, m_data.size()))
+                fail(kFrameCrossing);
             break;
         }
         case STOP: {

@@ -88,6 +88,22 @@ std::optional<uint64_t> parseMemoIndexLine(std::string_view line);
 // the unpickler nor the opcode scan follows (tests/fixtures/hostile/zip/frame_crossing.pt).
 inline constexpr const char* kFrameCrossing = "an opcode reads past the end of its FRAME, where torch.load reads other bytes than these";
 
+// Where the last FRAME ends: the rule both readers check opcodes against, kept in one place.
+struct FrameBound {
+    size_t end = 0;
+    // Whether the opcode that started at `opStart` and read up to `pos` crossed the frame's end.
+    bool crossed(size_t opStart, size_t pos) const { return opStart < end && pos > end; }
+    // A FRAME of `len` bytes starting at `pos`, in bytes that end at `size`. A frame inside a frame is read
+    // from the outer frame's bytes, whose end still bounds every read: false when it runs past that end.
+    bool begin(size_t pos, uint64_t len, size_t size)
+    {
+        if (pos < end)
+            return len <= end - pos;
+        end = len <= size - pos ? pos + len : size;
+        return true;
+    }
+};
+
 class Unpickler {
 public:
     // `baseOffset` is where `data` starts in its file, used in error messages.
@@ -158,7 +174,7 @@ private:
     const LoadControl* m_control = nullptr;
     uint32_t m_untilCheck = 1; // opcodes until the next cancellation check
     size_t m_opStart = 0;
-    size_t m_frameEnd = 0; // of the last FRAME; an opcode starting before it must end by it
+    FrameBound m_frame;
     uint8_t m_op = 0;
     int m_protocol = 0;
     std::vector<Value*> m_stack;
