@@ -258,17 +258,46 @@ private:
     }
     Item top() const { return m_size == 0 ? Item {} : m_stack[m_size - 1]; }
 
-    // A bytes literal that holds a pickle: what a nested loader (torch.load of BytesIO, pickle.loads) runs.
-    void nestedBytes(std::string_view b)
+    // A literal that may hold a pickle: what a nested loader (torch.load of BytesIO, pickle.loads) runs.
+    // A PROTO 2-5 header makes bytes a pickle. Without one (protocol 0 and 1, or a binary pickle whose
+    // PROTO was left out) they count only when they scan cleanly and end at their STOP, which data (a numpy
+    // payload) all but never does; bytes that go on past the STOP stay unopened, under the loader's danger.
+    void nestedBytes(std::string_view b, uint64_t offset)
     {
-        Bytes inner(reinterpret_cast<const uint8_t*>(b.data()), b.size());
-        if (m_nested == 0 || !looksLikeBinaryPickle(inner))
+        if (m_nested == 0 || b.size() < 2)
             return;
-        PickleScan sub = scanPickle(inner, m_base + (m_pos - b.size()), m_nested - 1, m_tensorLane);
+        Bytes inner(reinterpret_cast<const uint8_t*>(b.data()), b.size());
+        const bool headed = looksLikeBinaryPickle(inner);
+        if (!headed && b.back() != '.')
+            return;
+        PickleScan sub = scanPickle(inner, offset, m_nested - 1, m_tensorLane);
+        if (!headed && !(sub.complete && sub.consumed == inner.size() && sub.problems.empty()))
+            return;
         for (auto& g : sub.globals) {
             g.nestedDepth += 1;
             m_out.globals.push_back(std::move(g));
         }
+    }
+
+    // A string literal as bytes: _codecs.encode(s, "latin1") is how protocol 2 pickles bytes, so a nested
+    // pickle can arrive as text. Only text that ends like a pickle is decoded.
+    void nestedText(std::string_view s, uint64_t offset)
+    {
+        if (m_nested == 0 || s.size() < 2 || s.back() != '.')
+            return;
+        std::string bytes;
+        bytes.reserve(s.size());
+        for (size_t i = 0; i < s.size(); ++i) {
+            const uint8_t c = static_cast<uint8_t>(s[i]);
+            if (c < 0x80) {
+                bytes += static_cast<char>(c);
+            } else if ((c == 0xc2 || c == 0xc3) && i + 1 < s.size() && (uint8_t(s[i + 1]) & 0xc0) == 0x80) {
+                bytes += static_cast<char>(((c & 0x1f) << 6) | (uint8_t(s[++i]) & 0x3f));
+            } else {
+                return; // a code point past U+00FF: latin-1 cannot encode it
+            }
+        }
+        nestedBytes(bytes, offset);
     }
 
     void callOn(Item callable, Item args)
@@ -409,9 +438,13 @@ private:
                     memoPut(*v, top());
             } else if (op == 'S' && l.size() >= 2 && (l.front() == '\'' || l.front() == '"')) {
                 std::optional<std::string> text = decodeEscapedString(l.substr(1, l.size() - 2));
+                if (text)
+                    nestedText(*text, m_base + m_opStart + 1);
                 push(text ? decoded(std::move(*text)) : Item {}); // Python refuses a bad \x escape: nothing after it runs
             } else if (op == 'V') {
-                push(decoded(decodeRawUnicodeEscape(l)));
+                std::string text = decodeRawUnicodeEscape(l);
+                nestedText(text, m_base + m_opStart + 1);
+                push(decoded(std::move(text)));
             } else {
                 push({});
             }
@@ -427,12 +460,15 @@ private:
             if (!need(n))
                 return ranOut("a length of " + std::to_string(n) + " runs past the end");
             std::string_view b = bytesAt(n);
-            if (op == 'U' || op == 0x8c || op == 'T' || op == 'X' || op == 0x8d)
+            const uint64_t offset = m_base + (m_pos - b.size());
+            if (op == 'U' || op == 0x8c || op == 'T' || op == 'X' || op == 0x8d) {
                 push(strItem(b));
-            else
+                nestedText(b, offset);
+            } else {
                 push({});
-            if (op == 'C' || op == 'B' || op == 0x8e || op == 0x96)
-                nestedBytes(b);
+                if (op != 0x8a && op != 0x8b) // LONG1 and LONG4 are integers
+                    nestedBytes(b, offset);
+            }
             return true;
         }
         case 'c': // GLOBAL
