@@ -60,6 +60,10 @@ class Gen:
     def pop(self):
         return self.stack.pop() if self.stack else None
 
+    def push_mark(self):
+        self.emit(b"(", "MARK")
+        self.stack.append(("mark",))
+
     def pop_mark(self):
         while self.stack and self.stack[-1][0] != "mark":
             self.stack.pop()
@@ -337,8 +341,7 @@ class Gen:
 
     def obj(self):
         r = self.r
-        self.emit(b"(", "MARK")
-        self.stack.append(("mark",))
+        self.push_mark()
         self.push_global()
         if r.random() < 0.5:
             self.push_str("id")
@@ -394,8 +397,7 @@ class Gen:
         elif x < 0.55:
             self.emit(b"]", "EMPTY_LIST")
             self.push(("o",))
-            self.emit(b"(", "MARK")
-            self.stack.append(("mark",))
+            self.push_mark()
             self.push_str()
             self.push_global()
             self.emit(b"e", "APPENDS")
@@ -403,8 +405,7 @@ class Gen:
         elif x < 0.7:
             self.emit(b"}", "EMPTY_DICT")
             self.push(("o",))
-            self.emit(b"(", "MARK")
-            self.stack.append(("mark",))
+            self.push_mark()
             self.push_str()
             self.push_str()
             self.emit(b"u", "SETITEMS")
@@ -412,14 +413,12 @@ class Gen:
         elif x < 0.8:
             self.emit(b"\x8f", "EMPTY_SET")
             self.push(("o",))
-            self.emit(b"(", "MARK")
-            self.stack.append(("mark",))
+            self.push_mark()
             self.push_str()
             self.emit(b"\x90", "ADDITEMS")
             self.pop_mark()
         elif x < 0.9:
-            self.emit(b"(", "MARK")
-            self.stack.append(("mark",))
+            self.push_mark()
             self.push_str()
             op = r.choice([b"l", b"d", b"\x91", b"t"])
             if op == b"d":
@@ -428,8 +427,7 @@ class Gen:
             self.pop_mark()
             self.push(("o",))
         else:
-            self.emit(b"(", "MARK")
-            self.stack.append(("mark",))
+            self.push_mark()
             self.push_str()
             self.push_global()
             self.emit(b"1", "POP_MARK")
@@ -454,8 +452,7 @@ class Gen:
             self.pop()
             self.pop()
         elif x < 0.38:
-            self.emit(b"(", "MARK")
-            self.stack.append(("mark",))
+            self.push_mark()
         elif x < 0.45:
             self.emit(b"1", "POP_MARK")
             self.pop_mark()
