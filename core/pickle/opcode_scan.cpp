@@ -3,6 +3,7 @@
 #include "pickle/global_policy.h"
 #include "pickle/tensor_record.h"
 #include "pickle/unpickler.h"
+#include "util/utf8.h"
 
 #include <algorithm>
 #include <cstring>
@@ -285,19 +286,8 @@ private:
     {
         if (m_nested == 0 || s.size() < 2 || s.back() != '.')
             return;
-        std::string bytes;
-        bytes.reserve(s.size());
-        for (size_t i = 0; i < s.size(); ++i) {
-            const uint8_t c = static_cast<uint8_t>(s[i]);
-            if (c < 0x80) {
-                bytes += static_cast<char>(c);
-            } else if ((c == 0xc2 || c == 0xc3) && i + 1 < s.size() && (uint8_t(s[i + 1]) & 0xc0) == 0x80) {
-                bytes += static_cast<char>(((c & 0x1f) << 6) | (uint8_t(s[++i]) & 0x3f));
-            } else {
-                return; // a code point past U+00FF: latin-1 cannot encode it
-            }
-        }
-        nestedBytes(bytes, offset);
+        if (std::optional<std::string> bytes = latin1FromUtf8(s))
+            nestedBytes(*bytes, offset);
     }
 
     void callOn(Item callable, Item args)

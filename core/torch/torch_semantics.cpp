@@ -1,6 +1,7 @@
 #include "torch_semantics.h"
 
 #include "util/decimal_key.h"
+#include "util/utf8.h"
 
 #include <cstring>
 #include <unordered_map>
@@ -586,23 +587,10 @@ Value* TorchSemantics::call(Unpickler& u, Value* callable, SeqValue* args)
             return u.arena().make<StrValue>(Kind::Bytes, s->s);
         if (enc != "latin1" && enc != "latin-1" && enc != "iso-8859-1")
             return inert(u, callable, args);
-        std::string out;
-        out.reserve(s->s.size());
-        for (size_t i = 0; i < s->s.size(); ++i) {
-            auto c = static_cast<uint8_t>(s->s[i]);
-            if (c < 0x80) {
-                out += static_cast<char>(c);
-            } else if ((c & 0xE0) == 0xC0 && i + 1 < s->s.size()) {
-                uint32_t cp = (c & 0x1Fu) << 6 | (static_cast<uint8_t>(s->s[i + 1]) & 0x3Fu);
-                if (cp > 0xFF)
-                    return inert(u, callable, args, "latin1 text outside Latin-1");
-                out += static_cast<char>(cp);
-                ++i;
-            } else {
-                return inert(u, callable, args, "latin1 text outside Latin-1");
-            }
-        }
-        return u.arena().make<StrValue>(Kind::Bytes, u.arena().copy(out));
+        std::optional<std::string> out = latin1FromUtf8(s->s);
+        if (!out)
+            return inert(u, callable, args, "latin1 text outside Latin-1");
+        return u.arena().make<StrValue>(Kind::Bytes, u.arena().copy(*out));
     }
     case KnownGlobal::BuiltinGetattr: {
         // getattr(owner, 'NAME'): how protocol 2 pickles enum members. Kept as a reference, not resolved.

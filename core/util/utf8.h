@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -85,6 +86,25 @@ inline void appendUtf8(std::string& out, uint32_t cp)
         out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
         out += static_cast<char>(0x80 | (cp & 0x3F));
     }
+}
+
+// The bytes Python's s.encode("latin-1") gives (each code point up to U+00FF as one byte), or nullopt when
+// a code point is past U+00FF or a sequence is not UTF-8. Protocol 2 pickles bytes as
+// _codecs.encode(text, "latin1").
+inline std::optional<std::string> latin1FromUtf8(std::string_view s)
+{
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size(); ++i) {
+        const auto c = static_cast<uint8_t>(s[i]);
+        if (c < 0x80)
+            out += static_cast<char>(c);
+        else if ((c == 0xC2 || c == 0xC3) && i + 1 < s.size() && (static_cast<uint8_t>(s[i + 1]) & 0xC0) == 0x80)
+            out += static_cast<char>(((c & 0x1F) << 6) | (static_cast<uint8_t>(s[++i]) & 0x3F));
+        else
+            return std::nullopt;
+    }
+    return out;
 }
 
 // Whether every byte of s is part of a valid UTF-8 sequence (utf8SequenceLength).
