@@ -152,7 +152,6 @@ void readTarLayout(const std::shared_ptr<torch::PickledCheckpoint>& ck, const In
             if (n > r.remaining() / item)
                 throw FormatError("tar storage " + key + " claims more bytes than the member holds (at byte " + std::to_string(r.pos) + ")");
             s->fileOffset = static_cast<int64_t>(r.pos);
-            s->recordSize = n * item;
             r.skip(n * item, "storage data");
             sem.addPrebuilt(key, s);
         }
@@ -354,7 +353,6 @@ Source readTorchLegacy(const std::shared_ptr<const InputFile>& file, const OpenO
                     "storage " + std::string(s->key) + " holds " + std::to_string(count) + " elements but the pickle says "
                         + std::to_string(s->numel) + "; torch.load would fail");
             s->fileOffset = static_cast<int64_t>(r.pos);
-            s->recordSize = count * item;
             r.skip(count * item, "storage data");
         }
         if (r.remaining() > 0)

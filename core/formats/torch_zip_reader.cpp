@@ -426,7 +426,6 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
                 out.addFinding(Severity::Danger, e.what());
                 continue;
             }
-            s->recordSize = rec.size;
             s->compressed = rec.method != 0;
             unsigned item = s->untyped ? 1 : std::max(1u, dtypeItemSize(s->dtype));
             uint64_t need = static_cast<uint64_t>(s->numel) * item;

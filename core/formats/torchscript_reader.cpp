@@ -149,7 +149,6 @@ void readPickledTensors(const ZipArchive& zip, const std::string& prefix, Archiv
         } catch (const FormatError&) {
             continue; // LibTorch read it; only the location is unknown
         }
-        s->recordSize = rec->size;
         s->compressed = rec->method != 0;
     }
     torch::EntryContext ctx;

@@ -301,7 +301,6 @@ struct StorageValue : Value {
     int64_t viewOffset = 0;
     // Filled by the reader: where the bytes are, or -1 when not found.
     int64_t fileOffset = -1;
-    uint64_t recordSize = 0;
 };
 
 // The kinds of tensor a rebuild function can produce.

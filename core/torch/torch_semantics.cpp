@@ -246,6 +246,25 @@ Value* TorchSemantics::rebuildTensor(Unpickler& u, GlobalValue* fn, SeqValue* ar
     return t;
 }
 
+const int64_t* TorchSemantics::sharedDims(Unpickler& u, std::span<const int64_t> size, std::span<const int64_t> stride)
+{
+    const size_t rank = size.size();
+    uint64_t hash = rank;
+    for (int64_t d : size)
+        hash = (hash ^ static_cast<uint64_t>(d)) * 0x100000001b3u;
+    for (int64_t d : stride)
+        hash = (hash ^ static_cast<uint64_t>(d)) * 0x100000001b3u;
+    DimsSlot& slot = m_dims[(hash ^ (hash >> 32)) % m_dims.size()];
+    if (slot.dims && slot.hash == hash && slot.rank == rank && std::equal(size.begin(), size.end(), slot.dims)
+        && std::equal(stride.begin(), stride.end(), slot.dims + rank))
+        return slot.dims;
+    auto out = u.arena().array<int64_t>(2 * rank); // size, then stride, as readShape's arrays are
+    std::copy(size.begin(), size.end(), out.begin());
+    std::copy(stride.begin(), stride.end(), out.begin() + rank);
+    slot = { hash, rank, out.data() };
+    return out.data();
+}
+
 Value* TorchSemantics::tensorRecord(Unpickler& u, const TensorCall& c)
 {
     // Every check of persistentLoad, storage and rebuildTensor first: declining must leave nothing changed.
@@ -271,13 +290,9 @@ Value* TorchSemantics::tensorRecord(Unpickler& u, const TensorCall& c)
     t->dtype = s->dtype;
     t->device = s->location;
     t->storageOffset = c.offset;
-    auto copied = [&](std::span<const int64_t> dims) { // into the arena, as readShape does
-        auto out = u.arena().array<int64_t>(dims.size());
-        std::copy(dims.begin(), dims.end(), out.begin());
-        return std::span<const int64_t>(out);
-    };
-    t->size = copied(c.size);
-    t->stride = copied(c.stride);
+    const int64_t* dims = sharedDims(u, c.size, c.stride);
+    t->size = { dims, c.size.size() };
+    t->stride = { dims + c.size.size(), c.stride.size() };
     t->requiresGrad = c.requiresGrad;
     return t;
 }

@@ -10,7 +10,9 @@
 #include "pickle/unpickler.h"
 #include "util/name_index.h"
 
+#include <array>
 #include <map>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -96,6 +98,16 @@ private:
     int m_rebuildDepth = 0;
     std::unordered_map<std::string, Value*> m_prebuilt;
     bool m_inlineStorageNoted = false;
+    // The lane's size and stride arrays, shared between tensors of one shape: a state dict's layers repeat
+    // their shapes, and each tensor would otherwise copy 16 bytes per dimension into the arena. A fixed
+    // table of the last pair per hash, so a pickle of ever new shapes costs what it did.
+    struct DimsSlot {
+        uint64_t hash = 0;
+        size_t rank = 0;
+        const int64_t* dims = nullptr;
+    };
+    std::array<DimsSlot, 256> m_dims {};
+    const int64_t* sharedDims(Unpickler& u, std::span<const int64_t> size, std::span<const int64_t> stride);
 };
 
 } // namespace sl::torch
