@@ -304,7 +304,7 @@ Mesh parseMesh(const Value* v)
     Mesh m;
     const Fields f = fieldsOf(v);
     if (auto* t = asTensor(f.get("mesh"))) {
-        m.shape.assign(t->size.begin(), t->size.end());
+        m.shape.assign(t->size().begin(), t->size().end());
         m.shapeKnown = true;
     } else if (const Value* layout = f.get("_layout")) {
         // torch 2.9+: a CuTe layout (shape, stride); the mesh shape is its top-level sizes.
@@ -451,7 +451,7 @@ bool describeDTensor(const TensorValue& t, Entry& e, const DescribeContext& ctx)
     std::vector<std::string> problems;
     auto sh = std::make_shared<Sharding>();
     sh->kind = Sharding::Kind::DTensor;
-    const Shape global(t.size.begin(), t.size.end());
+    const Shape global(t.size().begin(), t.size().end());
     const DTensorParts state = dtensorState(t);
 
     // The local tensor: the generic description made it a part; take it out and make its bytes ours.
@@ -711,7 +711,7 @@ bool describeShardedTensor(const TensorValue& t, Entry& e, const DescribeContext
 {
     std::vector<std::string> problems;
     auto sh = std::make_shared<Sharding>();
-    const Shape global(t.size.begin(), t.size.end());
+    const Shape global(t.size().begin(), t.size().end());
     sh->kind = global.size() == 1 && isFlatParamName(e.name) ? Sharding::Kind::FlatParameter
                                                              : Sharding::Kind::ShardedTensor;
 

@@ -190,21 +190,16 @@ void readTarLayout(const std::shared_ptr<torch::PickledCheckpoint>& ck, const In
             if (ndim > 64)
                 throw FormatError("tensor with " + std::to_string(ndim) + " dimensions (at byte " + std::to_string(r.pos) + ")");
             auto* tv = ck->arena.make<pickle::TensorValue>();
-            auto sizes = ck->arena.array<int64_t>(ndim);
-            auto strides = ck->arena.array<int64_t>(ndim);
-            for (auto& d : sizes)
-                d = static_cast<int64_t>(r.u64(true, "tensor size"));
-            for (auto& d : strides)
-                d = static_cast<int64_t>(r.u64(true, "tensor stride"));
+            auto dims = ck->arena.array<int64_t>(2 * ndim); // the sizes, then the strides, as the file has them
+            for (size_t i = 0; i < dims.size(); ++i)
+                dims[i] = static_cast<int64_t>(r.u64(true, i < ndim ? "tensor size" : "tensor stride"));
             tv->storageOffset = static_cast<int64_t>(r.u64(true, "tensor storage offset"));
-            tv->size = sizes;
-            tv->stride = strides;
+            tv->setDims(dims.data(), static_cast<uint8_t>(ndim), true);
             tv->storage = sem.storagesByKey(storageKey);
             if (!tv->storage)
                 throw FormatError("tar tensor " + key + " uses unknown storage " + storageKey);
             tv->dtype = tv->storage->dtype;
-            tv->device = tv->storage->location;
-            for (int64_t d : sizes)
+            for (int64_t d : tv->size())
                 if (d < 0)
                     throw FormatError("tar tensor " + key + " has a negative size");
             sem.addPrebuilt(key, tv);

@@ -332,6 +332,7 @@ struct TensorExtras {
     QuantParams* quant = nullptr;
     std::span<Value* const> components; // sparse/nested: the tensors it is built from
     std::string_view inlineBytes; // numpy payloads
+    std::string_view device; // one that is not the storage's, "cpu" or "meta" (TensorValue::setDevice)
 };
 
 struct TensorValue : Value {
@@ -341,14 +342,72 @@ struct TensorValue : Value {
     }
     TensorOrigin origin = TensorOrigin::Dense;
     DType dtype = DType::Unknown;
-    bool hasStride = true;
-    bool requiresGrad = false;
-    bool isParameter = false;
-    std::span<const int64_t> size;
-    std::span<const int64_t> stride;
+    // Bits, so that the header's free bytes also hold the rank and where the device comes from.
+    bool hasStride : 1 = true;
+    bool requiresGrad : 1 = false;
+    bool isParameter : 1 = false;
+
+private:
+    // size() and stride(): a rank in the header and one pointer, not two spans; device(): a byte, not a
+    // string. 40 bytes a tensor rather than 80, for a checkpoint's every tensor.
+    bool m_strided : 1 = false;
+    uint8_t m_rank = 0;
+    enum class DeviceFrom : uint8_t { Storage, None, Cpu, Meta, Extras };
+    DeviceFrom m_device = DeviceFrom::Storage;
+    const int64_t* m_dims = nullptr;
+
+public:
     int64_t storageOffset = 0;
     StorageValue* storage = nullptr;
-    std::string_view device;
+
+    // The storage's location ("cpu", "cuda:0", ...) unless another was set: a rebuilt tensor lives where
+    // its storage does.
+    std::string_view device() const
+    {
+        switch (m_device) {
+        case DeviceFrom::Storage:
+            return storage ? storage->location : std::string_view {};
+        case DeviceFrom::None:
+            return {};
+        case DeviceFrom::Cpu:
+            return "cpu";
+        case DeviceFrom::Meta:
+            return "meta";
+        case DeviceFrom::Extras:
+            break;
+        }
+        return extras().device;
+    }
+    // For a tensor without a storage of its own, or moved off it: any other than "cpu" or "meta" is kept
+    // in the extras, made in `arena` when needed.
+    void setDevice(std::string_view device, std::pmr::memory_resource* arena)
+    {
+        if (device.empty())
+            m_device = DeviceFrom::None;
+        else if (device == "cpu")
+            m_device = DeviceFrom::Cpu;
+        else if (device == "meta")
+            m_device = DeviceFrom::Meta;
+        else {
+            m_device = DeviceFrom::Extras;
+            extrasToSet(arena).device = device;
+        }
+    }
+
+    std::span<const int64_t> size() const { return { m_dims, m_rank }; }
+    // Empty when none was written (or hasStride is false), else as long as size().
+    std::span<const int64_t> stride() const
+    {
+        return m_strided ? std::span<const int64_t>(m_dims + m_rank, m_rank) : std::span<const int64_t> {};
+    }
+    // `dims`: `rank` sizes, then as many strides when `strided`. Not copied: the graph's arena holds them,
+    // and tensors of one shape may share them (nothing writes them).
+    void setDims(const int64_t* dims, uint8_t rank, bool strided)
+    {
+        m_dims = dims;
+        m_rank = rank;
+        m_strided = strided;
+    }
 
     // The rarer fields: empty ones when none was set.
     const TensorExtras& extras() const { return m_extras.get() ? *m_extras.get() : noExtras(); }
@@ -394,6 +453,7 @@ private:
     };
     ExtrasRef m_extras;
 };
+static_assert(sizeof(void*) != 8 || sizeof(TensorValue) == 40, "a tensor's fields have grown or lost their packing");
 
 // The arena every Value of one graph lives in. Values are trivially destructible or own only
 // arena memory, so nothing is destroyed individually. Allocation is a pointer bump, inline: a 76,800-tensor

@@ -117,10 +117,10 @@ void appendRepr(std::string& out, const Value* v, size_t maxLength, int depth)
         out += "tensor(";
         out += dtypeName(t->dtype);
         out += ", [";
-        for (size_t i = 0; i < t->size.size(); ++i) {
+        for (size_t i = 0; i < t->size().size(); ++i) {
             if (i)
                 out += ", ";
-            out += std::to_string(t->size[i]);
+            out += std::to_string(t->size()[i]);
         }
         out += "])";
         return;

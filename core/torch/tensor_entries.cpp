@@ -51,13 +51,14 @@ ViewBytes viewBytes(const TensorValue& t, unsigned item)
 {
     ViewBytes v;
     uint64_t lastElement = static_cast<uint64_t>(t.storageOffset);
-    for (size_t i = 0; i < t.size.size() && i < t.stride.size(); ++i) {
-        if (t.stride[i] < 0) {
-            v.negativeStride = t.stride[i];
+    const auto size = t.size(), stride = t.stride();
+    for (size_t i = 0; i < size.size() && i < stride.size(); ++i) {
+        if (stride[i] < 0) {
+            v.negativeStride = stride[i];
             return v;
         }
         uint64_t step = 0;
-        v.overflow |= mulOverflow(static_cast<uint64_t>(t.size[i] - 1), static_cast<uint64_t>(t.stride[i]), step);
+        v.overflow |= mulOverflow(static_cast<uint64_t>(size[i] - 1), static_cast<uint64_t>(stride[i]), step);
         v.overflow |= addOverflow(lastElement, step, lastElement);
     }
     v.overflow |= mulOverflow(static_cast<uint64_t>(t.storageOffset), item, v.start);
@@ -160,16 +161,16 @@ void fillTensorEntry(Entry& e, const TensorValue& t, std::string_view name, cons
     e.name = name;
     e.kind = EntryKind::Tensor;
     e.dtype = t.dtype;
-    e.shape.assign(t.size.begin(), t.size.end());
+    e.shape.assign(t.size().begin(), t.size().end());
     e.requiresGrad = t.requiresGrad;
     e.isParameter = t.isParameter;
-    e.device = t.device;
+    e.device = t.device();
     if (t.extras().subclass)
         e.typeName = qualifiedName(*t.extras().subclass);
     auto& loc = e.location;
     loc.storageOffset = t.storageOffset;
     if (t.hasStride)
-        loc.strides.assign(t.stride.begin(), t.stride.end());
+        loc.strides.assign(t.stride().begin(), t.stride().end());
 
     switch (t.origin) {
     case TensorOrigin::Dense:
@@ -267,10 +268,10 @@ bool isPlainTensor(const TensorValue& t, std::string_view name)
     // parameter's name or a view that leaves its storage: each sends the tensor the long way.
     if (t.origin != TensorOrigin::Dense || t.hasExtras() || !t.storage || t.storage->viewOf || t.storageOffset < 0)
         return false;
-    if (t.size.size() == 1 && distributed::isFlatParamName(name))
+    if (t.size().size() == 1 && distributed::isFlatParamName(name))
         return false;
     const unsigned item = dtypeItemSize(t.dtype);
-    if (item == 0 || shapeVolume(t.size) == 0)
+    if (item == 0 || shapeVolume(t.size()) == 0)
         return true;
     const ViewBytes view = viewBytes(t, item);
     return !view.negativeStride && !view.overflow && view.end <= storageBytes(*t.storage);
@@ -308,7 +309,7 @@ EntryRow TensorRows::row(size_t i) const
     EntryRow out;
     out.name = nameOf(r);
     out.dtype = t.dtype;
-    out.shape = t.size;
+    out.shape = t.size();
     if (t.storage) // as locateStorage names it
         out.storageId = t.storage->viewOf ? t.storage->viewOf->key : t.storage->key;
     return out;

@@ -10,8 +10,6 @@ namespace sl::torch {
 
 namespace {
 
-constexpr size_t kMaxDims = 64;
-
 struct Known {
     KnownGlobal id = KnownGlobal::Unknown;
     DType dtype = DType::Unknown;
@@ -175,7 +173,7 @@ Value* TorchSemantics::inert(Unpickler& u, Value* callable, SeqValue* args, cons
     return InertSemantics::call(u, callable, args);
 }
 
-bool TorchSemantics::readShape(Unpickler& u, Value* v, std::span<const int64_t>& out)
+bool TorchSemantics::readShape(Value* v, Shape& out)
 {
     auto* s = asSeq(v);
     if (!s) {
@@ -184,11 +182,10 @@ bool TorchSemantics::readShape(Unpickler& u, Value* v, std::span<const int64_t>&
     }
     if (s->items.size() > kMaxDims)
         return false;
-    auto dims = u.arena().array<int64_t>(s->items.size());
-    for (size_t i = 0; i < s->items.size(); ++i)
-        if (!toInt(s->items[i], dims[i]))
+    out.rank = s->items.size();
+    for (size_t i = 0; i < out.rank; ++i)
+        if (!toInt(s->items[i], out.dims[i]))
             return false;
-    out = dims;
     return true;
 }
 
@@ -222,16 +219,17 @@ Value* TorchSemantics::rebuildTensor(Unpickler& u, GlobalValue* fn, SeqValue* ar
     auto* t = u.arena().make<TensorValue>();
     t->storage = static_cast<StorageValue*>(storage);
     t->dtype = t->storage->dtype;
-    t->device = t->storage->location;
     if (!toInt(arg(args, 1), t->storageOffset) || t->storageOffset < 0)
         return inert(u, callable, args, "storage offset is not a non-negative integer");
-    if (!readShape(u, arg(args, 2), t->size))
+    Shape size, stride;
+    if (!readShape(arg(args, 2), size))
         return inert(u, callable, args, "size is not a tuple of integers");
-    if (!readShape(u, arg(args, 3), t->stride) || t->stride.size() != t->size.size())
+    if (!readShape(arg(args, 3), stride) || stride.rank != size.rank)
         return inert(u, callable, args, "stride does not match size");
-    for (int64_t d : t->size)
+    for (int64_t d : size.span())
         if (d < 0)
             return inert(u, callable, args, "negative dimension");
+    setDims(u, *t, size.span(), stride.span());
     if (which != KnownGlobal::RebuildTensor) {
         int64_t rg = 0;
         toInt(arg(args, 4), rg);
@@ -246,6 +244,12 @@ Value* TorchSemantics::rebuildTensor(Unpickler& u, GlobalValue* fn, SeqValue* ar
     return t;
 }
 
+void TorchSemantics::setDims(Unpickler& u, TensorValue& t, std::span<const int64_t> size, std::span<const int64_t> stride)
+{
+    // Callers hold the rank to kMaxDims, and stride to size's length or none.
+    t.setDims(sharedDims(u, size, stride), static_cast<uint8_t>(size.size()), !stride.empty());
+}
+
 const int64_t* TorchSemantics::sharedDims(Unpickler& u, std::span<const int64_t> size, std::span<const int64_t> stride)
 {
     const size_t rank = size.size();
@@ -258,9 +262,10 @@ const int64_t* TorchSemantics::sharedDims(Unpickler& u, std::span<const int64_t>
     if (slot.dims && slot.hash == hash && slot.rank == rank && std::equal(size.begin(), size.end(), slot.dims)
         && std::equal(stride.begin(), stride.end(), slot.dims + rank))
         return slot.dims;
-    auto out = u.arena().array<int64_t>(2 * rank); // size, then stride, as readShape's arrays are
+    // Room for the strides even when there are none (zeros), so a slot read as strided is never short.
+    auto out = u.arena().array<int64_t>(2 * rank);
     std::copy(size.begin(), size.end(), out.begin());
-    std::copy(stride.begin(), stride.end(), out.begin() + rank);
+    std::fill(std::copy(stride.begin(), stride.end(), out.begin() + rank), out.end(), 0);
     slot = { hash, rank, out.data() };
     return out.data();
 }
@@ -288,11 +293,8 @@ Value* TorchSemantics::tensorRecord(Unpickler& u, const TensorCall& c)
     auto* t = u.arena().make<TensorValue>();
     t->storage = s;
     t->dtype = s->dtype;
-    t->device = s->location;
     t->storageOffset = c.offset;
-    const int64_t* dims = sharedDims(u, c.size, c.stride);
-    t->size = { dims, c.size.size() };
-    t->stride = { dims + c.size.size(), c.stride.size() };
+    setDims(u, *t, c.size, c.stride);
     t->requiresGrad = c.requiresGrad;
     return t;
 }
@@ -309,10 +311,11 @@ Value* TorchSemantics::rebuildQTensor(Unpickler& u, GlobalValue* fn, SeqValue* a
     t->origin = TensorOrigin::Quantized;
     t->storage = static_cast<StorageValue*>(storage);
     t->dtype = t->storage->dtype;
-    t->device = t->storage->location;
-    if (!toInt(arg(args, 1), t->storageOffset) || t->storageOffset < 0 || !readShape(u, arg(args, 2), t->size)
-        || !readShape(u, arg(args, 3), t->stride) || t->stride.size() != t->size.size())
+    Shape size, stride;
+    if (!toInt(arg(args, 1), t->storageOffset) || t->storageOffset < 0 || !readShape(arg(args, 2), size)
+        || !readShape(arg(args, 3), stride) || stride.rank != size.rank)
         return inert(u, fn, args, "malformed geometry in _rebuild_qtensor");
+    setDims(u, *t, size.span(), stride.span());
     int64_t rg = 0;
     toInt(arg(args, 5), rg);
     t->requiresGrad = rg != 0;
@@ -342,15 +345,17 @@ Value* TorchSemantics::rebuildWrapperSubclass(Unpickler& u, GlobalValue* fn, Seq
     t->extrasToSet(u.arena().resource()).subclass = asGlobal(arg(args, 0));
     auto* dt = asGlobal(arg(args, 1));
     t->dtype = dt && dt->id == KnownGlobal::TorchDType ? dt->dtype : DType::Unknown;
-    if (!readShape(u, arg(args, 2), t->size))
+    Shape size, stride;
+    if (!readShape(arg(args, 2), size))
         return inert(u, fn, args, "size is not a tuple of integers");
-    if (!readShape(u, arg(args, 3), t->stride) || t->stride.size() != t->size.size()) {
-        t->stride = {};
+    if (!readShape(arg(args, 3), stride) || stride.rank != size.rank) {
+        stride.rank = 0;
         t->hasStride = false;
     }
+    setDims(u, *t, size.span(), stride.span());
     toInt(arg(args, 4), t->storageOffset);
     t->extrasToSet(u.arena().resource()).layout = strOf(arg(args, 5));
-    t->device = strOf(arg(args, 6));
+    t->setDevice(strOf(arg(args, 6)), u.arena().resource());
     int64_t rg = 0;
     toInt(arg(args, 7), rg);
     t->requiresGrad = rg != 0;
@@ -415,10 +420,12 @@ Value* TorchSemantics::rebuildSparse(Unpickler& u, GlobalValue* fn, SeqValue* ar
     size_t sizeAt = coo ? 2 : 3;
     if (auto* values = asTensor(arg(const_cast<SeqValue*>(data), valuesAt))) {
         t->dtype = values->dtype;
-        t->device = values->device;
+        t->setDevice(values->device(), u.arena().resource());
     }
-    if (!readShape(u, arg(const_cast<SeqValue*>(data), sizeAt), t->size))
+    Shape size;
+    if (!readShape(arg(const_cast<SeqValue*>(data), sizeAt), size))
         return inert(u, fn, args, "sparse tensor size is not a tuple of integers");
+    setDims(u, *t, size.span(), {});
     t->hasStride = false;
     auto parts = u.arena().array<Value*>(coo ? 2 : 3);
     for (size_t i = 0; i < parts.size(); ++i)
@@ -439,11 +446,10 @@ Value* TorchSemantics::rebuildNested(Unpickler& u, GlobalValue* fn, SeqValue* ar
     auto* t = u.arena().make<TensorValue>();
     t->origin = TensorOrigin::Nested;
     t->dtype = buffer->dtype;
-    t->device = buffer->device;
+    t->setDevice(buffer->device(), u.arena().resource());
     t->extrasToSet(u.arena().resource()).layout = "nested";
-    auto dims = u.arena().array<int64_t>(1);
-    dims[0] = sizes->size.empty() ? 0 : sizes->size[0]; // number of component tensors
-    t->size = dims;
+    const int64_t count = sizes->size().empty() ? 0 : sizes->size()[0]; // number of component tensors
+    setDims(u, *t, { &count, 1 }, {});
     t->hasStride = false;
     auto parts = u.arena().array<Value*>(4);
     for (size_t i = 0; i < 4; ++i)
@@ -457,7 +463,7 @@ Value* TorchSemantics::numpyReconstruct(Unpickler& u)
     // numpy.core.multiarray._reconstruct(ndarray, (0,), b'b'): an empty array that BUILD fills in.
     auto* t = u.arena().make<TensorValue>();
     t->origin = TensorOrigin::Numpy;
-    t->device = "cpu";
+    t->setDevice("cpu", u.arena().resource());
     return t;
 }
 
@@ -470,13 +476,13 @@ void TorchSemantics::buildNumpyArray(Unpickler& u, TensorValue* t, Value* state)
     size_t base = s->items.size() == 5 ? 1 : 0;
     if (s->items.size() < base + 4)
         return;
-    std::span<const int64_t> shape;
-    if (!readShape(u, s->items[base], shape))
+    Shape shape;
+    if (!readShape(s->items[base], shape))
         return;
-    for (int64_t d : shape)
+    for (int64_t d : shape.span())
         if (d < 0)
             return;
-    t->size = shape;
+    setDims(u, *t, shape.span(), {});
     if (auto* dt = asObject(s->items[base + 1])) {
         if (auto* a = asSeq(dt->args); a && !a->items.empty())
             t->dtype = numpyDType(strOf(a->items[0]));
@@ -523,15 +529,17 @@ Value* TorchSemantics::call(Unpickler& u, Value* callable, SeqValue* args)
         // _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad)
         auto* t = u.arena().make<TensorValue>();
         t->origin = TensorOrigin::Meta;
-        t->device = "meta";
+        t->setDevice("meta", u.arena().resource());
         auto* dt = asGlobal(arg(args, 0));
         t->dtype = dt && dt->id == KnownGlobal::TorchDType ? dt->dtype : DType::Unknown;
-        if (!readShape(u, arg(args, 1), t->size))
+        Shape size, stride;
+        if (!readShape(arg(args, 1), size))
             return inert(u, callable, args, "size is not a tuple of integers");
-        if (!readShape(u, arg(args, 2), t->stride) || t->stride.size() != t->size.size()) {
-            t->stride = {};
+        if (!readShape(arg(args, 2), stride) || stride.rank != size.rank) {
+            stride.rank = 0;
             t->hasStride = false;
         }
+        setDims(u, *t, size.span(), stride.span());
         int64_t rg = 0;
         toInt(arg(args, 3), rg);
         t->requiresGrad = rg != 0;
@@ -552,7 +560,7 @@ Value* TorchSemantics::call(Unpickler& u, Value* callable, SeqValue* args)
         if (auto* dt = asGlobal(arg(args, 1)); dt && dt->id == KnownGlobal::TorchDType)
             t->dtype = dt->dtype;
         if (auto dev = strOf(arg(args, 2)); !dev.empty())
-            t->device = dev;
+            t->setDevice(dev, u.arena().resource());
         int64_t rg = 0;
         if (toInt(arg(args, 3), rg))
             t->requiresGrad = rg != 0;
@@ -663,7 +671,7 @@ void TorchSemantics::build(Unpickler& u, Value* obj, Value* state)
 {
     if (obj->kind == Kind::Tensor) {
         auto* t = static_cast<TensorValue*>(obj);
-        if (t->origin == TensorOrigin::Numpy && t->size.empty() && t->extras().inlineBytes.empty()) {
+        if (t->origin == TensorOrigin::Numpy && t->size().empty() && t->extras().inlineBytes.empty()) {
             buildNumpyArray(u, t, state);
             return;
         }

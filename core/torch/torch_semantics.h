@@ -75,7 +75,16 @@ private:
     Value* numpyReconstruct(Unpickler& u);
     void buildNumpyArray(Unpickler& u, TensorValue* t, Value* state);
     Value* inert(Unpickler& u, Value* callable, SeqValue* args, const char* problem = nullptr);
-    bool readShape(Unpickler& u, Value* v, std::span<const int64_t>& out);
+    // A torch.Size read off the pickle, before it is kept: on the stack, so that tensors of one shape can
+    // share one array (setDims).
+    static constexpr size_t kMaxDims = 64; // a longer shape is malformed here, as in the other readers
+    struct Shape {
+        std::array<int64_t, kMaxDims> dims;
+        size_t rank = 0;
+        std::span<const int64_t> span() const { return { dims.data(), rank }; }
+    };
+    static bool readShape(Value* v, Shape& out);
+    void setDims(Unpickler& u, TensorValue& t, std::span<const int64_t> size, std::span<const int64_t> stride);
 
     PersistentIds m_mode;
     std::map<std::string, GlobalUse> m_globals;
