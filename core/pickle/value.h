@@ -323,8 +323,9 @@ struct QuantParams {
     int64_t axis = 0;
 };
 
-// What only some tensors have (subclasses, quantized, sparse, nested and numpy tensors), kept apart: a
-// plain state dict's tensors have none of it, and a large checkpoint rebuilds millions of tensors.
+// What only some tensors have (subclasses, quantized, sparse, nested and numpy tensors, and a device other
+// than the storage's, cpu or meta), kept apart: a plain state dict's tensors have none of it, and a large
+// checkpoint rebuilds millions of tensors.
 struct TensorExtras {
     std::string_view layout;
     const GlobalValue* subclass = nullptr; // _rebuild_from_type_v2 / _rebuild_wrapper_subclass class

@@ -253,6 +253,8 @@ void TorchSemantics::setDims(Unpickler& u, TensorValue& t, std::span<const int64
 const int64_t* TorchSemantics::sharedDims(Unpickler& u, std::span<const int64_t> size, std::span<const int64_t> stride)
 {
     const size_t rank = size.size();
+    if (rank == 0)
+        return nullptr; // a scalar's sizes and strides are empty spans: nothing to share
     uint64_t hash = rank;
     for (int64_t d : size)
         hash = (hash ^ static_cast<uint64_t>(d)) * 0x100000001b3u;

@@ -107,9 +107,9 @@ private:
     int m_rebuildDepth = 0;
     std::unordered_map<std::string, Value*> m_prebuilt;
     bool m_inlineStorageNoted = false;
-    // The lane's size and stride arrays, shared between tensors of one shape: a state dict's layers repeat
-    // their shapes, and each tensor would otherwise copy 16 bytes per dimension into the arena. A fixed
-    // table of the last pair per hash, so a pickle of ever new shapes costs what it did.
+    // Tensors' size and stride arrays (setDims), shared between tensors of one shape: a state dict's layers
+    // repeat their shapes, and each tensor would otherwise copy 16 bytes per dimension into the arena. A
+    // fixed table of the last pair per hash, so a pickle of ever new shapes costs what it did.
     struct DimsSlot {
         uint64_t hash = 0;
         size_t rank = 0;

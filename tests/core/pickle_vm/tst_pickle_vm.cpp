@@ -339,6 +339,79 @@ private slots:
         QCOMPARE(data->extras().state, first);
     }
 
+    // device() reads the storage's location unless another was set; one set on a copy (a device tensor
+    // rebuilt from a cpu one) must not show in the tensor it was copied from, which shares its extras.
+    void tensorDeviceFollowsItsStorageUnlessSet()
+    {
+        Arena arena;
+        auto* storage = arena.make<StorageValue>();
+        storage->location = "cuda:1";
+        auto* t = arena.make<TensorValue>();
+        QVERIFY(t->device().empty());
+        t->storage = storage;
+        QVERIFY(t->device() == "cuda:1");
+        t->setDevice("", arena.resource());
+        QVERIFY(t->device().empty());
+        auto* xla = arena.make<TensorValue>();
+        xla->setDevice("xla:0", arena.resource());
+        QVERIFY(xla->device() == "xla:0");
+        auto* moved = arena.make<TensorValue>(*xla);
+        QVERIFY(moved->device() == "xla:0");
+        moved->setDevice("mtia:2", arena.resource());
+        QVERIFY(moved->device() == "mtia:2");
+        QVERIFY(xla->device() == "xla:0");
+        for (const char* d : { "cpu", "meta" }) {
+            moved->setDevice(d, arena.resource());
+            QVERIFY(moved->device() == d);
+        }
+        QVERIFY(xla->device() == "xla:0");
+    }
+
+    // Tensors of one shape share one array of sizes and strides; one with the same sizes but other strides,
+    // or none, reads its own. Each tensor must read back what its pickle says.
+    void tensorsOfOneShapeShareTheirDims()
+    {
+        using namespace std::string_literals; // the pickle holds NUL bytes
+        auto str = [](const std::string& s) { // BINUNICODE
+            std::string out = "X";
+            for (int i = 0; i < 4; ++i)
+                out += char((s.size() >> (8 * i)) & 0xff);
+            return out + s;
+        };
+        auto tensor = [&](const std::string& key, const std::string& size, const std::string& stride) {
+            return "ctorch._utils\n_rebuild_tensor_v2\n((" + str("storage") + "ctorch\nFloatStorage\n" + str(key)
+                + str("cpu") + "K\x06tQK\x00"s + size + stride + "\x89" "ccollections\nOrderedDict\n)RtR";
+        };
+        const std::string twoByThree = "K\x02K\x03\x86", rowMajor = "K\x03K\x01\x86", colMajor = "K\x01K\x02\x86";
+        // The meta tensor's stride has the wrong length, so it keeps none (hasStride false).
+        const std::string meta = "ctorch._utils\n_rebuild_meta_tensor_no_storage\n(ctorch\nfloat32\n" + twoByThree
+            + "K\x01\x85\x89tR";
+        const std::string p = "\x80\x02(" + tensor("0", twoByThree, rowMajor) + tensor("1", twoByThree, rowMajor)
+            + tensor("2", twoByThree, colMajor) + meta + tensor("3", "K\x03K\x02\x86", rowMajor) + "t.";
+        Arena arena;
+        torch::TorchSemantics sem(torch::TorchSemantics::PersistentIds::Zip);
+        const auto* root = asSeq(decode(QByteArray(p.data(), static_cast<int>(p.size())), arena, sem));
+        QVERIFY(root && root->items.size() == 5);
+        std::vector<const TensorValue*> t;
+        for (const Value* v : root->items) {
+            t.push_back(asTensor(v));
+            QVERIFY(t.back());
+        }
+        using Dims = std::vector<int64_t>;
+        auto dims = [](std::span<const int64_t> s) { return Dims(s.begin(), s.end()); };
+        for (int i : { 0, 1, 2, 3 })
+            QCOMPARE(dims(t[i]->size()), Dims({ 2, 3 }));
+        QCOMPARE(dims(t[0]->stride()), Dims({ 3, 1 }));
+        QCOMPARE(dims(t[1]->stride()), Dims({ 3, 1 }));
+        QCOMPARE(dims(t[2]->stride()), Dims({ 1, 2 }));
+        QVERIFY(t[3]->stride().empty() && !t[3]->hasStride);
+        QCOMPARE(dims(t[4]->size()), Dims({ 3, 2 }));
+        QCOMPARE(dims(t[4]->stride()), Dims({ 3, 1 }));
+        QCOMPARE(t[1]->size().data(), t[0]->size().data()); // shared
+        QVERIFY(t[2]->size().data() != t[0]->size().data());
+        QVERIFY(t[4]->stride().data() != t[0]->stride().data());
+    }
+
     void dangerousGlobalsAreRecordedNotRun()
     {
         // cos\nsystem\n(S'echo pwned'\ntR.  -- the classic payload. Nothing runs; the global is classified.
