@@ -250,16 +250,36 @@ void TorchSemantics::setDims(Unpickler& u, TensorValue& t, std::span<const int64
     t.setDims(sharedDims(u, size, stride), static_cast<uint8_t>(size.size()), !stride.empty());
 }
 
+bool TorchSemantics::setSizeAndOptionalStride(Unpickler& u, TensorValue& t, Value* sizeArg, Value* strideArg)
+{
+    Shape size, stride;
+    if (!readShape(sizeArg, size))
+        return false;
+    if (!readShape(strideArg, stride) || stride.rank != size.rank) {
+        stride.rank = 0;
+        t.hasStride = false;
+    }
+    setDims(u, t, size.span(), stride.span());
+    return true;
+}
+
+uint64_t TorchSemantics::dimsHash(std::span<const int64_t> size, std::span<const int64_t> stride)
+{
+    uint64_t hash = size.size();
+    for (int64_t d : size)
+        hash = (hash ^ static_cast<uint64_t>(d)) * 0x100000001b3u;
+    for (int64_t d : stride)
+        hash = (hash ^ static_cast<uint64_t>(d)) * 0x100000001b3u;
+    return hash;
+}
+
 const int64_t* TorchSemantics::sharedDims(Unpickler& u, std::span<const int64_t> size, std::span<const int64_t> stride)
 {
     const size_t rank = size.size();
     if (rank == 0)
         return nullptr; // a scalar's sizes and strides are empty spans: nothing to share
-    uint64_t hash = rank;
-    for (int64_t d : size)
-        hash = (hash ^ static_cast<uint64_t>(d)) * 0x100000001b3u;
-    for (int64_t d : stride)
-        hash = (hash ^ static_cast<uint64_t>(d)) * 0x100000001b3u;
+    // A slot is taken only on the same hash, rank, sizes and strides: hashes collide (tst_pickle_vm).
+    const uint64_t hash = dimsHash(size, stride);
     DimsSlot& slot = m_dims[(hash ^ (hash >> 32)) % m_dims.size()];
     if (slot.dims && slot.hash == hash && slot.rank == rank && std::equal(size.begin(), size.end(), slot.dims)
         && std::equal(stride.begin(), stride.end(), slot.dims + rank))
@@ -347,14 +367,8 @@ Value* TorchSemantics::rebuildWrapperSubclass(Unpickler& u, GlobalValue* fn, Seq
     t->extrasToSet(u.arena().resource()).subclass = asGlobal(arg(args, 0));
     auto* dt = asGlobal(arg(args, 1));
     t->dtype = dt && dt->id == KnownGlobal::TorchDType ? dt->dtype : DType::Unknown;
-    Shape size, stride;
-    if (!readShape(arg(args, 2), size))
+    if (!setSizeAndOptionalStride(u, *t, arg(args, 2), arg(args, 3)))
         return inert(u, fn, args, "size is not a tuple of integers");
-    if (!readShape(arg(args, 3), stride) || stride.rank != size.rank) {
-        stride.rank = 0;
-        t->hasStride = false;
-    }
-    setDims(u, *t, size.span(), stride.span());
     toInt(arg(args, 4), t->storageOffset);
     t->extrasToSet(u.arena().resource()).layout = strOf(arg(args, 5));
     t->setDevice(strOf(arg(args, 6)), u.arena().resource());
@@ -534,14 +548,8 @@ Value* TorchSemantics::call(Unpickler& u, Value* callable, SeqValue* args)
         t->setDevice("meta", u.arena().resource());
         auto* dt = asGlobal(arg(args, 0));
         t->dtype = dt && dt->id == KnownGlobal::TorchDType ? dt->dtype : DType::Unknown;
-        Shape size, stride;
-        if (!readShape(arg(args, 1), size))
+        if (!setSizeAndOptionalStride(u, *t, arg(args, 1), arg(args, 2)))
             return inert(u, callable, args, "size is not a tuple of integers");
-        if (!readShape(arg(args, 2), stride) || stride.rank != size.rank) {
-            stride.rank = 0;
-            t->hasStride = false;
-        }
-        setDims(u, *t, size.span(), stride.span());
         int64_t rg = 0;
         toInt(arg(args, 3), rg);
         t->requiresGrad = rg != 0;

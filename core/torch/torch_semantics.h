@@ -63,6 +63,8 @@ public:
     const std::vector<StorageValue*>& storages() const { return m_storages; }
     // Problems found while rebuilding (malformed arguments to rebuild functions, ...): not fatal.
     const std::vector<std::string>& problems() const { return m_problems; }
+    // The hash sharedDims files a shape under (public so that a test can build two shapes that collide).
+    static uint64_t dimsHash(std::span<const int64_t> size, std::span<const int64_t> stride);
 
 private:
     // Each takes the callable so a malformed call still shows what was called.
@@ -85,6 +87,9 @@ private:
     };
     static bool readShape(Value* v, Shape& out);
     void setDims(Unpickler& u, TensorValue& t, std::span<const int64_t> size, std::span<const int64_t> stride);
+    // The size, and the stride where one as long as the size was written (wrapper subclasses and meta tensors
+    // may carry none: then hasStride is false). False when the size is not a tuple of integers.
+    bool setSizeAndOptionalStride(Unpickler& u, TensorValue& t, Value* sizeArg, Value* strideArg);
 
     PersistentIds m_mode;
     std::map<std::string, GlobalUse> m_globals;

@@ -412,6 +412,58 @@ private slots:
         QVERIFY(t[4]->stride().data() != t[0]->stride().data());
     }
 
+    void shapesWhoseHashesCollideKeepTheirOwnStrides()
+    {
+        // Two [2, 3] tensors whose strides differ but whose dims hash alike: the second stride is picked so the
+        // hash comes out equal (its multiplier is odd, so the last step is invertible). The table must compare
+        // the strides, not trust the hash.
+        using namespace std::string_literals;
+        const std::vector<int64_t> size { 2, 3 }, strideA { 3, 1 };
+        uint64_t afterSize = 2;
+        for (int64_t d : size)
+            afterSize = (afterSize ^ static_cast<uint64_t>(d)) * 0x100000001b3u;
+        constexpr uint64_t kPrime = 0x100000001b3u;
+        const uint64_t b1 = ((afterSize ^ 3) * kPrime) ^ 1 ^ ((afterSize ^ 4) * kPrime);
+        const std::vector<int64_t> strideB { 4, static_cast<int64_t>(b1) };
+        QCOMPARE(torch::TorchSemantics::dimsHash(size, strideB), torch::TorchSemantics::dimsHash(size, strideA));
+        QVERIFY(strideB != strideA);
+
+        auto str = [](const std::string& s) { // BINUNICODE
+            std::string out = "X";
+            for (int i = 0; i < 4; ++i)
+                out += char((s.size() >> (8 * i)) & 0xff);
+            return out + s;
+        };
+        auto long1 = [](int64_t v) { // LONG1 of eight bytes, little-endian two's complement
+            std::string out = "\x8a\x08"s;
+            for (int i = 0; i < 8; ++i)
+                out += char((static_cast<uint64_t>(v) >> (8 * i)) & 0xff);
+            return out;
+        };
+        auto tuple = [&](const std::vector<int64_t>& v) { return "(" + long1(v[0]) + long1(v[1]) + "t"; };
+        auto tensor = [&](const std::string& key, const std::vector<int64_t>& stride) {
+            return "ctorch._utils\n_rebuild_tensor_v2\n((" + str("storage") + "ctorch\nFloatStorage\n" + str(key)
+                + str("cpu") + "K\x06tQK\x00"s + tuple(size) + tuple(stride) + "\x89" "ccollections\nOrderedDict\n)RtR";
+        };
+        const std::string p = "\x80\x02(" + tensor("0", strideA) + tensor("1", strideB) + tensor("2", strideA) + "t.";
+        Arena arena;
+        torch::TorchSemantics sem(torch::TorchSemantics::PersistentIds::Zip);
+        const auto* root = asSeq(decode(QByteArray(p.data(), static_cast<int>(p.size())), arena, sem));
+        QVERIFY(root && root->items.size() == 3);
+        std::vector<const TensorValue*> t;
+        for (const Value* v : root->items) {
+            t.push_back(asTensor(v));
+            QVERIFY(t.back());
+        }
+        using Dims = std::vector<int64_t>;
+        auto dims = [](std::span<const int64_t> s) { return Dims(s.begin(), s.end()); };
+        for (const TensorValue* x : t)
+            QCOMPARE(dims(x->size()), size);
+        QCOMPARE(dims(t[0]->stride()), strideA);
+        QCOMPARE(dims(t[1]->stride()), strideB);
+        QCOMPARE(dims(t[2]->stride()), strideA);
+    }
+
     void dangerousGlobalsAreRecordedNotRun()
     {
         // cos\nsystem\n(S'echo pwned'\ntR.  -- the classic payload. Nothing runs; the global is classified.
