@@ -147,6 +147,30 @@ Value* decode(const QByteArray& bytes, Arena& arena, Semantics& sem)
     return v;
 }
 
+// BINUNICODE of `s`, for pickles spelled out in a test.
+std::string binUnicode(const std::string& s)
+{
+    std::string out = "X";
+    for (int i = 0; i < 4; ++i)
+        out += char((s.size() >> (8 * i)) & 0xff);
+    return out + s;
+}
+
+// The tensors of a pickle whose root is a tuple of `count` tensors (empty when it is not).
+std::vector<const TensorValue*> decodeTensors(const std::string& p, size_t count, Arena& arena, Semantics& sem)
+{
+    const auto* root = asSeq(decode(QByteArray(p.data(), static_cast<int>(p.size())), arena, sem));
+    std::vector<const TensorValue*> out;
+    if (!root || root->items.size() != count)
+        return out;
+    for (const Value* v : root->items)
+        if (const TensorValue* t = asTensor(v))
+            out.push_back(t);
+    return out.size() == count ? out : std::vector<const TensorValue*> {};
+}
+
+std::vector<int64_t> dimsOf(std::span<const int64_t> s) { return { s.begin(), s.end() }; }
+
 QString pythonForPickles()
 {
     // Any CPython works; Debian's is preferred for a stable pickle module.
@@ -372,12 +396,7 @@ private slots:
     void tensorsOfOneShapeShareTheirDims()
     {
         using namespace std::string_literals; // the pickle holds NUL bytes
-        auto str = [](const std::string& s) { // BINUNICODE
-            std::string out = "X";
-            for (int i = 0; i < 4; ++i)
-                out += char((s.size() >> (8 * i)) & 0xff);
-            return out + s;
-        };
+        const auto& str = binUnicode;
         auto tensor = [&](const std::string& key, const std::string& size, const std::string& stride) {
             return "ctorch._utils\n_rebuild_tensor_v2\n((" + str("storage") + "ctorch\nFloatStorage\n" + str(key)
                 + str("cpu") + "K\x06tQK\x00"s + size + stride + "\x89" "ccollections\nOrderedDict\n)RtR";
@@ -390,15 +409,10 @@ private slots:
             + tensor("2", twoByThree, colMajor) + meta + tensor("3", "K\x03K\x02\x86", rowMajor) + "t.";
         Arena arena;
         torch::TorchSemantics sem(torch::TorchSemantics::PersistentIds::Zip);
-        const auto* root = asSeq(decode(QByteArray(p.data(), static_cast<int>(p.size())), arena, sem));
-        QVERIFY(root && root->items.size() == 5);
-        std::vector<const TensorValue*> t;
-        for (const Value* v : root->items) {
-            t.push_back(asTensor(v));
-            QVERIFY(t.back());
-        }
+        const std::vector<const TensorValue*> t = decodeTensors(p, 5, arena, sem);
+        QCOMPARE(t.size(), size_t(5));
         using Dims = std::vector<int64_t>;
-        auto dims = [](std::span<const int64_t> s) { return Dims(s.begin(), s.end()); };
+        const auto& dims = dimsOf;
         for (int i : { 0, 1, 2, 3 })
             QCOMPARE(dims(t[i]->size()), Dims({ 2, 3 }));
         QCOMPARE(dims(t[0]->stride()), Dims({ 3, 1 }));
@@ -428,12 +442,7 @@ private slots:
         QCOMPARE(torch::TorchSemantics::dimsHash(size, strideB), torch::TorchSemantics::dimsHash(size, strideA));
         QVERIFY(strideB != strideA);
 
-        auto str = [](const std::string& s) { // BINUNICODE
-            std::string out = "X";
-            for (int i = 0; i < 4; ++i)
-                out += char((s.size() >> (8 * i)) & 0xff);
-            return out + s;
-        };
+        const auto& str = binUnicode;
         auto long1 = [](int64_t v) { // LONG1 of eight bytes, little-endian two's complement
             std::string out = "\x8a\x08"s;
             for (int i = 0; i < 8; ++i)
@@ -448,15 +457,9 @@ private slots:
         const std::string p = "\x80\x02(" + tensor("0", strideA) + tensor("1", strideB) + tensor("2", strideA) + "t.";
         Arena arena;
         torch::TorchSemantics sem(torch::TorchSemantics::PersistentIds::Zip);
-        const auto* root = asSeq(decode(QByteArray(p.data(), static_cast<int>(p.size())), arena, sem));
-        QVERIFY(root && root->items.size() == 3);
-        std::vector<const TensorValue*> t;
-        for (const Value* v : root->items) {
-            t.push_back(asTensor(v));
-            QVERIFY(t.back());
-        }
-        using Dims = std::vector<int64_t>;
-        auto dims = [](std::span<const int64_t> s) { return Dims(s.begin(), s.end()); };
+        const std::vector<const TensorValue*> t = decodeTensors(p, 3, arena, sem);
+        QCOMPARE(t.size(), size_t(3));
+        const auto& dims = dimsOf;
         for (const TensorValue* x : t)
             QCOMPARE(dims(x->size()), size);
         QCOMPARE(dims(t[0]->stride()), strideA);
