@@ -22,8 +22,9 @@ struct OpenOptions {
     // once, over the whole state dict (torchao's flattened safetensors can split a group across shards).
     bool groupQuantized = true;
     // A reader may hand over a state dict of plain tensors as rows, its entries built on first access
-    // (model/entry_list.h): `ls` turns this on, and neither its table nor its JSON builds them all. Off, every entry is built as the
-    // file is read (what the window, diff and values need: building from rows would check each twice).
+    // (model/entry_list.h): `ls` turns this on, and neither its table nor its JSON builds them all. Off,
+    // every entry is built as the file is read (what the window, diff and values need: building from rows
+    // would check each twice).
     bool deferEntries = false;
     // How TorchScript archives are loaded (a child process; formats/torchscript_reader.h). Null uses the
     // process-wide setting (setTorchScriptWorker), which app/main.cpp points at the statelens executable.
