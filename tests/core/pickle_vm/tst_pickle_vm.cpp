@@ -171,6 +171,16 @@ std::vector<const TensorValue*> decodeTensors(const std::string& p, size_t count
 
 std::vector<int64_t> dimsOf(std::span<const int64_t> s) { return { s.begin(), s.end() }; }
 
+// One tensor as torch.save pickles it (_rebuild_tensor_v2 of float storage `key`, 6 elements at offset 0),
+// its size and stride tuples given as pickle bytes. Each names its globals with GLOBAL, so the opcode loop
+// rebuilds it, not the tensor lane.
+std::string rebuildTensorV2(const std::string& key, const std::string& size, const std::string& stride)
+{
+    using namespace std::string_literals; // the pickle holds NUL bytes
+    return "ctorch._utils\n_rebuild_tensor_v2\n((" + binUnicode("storage") + "ctorch\nFloatStorage\n" + binUnicode(key)
+        + binUnicode("cpu") + "K\x06tQK\x00"s + size + stride + "\x89" "ccollections\nOrderedDict\n)RtR";
+}
+
 QString pythonForPickles()
 {
     // Any CPython works; Debian's is preferred for a stable pickle module.
@@ -395,12 +405,7 @@ private slots:
     // or none, reads its own. Each tensor must read back what its pickle says.
     void tensorsOfOneShapeShareTheirDims()
     {
-        using namespace std::string_literals; // the pickle holds NUL bytes
-        const auto& str = binUnicode;
-        auto tensor = [&](const std::string& key, const std::string& size, const std::string& stride) {
-            return "ctorch._utils\n_rebuild_tensor_v2\n((" + str("storage") + "ctorch\nFloatStorage\n" + str(key)
-                + str("cpu") + "K\x06tQK\x00"s + size + stride + "\x89" "ccollections\nOrderedDict\n)RtR";
-        };
+        const auto& tensor = rebuildTensorV2;
         const std::string twoByThree = "K\x02K\x03\x86", rowMajor = "K\x03K\x01\x86", colMajor = "K\x01K\x02\x86";
         // The meta tensor's stride has the wrong length, so it keeps none (hasStride false).
         const std::string meta = "ctorch._utils\n_rebuild_meta_tensor_no_storage\n(ctorch\nfloat32\n" + twoByThree
@@ -433,16 +438,13 @@ private slots:
         // the strides, not trust the hash.
         using namespace std::string_literals;
         const std::vector<int64_t> size { 2, 3 }, strideA { 3, 1 };
-        uint64_t afterSize = 2;
-        for (int64_t d : size)
-            afterSize = (afterSize ^ static_cast<uint64_t>(d)) * 0x100000001b3u;
+        const uint64_t afterSize = torch::TorchSemantics::dimsHash(size, {}); // the hash's state before the strides
         constexpr uint64_t kPrime = 0x100000001b3u;
         const uint64_t b1 = ((afterSize ^ 3) * kPrime) ^ 1 ^ ((afterSize ^ 4) * kPrime);
         const std::vector<int64_t> strideB { 4, static_cast<int64_t>(b1) };
         QCOMPARE(torch::TorchSemantics::dimsHash(size, strideB), torch::TorchSemantics::dimsHash(size, strideA));
         QVERIFY(strideB != strideA);
 
-        const auto& str = binUnicode;
         auto long1 = [](int64_t v) { // LONG1 of eight bytes, little-endian two's complement
             std::string out = "\x8a\x08"s;
             for (int i = 0; i < 8; ++i)
@@ -451,8 +453,7 @@ private slots:
         };
         auto tuple = [&](const std::vector<int64_t>& v) { return "(" + long1(v[0]) + long1(v[1]) + "t"; };
         auto tensor = [&](const std::string& key, const std::vector<int64_t>& stride) {
-            return "ctorch._utils\n_rebuild_tensor_v2\n((" + str("storage") + "ctorch\nFloatStorage\n" + str(key)
-                + str("cpu") + "K\x06tQK\x00"s + tuple(size) + tuple(stride) + "\x89" "ccollections\nOrderedDict\n)RtR";
+            return rebuildTensorV2(key, tuple(size), tuple(stride));
         };
         const std::string p = "\x80\x02(" + tensor("0", strideA) + tensor("1", strideB) + tensor("2", strideA) + "t.";
         Arena arena;
