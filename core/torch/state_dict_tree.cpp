@@ -530,6 +530,13 @@ private:
     void flattenItems(std::span<const std::pair<Value*, Value*>> items, int depth)
     {
         for (const auto& [k, v] : items) {
+            if (!m_out && v->kind == Kind::Tensor && (k->kind == Kind::Str || k->kind == Kind::Bytes)) {
+                // Counting a tensor under a text key: what flattenValue does for it, charged for the name's
+                // length without writing the name (the scan counts every container of a 76,800-tensor file).
+                const size_t key = static_cast<const StrValue*>(k)->s.size();
+                countTensor(m_name.size() + (m_name.empty() ? 0 : 1) + key, depth);
+                continue;
+            }
             const size_t base = pushKey(k);
             flattenValue(v, depth);
             m_name.resize(base);
@@ -545,8 +552,23 @@ private:
         }
     }
 
+    // A tensor value under a name of `nameSize` bytes, in counting mode: flattenValue's visit, charge and
+    // depth check (a tensor is never an excluded container).
+    void countTensor(size_t nameSize, int depth)
+    {
+        if (++m_visits > kMaxVisits)
+            throw FormatError("the state dict is too large to flatten (shared subtrees?)");
+        m_budget.charge(1 + nameSize / 64);
+        if (depth <= kMaxDepth)
+            ++m_tensors;
+    }
+
     void flattenValue(const Value* v, int depth)
     {
+        if (!m_out && v->kind == Kind::Tensor) {
+            countTensor(m_name.size(), depth);
+            return;
+        }
         if (++m_visits > kMaxVisits)
             throw FormatError("the state dict is too large to flatten (shared subtrees?)");
         m_budget.charge(1 + m_name.size() / 64);
