@@ -800,21 +800,56 @@ private:
     size_t m_capacity = 0;
 };
 
-// Spaces from `used` columns up to `width`, at p; returns the end.
+// A row's writes go a word at a time, up to this many bytes past what they keep: room() asks for it beyond
+// the row's widest, and what lies past the row's end is overwritten by the next row or never kept. Short
+// pieces through memcpy and memset calls, and a name checked in one pass and copied in another, cost 3-15%
+// of a 76,800-row table (in-process medians, three interleaved pairs).
+constexpr size_t kRowSlack = 64;
+
+// Spaces from `used` columns up to `width`, at p; returns the end. Writes whole words (kRowSlack).
 char* padTo(char* p, size_t used, size_t width)
 {
     if (used >= width)
         return p;
-    std::memset(p, ' ', width - used);
+    constexpr uint64_t kSpaces = 0x2020202020202020ull;
+    for (size_t i = 0; i < width - used; i += 8)
+        std::memcpy(p + i, &kSpaces, 8);
     return p + (width - used);
 }
 
-// `text` shown terminal-safe at p, with the columns it takes; printable ASCII (nearly every name) is copied.
+// `n` bytes of a cell buffer at least 16 bytes long, a word or two at a time (kRowSlack); n is at most the
+// buffer's size.
+template <size_t N> char* copyCell(char* p, const char (&cell)[N], size_t n)
+{
+    static_assert(N >= 16);
+    if (n <= 16)
+        std::memcpy(p, cell, 16); // a constant size: two moves, not a call
+    else
+        std::memcpy(p, cell, n);
+    return p + n;
+}
+
+// `text` shown terminal-safe at p, with the columns it takes. Printable ASCII (nearly every name) is checked
+// and copied in one pass, a word at a time (kRowSlack); anything else is written escaped, from the start.
 char* writeDisplay(char* p, std::string_view text, size_t& columns)
 {
-    if (printableAsciiPrefix(text) == text.size()) {
+    size_t i = 0;
+    for (; i + 8 <= text.size(); i += 8) {
+        uint64_t w;
+        std::memcpy(&w, text.data() + i, 8);
+        if (!printableAsciiWord(w))
+            break;
+        std::memcpy(p + i, &w, 8);
+    }
+    for (; i < text.size(); ++i) {
+        const auto c = static_cast<uint8_t>(text[i]);
+        if (c < 0x20 || c >= 0x7F)
+            break;
+        p[i] = static_cast<char>(c);
+    }
+    if (i == text.size()) {
         columns = text.size();
-        return copyBytes(p, text);
+        return p + text.size();
     }
     char* end = writeTerminalText(p, text);
     columns = displayWidth(std::string_view(p, static_cast<size_t>(end - p)));
@@ -836,9 +871,10 @@ template <typename RowAt> void appendRows(RowText& out, const RowAt& rowAt, size
         const std::string_view storage = e.storageId();
         // Each part at its widest: text grown by escapes, cells past their column, padding, separators.
         const size_t room = kTerminalTextGrowth * (std::max<size_t>(e.name().size(), 8) + storage.size()) + w.name
-            + (isObject ? object.size() : std::max(cells.dtypeLen, w.dtype) + std::max(cells.shapeLen, w.shape)
-                       + std::max(cells.countLen, w.count) + 4)
-            + 5;
+            + (isObject ? object.size()
+                        : std::max(cells.dtypeLen, w.dtype) + std::max(cells.shapeLen, w.shape)
+                        + std::max(cells.countLen, w.count) + 4)
+            + 5 + kRowSlack;
         char* p = out.room(room);
         size_t columns = 8;
         p = e.name().empty() ? copyBytes(p, "(tensor)") : writeDisplay(p, e.name(), columns);
@@ -847,14 +883,14 @@ template <typename RowAt> void appendRows(RowText& out, const RowAt& rowAt, size
         if (isObject) {
             p = copyBytes(p, object);
         } else {
-            p = copyBytes(p, std::string_view(cells.dtype, cells.dtypeLen));
+            p = copyCell(p, cells.dtype, cells.dtypeLen);
             p = padTo(p, cells.dtypeLen, w.dtype);
             p = copyBytes(p, "  ");
-            p = copyBytes(p, std::string_view(cells.shape, cells.shapeLen));
+            p = copyCell(p, cells.shape, cells.shapeLen);
             p = padTo(p, cells.shapeLen, w.shape);
             p = copyBytes(p, "  ");
             p = padTo(p, cells.countLen, w.count);
-            p = copyBytes(p, std::string_view(cells.count, cells.countLen));
+            p = copyCell(p, cells.count, cells.countLen);
         }
         p = copyBytes(p, "  ");
         p = writeDisplay(p, storage, columns);

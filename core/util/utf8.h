@@ -51,17 +51,23 @@ inline size_t asciiPrefix(std::string_view s)
     return i;
 }
 
+// Whether all eight bytes of w are printable ASCII (0x20..0x7E).
+inline bool printableAsciiWord(uint64_t w)
+{
+    constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+    // A byte below 0x20 (bytes with the high bit set are left out by ~w), or one from 0x7F up.
+    return !((w - 0x20 * kOnes) & ~w & kHigh) && !(((w + kOnes) | w) & kHigh);
+}
+
 // Length of the prefix of s made of printable ASCII (0x20..0x7E), eight bytes at a time: text a terminal
 // shows as it is, one column per byte.
 inline size_t printableAsciiPrefix(std::string_view s)
 {
-    constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
     size_t i = 0;
     for (; i + 8 <= s.size(); i += 8) {
         uint64_t w;
         std::memcpy(&w, s.data() + i, 8);
-        // A byte below 0x20 (bytes with the high bit set are left out by ~w), or one from 0x7F up.
-        if (((w - 0x20 * kOnes) & ~w & kHigh) || (((w + kOnes) | w) & kHigh))
+        if (!printableAsciiWord(w))
             break;
     }
     while (i < s.size() && static_cast<uint8_t>(s[i]) >= 0x20 && static_cast<uint8_t>(s[i]) < 0x7F)

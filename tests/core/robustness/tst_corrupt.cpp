@@ -644,6 +644,7 @@ private slots:
     void jsonStringsRoundTrip();
     void listingsAreWholeAtEverySize();
     void tableColumnsFitTheirWidestCell();
+    void tableRowsShowEveryCell();
 };
 
 void TstCorrupt::basesAreValid_data()
@@ -1897,6 +1898,79 @@ void TstCorrupt::tableColumnsFitTheirWidestCell()
         const QString& row = lines[header + 2];
         QCOMPARE(row.mid(h.indexOf("DTYPE"), cell.size() + 2), cell + "  ");
         QCOMPARE(row.mid(h.indexOf("SHAPE"), 7), QStringLiteral("[16, 8]"));
+    }
+}
+
+// Every row shows its name, cells and storage as they are, padded to the columns (the rows are written a
+// word at a time, report/source_report.cpp): names of every length up to 40 with every printable character
+// at every position, and a name with an escape character at each position, shown as "\x1b" (the expected
+// rows are written here by hand, not by the report's helpers).
+void TstCorrupt::tableRowsShowEveryCell()
+{
+    std::string printable;
+    for (char c = 0x20; c < 0x7F; ++c)
+        printable += c;
+    struct Row {
+        std::string name, shown, dtype, shape, count, storage;
+    };
+    std::vector<Row> expected;
+    sl::Source s;
+    s.path = "synthetic";
+    const sl::DType dtypes[] = { sl::DType::Float32, sl::DType::BFloat16, sl::DType::Float8_e4m3fn, sl::DType::Int64 };
+    auto add = [&](const std::string& name, const std::string& shown) {
+        const size_t i = expected.size();
+        sl::Entry e;
+        e.name = name;
+        e.dtype = dtypes[i % 4];
+        e.shape = i % 3 == 0 ? sl::Shape {} : i % 3 == 1 ? sl::Shape { int64_t(i) } : sl::Shape { int64_t(i), 7, 1 };
+        e.location.storageId = "s" + std::to_string(i);
+        const std::string shape = i % 3 == 0 ? "[]"
+            : i % 3 == 1                     ? "[" + std::to_string(i) + "]"
+                                             : "[" + std::to_string(i) + ", 7, 1]";
+        const std::string count = std::to_string(i % 3 == 0 ? 1 : i % 3 == 1 ? i : i * 7);
+        expected.push_back(
+            { name, shown, std::string(sl::dtypeName(e.dtype)), shape, count, std::string(e.location.storageId) });
+        s.entries.push_back(std::move(e));
+    };
+    for (size_t length = 1; length <= 40; ++length) // every printable character at every position
+        for (size_t start = 0; start < printable.size(); ++start) {
+            std::string name;
+            for (size_t k = 0; k < length; ++k)
+                name += printable[(start + k) % printable.size()];
+            add(name, name);
+        }
+    const std::string base = "model.layers.0.w.bias"; // 21 characters: two words and a tail
+    for (size_t at = 0; at < base.size(); ++at) {
+        std::string name = base;
+        name[at] = '\x1b';
+        std::string shown = base;
+        shown.replace(at, 1, "\\x1b");
+        add(name, shown);
+    }
+
+    const std::string table = sl::sourceToTable(s);
+    std::vector<std::string> lines;
+    for (size_t from = 0, to; from < table.size(); from = to + 1) {
+        to = table.find('\n', from);
+        lines.push_back(table.substr(from, to - from));
+    }
+    size_t header = 0;
+    while (header < lines.size() && lines[header].rfind("NAME ", 0) != 0)
+        ++header;
+    QVERIFY(header + expected.size() < lines.size());
+    const std::string& h = lines[header];
+    const size_t dtypeAt = h.find("DTYPE"), shapeAt = h.find("SHAPE"), storageAt = h.find("STORAGE");
+    const size_t countEnd = h.find("NUMEL") + 5;
+    for (size_t i = 0; i < expected.size(); ++i) {
+        const Row& r = expected[i];
+        const std::string& line = lines[header + 1 + i];
+        auto padded
+            = [](const std::string& text, size_t width) { return text + std::string(width - text.size(), ' '); };
+        const std::string want = padded(r.shown, dtypeAt - 2) + "  " + padded(r.dtype, shapeAt - dtypeAt - 2) + "  "
+            + padded(r.shape, countEnd - r.count.size() - shapeAt) + r.count + "  " + r.storage;
+        QVERIFY2(
+            line == want, qPrintable(QString::fromStdString("row " + std::to_string(i) + ":\n" + line + "\n" + want)));
+        QCOMPARE(line.find(r.storage, storageAt), storageAt);
     }
 }
 
