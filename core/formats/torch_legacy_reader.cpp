@@ -326,7 +326,7 @@ Source readTorchLegacy(const std::shared_ptr<const InputFile>& file, const OpenO
         // Walk the storage section: for each key, a u64 count then the bytes (only the counts are read).
         std::unordered_map<std::string_view, pickle::StorageValue*> byKey;
         for (auto* s : ck->semantics.storages())
-            if (!s->viewOf)
+            if (!s->viewOf())
                 byKey.emplace(s->key, s);
         FileCursor r { *file, pos, file->size() };
         for (size_t i = 0; i < keys->items.size(); ++i) {

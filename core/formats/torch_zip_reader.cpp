@@ -393,7 +393,7 @@ Source readTorchZip(const std::shared_ptr<const InputFile>& file, const OpenOpti
             zip.prefetchLocalHeaders(); // dataOffset() reads each one below
         const std::vector<uint32_t> numbered = zip.numberedRecords(dataPrefix, ck->semantics.storages().size());
         for (pickle::StorageValue* s : ck->semantics.storages()) {
-            if (s->viewOf)
+            if (s->viewOf())
                 continue;
             // A record found by number is named exactly data/<key>: both are the number's decimal digits.
             size_t number = 0;

@@ -139,7 +139,7 @@ void readPickledTensors(const ZipArchive& zip, const std::string& prefix, Archiv
     // Storages to their records under data/ (TorchScript writes them as torch.save does).
     const std::string dataPrefix = prefix + "data/";
     for (pickle::StorageValue* s : semantics.storages()) {
-        if (s->viewOf || s->key.empty())
+        if (s->viewOf() || s->key.empty())
             continue;
         const ZipEntry* rec = zip.findAsTorch(dataPrefix + std::string(s->key));
         if (!rec)

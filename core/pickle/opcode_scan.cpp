@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
-#include <map>
 #include <string_view>
 #include <unordered_map>
 
@@ -56,8 +55,8 @@ public:
         , m_nested(nested)
         , m_tensorLane(tensorLane)
         , m_out(out)
+        , m_memo(data.size(), kUntracked)
     {
-        m_memo.reserve(data.size() / 8); // as the unpickler's memo: no copies while it grows
     }
 
     void run()
@@ -184,48 +183,26 @@ private:
             m_out.globals[i.global].uses |= use;
     }
 
-    // The memo holds a handle per slot, so the hundreds of thousands of slots a large checkpoint's pickle
-    // fills cost 4 bytes each: 0 for a slot never stored, kUntracked for a value the scan does not track, a
-    // string of the pickle's bytes as where they start (inlineStr), else 1 + the item's position in
-    // m_memoItems. MEMOIZE stores at Python's len(memo), which counts slots, not stores: a scan that counted
-    // a PUT over a stored slot, or a slot stored twice (in the sparse map, then in the dense part), would
-    // look up other strings than Python for every later MEMOIZE, and could read a safe name where torch.load
-    // imports os.system (tests/fixtures/hostile/zip/memoize_after_*.pt).
-    void memoPut(uint64_t index, const Item& item)
+    // The memo (pickle/pickle_memo.h) holds a handle per slot, so the hundreds of thousands of slots a
+    // large checkpoint's pickle fills cost 4 bytes each at most: a string of the pickle's bytes as where it
+    // starts (inlineStr), else 1 + the item's position in m_memoItems, or the memo's placeholder
+    // (kUntracked) for a value the scan does not track, which takes a bit. MEMOIZE stores at Python's
+    // len(memo), which counts slots, not stores: a scan that counted a PUT over a stored slot would look up
+    // other strings than Python for every later MEMOIZE, and could read a safe name where torch.load
+    // imports os.system (tests/fixtures/hostile/zip/memoize_after_*.pt). The memo counts as Python does.
+    bool memoPut(uint64_t index, const Item& item)
     {
         uint32_t handle = inlineStr(item);
         if (!handle && item.kind != Item::Other && item.kind != Item::Mark && m_memoItems.size() < kUntracked - 1) {
             m_memoItems.push_back(item); // past 2^31 items untracked: a STACK_GLOBAL over one reads as unknown
             handle = static_cast<uint32_t>(m_memoItems.size());
         }
-        if (!handle)
-            handle = kUntracked;
-        bool fresh = true;
-        if (index == m_memo.size() && m_sparseMemo.empty()) { // the usual case: picklers number slots in order
-            m_memo.push_back(handle);
-        } else if (index < m_memo.size() + 4096) {
-            if (index >= m_memo.size()) {
-                const uint64_t from = m_memo.size();
-                m_memo.resize(index + 1);
-                // Slots stored past the dense part earlier move into it, stored once.
-                for (auto it = m_sparseMemo.lower_bound(from); it != m_sparseMemo.end() && it->first <= index;)
-                    m_memo[it->first] = it->second, it = m_sparseMemo.erase(it);
-            }
-            fresh = !m_memo[index];
-            m_memo[index] = handle;
-        } else {
-            fresh = m_sparseMemo.insert_or_assign(index, handle).second;
-        }
-        m_memoCount += fresh;
+        return m_memo.put(index, handle ? handle : kUntracked) || problem("memo larger than the pickle");
     }
-    Item memoGet(uint64_t index) const
+    Item memoGet(uint64_t index)
     {
-        uint32_t handle = 0;
-        if (index < m_memo.size()) {
-            handle = m_memo[index];
-        } else if (auto it = m_sparseMemo.find(index); it != m_sparseMemo.end()) {
-            handle = it->second;
-        }
+        const uint32_t* slot = m_memo.slot(index);
+        const uint32_t handle = slot ? *slot : 0;
         if (handle & kInlineStr)
             return inlineItem(handle);
         return handle && handle != kUntracked ? m_memoItems[handle - 1] : Item {};
@@ -346,7 +323,8 @@ private:
         const Item hooks = memoGet(r.hooksCallable.slot), callable = memoGet(r.callable.slot);
         for (uint8_t i = 0; i < r.putCount; ++i) {
             const TensorRecord::Part part = r.puts[i].part;
-            memoPut(r.puts[i].slot, TensorRecord::isLiteral(part) ? strItem(r.literalOf(part)) : Item {});
+            // Never refused: a record's PUTs are bytes of the pickle, which bounds the memo.
+            (void)memoPut(r.puts[i].slot, TensorRecord::isLiteral(part) ? strItem(r.literalOf(part)) : Item {});
         }
         called(hooks);
         called(callable);
@@ -405,15 +383,15 @@ private:
                 // A GET followed by MARK may start a tensor record.
                 if (!(m_tensorLane && m_pos < m_data.size() && m_data[m_pos] == '(' && takeTensorRecord()))
                     push(memoGet(v));
-            } else if (op == 'q' || op == 'r')
-                memoPut(v, top());
-            else
+            } else if (op == 'q' || op == 'r') {
+                return memoPut(v, top());
+            } else {
                 push({});
+            }
             return true;
         }
         case 0x94: // MEMOIZE
-            memoPut(m_memoCount, top());
-            return true;
+            return memoPut(m_memo.count(), top());
         case 'I': case 'L': case 'F': case 'P': case 'S': case 'V': case 'g': case 'p': { // text argument
             std::string_view l;
             if (!line(l))
@@ -424,8 +402,8 @@ private:
                     return problem("malformed memo index"); // Python stops here too: nothing after it runs
                 if (op == 'g')
                     push(memoGet(*v));
-                else
-                    memoPut(*v, top());
+                else if (!memoPut(*v, top()))
+                    return false;
             } else if (op == 'S' && l.size() >= 2 && (l.front() == '\'' || l.front() == '"')) {
                 std::optional<std::string> text = decodeEscapedString(l.substr(1, l.size() - 2));
                 if (text)
@@ -642,10 +620,8 @@ private:
     std::vector<Item> m_stack; // the first m_size are live
     size_t m_size = 0;
     std::vector<size_t> m_marks;
-    std::vector<uint32_t> m_memo;
-    std::map<uint64_t, uint32_t> m_sparseMemo;
+    SlotMemo<uint32_t> m_memo;
     std::vector<Item> m_memoItems;
-    uint64_t m_memoCount = 0; // MEMOIZE's next index (Python: len(memo))
     std::vector<Item> m_pairs;
     std::deque<std::string> m_decoded; // protocol 0 strings after their escapes (Items point into them)
     uint32_t m_getattr = 0; // builtins.getattr's index, once a lookup has used it

@@ -2,7 +2,7 @@
 
 namespace sl::pickle {
 
-bool PickleMemo::putElsewhere(uint64_t index, Value* v)
+template <typename T> bool SlotMemo<T>::putElsewhere(uint64_t index, T v)
 {
     bool fresh = true;
     if (index < m_size) {
@@ -15,7 +15,7 @@ bool PickleMemo::putElsewhere(uint64_t index, Value* v)
         // A placeholder or an empty slot: the array cannot take a value here without moving the ones after.
         auto it = m_far.find(index);
         fresh = !(b.placeholders & bit) && it == m_far.end();
-        if (v == &s_placeholder) {
+        if (v == m_placeholder) {
             b.placeholders |= bit;
             if (it != m_far.end())
                 m_far.erase(it);
@@ -52,5 +52,8 @@ bool PickleMemo::putElsewhere(uint64_t index, Value* v)
     m_count += fresh;
     return true;
 }
+
+template class SlotMemo<Value*>;
+template class SlotMemo<uint32_t>;
 
 } // namespace sl::pickle

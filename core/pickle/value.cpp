@@ -56,7 +56,8 @@ void* Arena::fromNewBlock(size_t bytes, size_t align)
     m_next = reinterpret_cast<uintptr_t>(block.get());
     m_end = m_next + size;
     m_blocks.push_back(std::move(block));
-    m_nextBlock = size < SIZE_MAX / 4 ? 2 * size : size;
+    m_reserved += size;
+    m_nextBlock = 2 * std::min(size, kMaxBlock / 2);
     const uintptr_t at = alignedNext(align);
     m_next = at + bytes;
     return reinterpret_cast<void*>(at);

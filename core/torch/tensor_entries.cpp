@@ -71,26 +71,26 @@ ViewBytes viewBytes(const TensorValue& t, unsigned item)
 void locateStorage(const StorageValue& s, Entry& e, const EntryContext& ctx)
 {
     auto& loc = e.location;
-    const StorageValue* root = s.viewOf ? s.viewOf : &s;
+    const StorageValue* root = s.viewOf() ? s.viewOf() : &s;
     loc.storageId = root->key;
     loc.file = ctx.fileIndex;
     const unsigned storageItem = storageItemSize(s);
     loc.storageNbytes = storageBytes(s);
-    if (s.viewOf) {
+    if (s.viewOf()) {
         // A legacy view must lie inside its root storage, else torch.load fails (or reads another's bytes).
         uint64_t end = 0;
-        if (s.viewOffset < 0 || s.numel < 0
-            || addOverflow(static_cast<uint64_t>(s.viewOffset), static_cast<uint64_t>(s.numel), end)
+        if (s.viewOffset() < 0 || s.numel < 0
+            || addOverflow(static_cast<uint64_t>(s.viewOffset()), static_cast<uint64_t>(s.numel), end)
             || end > static_cast<uint64_t>(std::max<int64_t>(root->numel, 0)))
             e.attributes.emplace_back("invalid_view",
-                "storage view of " + std::to_string(s.numel) + " elements at " + std::to_string(s.viewOffset)
+                "storage view of " + std::to_string(s.numel) + " elements at " + std::to_string(s.viewOffset())
                     + " lies outside its " + std::to_string(root->numel) + "-element root storage");
     }
     if (root->fileOffset < 0) {
         loc.kind = TensorLocation::Kind::Unavailable;
         return;
     }
-    uint64_t viewBytes = static_cast<uint64_t>(s.viewOffset) * storageItem;
+    uint64_t viewBytes = static_cast<uint64_t>(s.viewOffset()) * storageItem;
     loc.storageByteOffset = static_cast<uint64_t>(root->fileOffset) + viewBytes;
     loc.kind = root->compressed ? TensorLocation::Kind::Compressed : TensorLocation::Kind::Mapped;
 }
@@ -266,7 +266,7 @@ bool isPlainTensor(const TensorValue& t, std::string_view name)
 {
     // What fillTensorEntry adds beyond a row's fields comes from the origin, the extras, a legacy view, a flat
     // parameter's name or a view that leaves its storage: each sends the tensor the long way.
-    if (t.origin != TensorOrigin::Dense || t.hasExtras() || !t.storage || t.storage->viewOf || t.storageOffset < 0)
+    if (t.origin != TensorOrigin::Dense || t.hasExtras() || !t.storage || t.storage->viewOf() || t.storageOffset < 0)
         return false;
     if (t.size().size() == 1 && distributed::isFlatParamName(name))
         return false;
@@ -311,7 +311,7 @@ EntryRow TensorRows::row(size_t i) const
     out.dtype = t.dtype;
     out.shape = t.size();
     if (t.storage) // as locateStorage names it
-        out.storageId = t.storage->viewOf ? t.storage->viewOf->key : t.storage->key;
+        out.storageId = t.storage->viewOf() ? t.storage->viewOf()->key : t.storage->key;
     return out;
 }
 

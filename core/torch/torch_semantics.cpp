@@ -792,10 +792,8 @@ StorageValue* TorchSemantics::view(Unpickler& u, StorageValue* root, std::string
 {
     if (StorageValue* known = storagesByKey(viewKey))
         return known;
-    auto* v = u.arena().make<StorageValue>(*root);
+    auto* v = u.arena().make<StorageView>(*root, root->viewOf() ? root->viewOf() : root, offset + root->viewOffset());
     v->key = viewKey;
-    v->viewOf = root->viewOf ? root->viewOf : root;
-    v->viewOffset = offset + (root->viewOf ? root->viewOffset : 0);
     v->numel = size;
     addStorage(v);
     return v;

@@ -279,6 +279,31 @@ private slots:
         }
     }
 
+    // Arena blocks stop doubling at 2 MiB: a graph takes at most one block more than it uses (with doubling,
+    // 8.5 MB of values took 16.3 MB of blocks). Values keep distinct, aligned addresses across blocks, and a
+    // value larger than a block gets one of its own.
+    void arenaBlocksStayNearTheGraph()
+    {
+        Arena arena;
+        std::vector<IntValue*> made;
+        for (int64_t i = 0; arena.bytesAllocated() < (size_t(17) << 19); ++i)
+            made.push_back(arena.make<IntValue>(i));
+        QVERIFY2(arena.bytesReserved() <= arena.bytesAllocated() + (size_t(2) << 20),
+            qPrintable(QStringLiteral("%1 bytes of blocks for %2 of values")
+                           .arg(arena.bytesReserved())
+                           .arg(arena.bytesAllocated())));
+        for (size_t i = 0; i < made.size(); i += 997) {
+            QCOMPARE(made[i]->v, int64_t(i));
+            QCOMPARE(reinterpret_cast<uintptr_t>(made[i]) % alignof(IntValue), uintptr_t(0));
+        }
+        const size_t before = arena.bytesReserved();
+        std::span<int64_t> big = arena.array<int64_t>(size_t(3) << 20 >> 3); // 3 MiB
+        QCOMPARE(big.size(), size_t(3) << 20 >> 3);
+        QVERIFY(arena.bytesReserved() >= before + (size_t(3) << 20));
+        big.back() = 7;
+        QCOMPARE(made.back()->v, int64_t(made.size() - 1));
+    }
+
     // The memo's packed dense part (pickle/pickle_memo.h) against a std::map of the same stores: every slot
     // reads back the last value stored in it, a placeholder as the placeholder, and count() is the number of
     // slots stored (Python's len(memo)). Random runs mix in-order stores, placeholders, stores over stored,
@@ -290,6 +315,12 @@ private slots:
         auto next = [&] { return state = state * 6364136223846793005u + 1442695040888963407u, state >> 33; };
         for (int run = 0; run < 200; ++run) {
             PickleMemo memo(1u << 20);
+            // The load-safety scan's memo of 4-byte handles (pickle/opcode_scan.cpp), given the same stores.
+            constexpr uint32_t kScanPlaceholder = 0x7fffffff;
+            SlotMemo<uint32_t> handles(1u << 20, kScanPlaceholder);
+            auto handleOf = [&](Value* v) {
+                return v == PickleMemo::placeholder() ? kScanPlaceholder : static_cast<uint32_t>(v - values.data()) + 1;
+            };
             std::map<uint64_t, Value*> model;
             uint64_t dense = 0; // what the model thinks is the next in-order slot
             for (int op = 0; op < 3000; ++op) {
@@ -303,19 +334,27 @@ private slots:
                     index = memo.count();
                 Value* v = next() % 3 == 0 ? PickleMemo::placeholder() : &values[next() % values.size()];
                 QVERIFY(memo.put(index, v));
+                QVERIFY(handles.put(index, handleOf(v)));
                 model[index] = v;
                 dense = std::max(dense, index < dense + PickleMemo::kDenseSlack ? index + 1 : dense);
                 QCOMPARE(memo.count(), uint64_t(model.size()));
+                QCOMPARE(handles.count(), uint64_t(model.size()));
             }
             for (uint64_t i = 0; i < dense + 2 * PickleMemo::kDenseSlack; i += (i < dense + 300 ? 1 : 97)) {
                 Value** slot = memo.slot(i);
+                const uint32_t* handle = handles.slot(i);
                 auto it = model.find(i);
                 QCOMPARE(slot != nullptr, it != model.end());
-                if (slot)
+                QCOMPARE(handle != nullptr, it != model.end());
+                if (slot) {
                     QCOMPARE(*slot, it->second);
+                    QCOMPARE(*handle, handleOf(it->second));
+                }
             }
-            for (const auto& [i, v] : model)
+            for (const auto& [i, v] : model) {
                 QCOMPARE(*memo.slot(i), v);
+                QCOMPARE(*handles.slot(i), handleOf(v));
+            }
         }
         // A hostile pickle's far slots stop at the bound.
         PickleMemo small(10);
