@@ -841,12 +841,8 @@ char* writeDisplay(char* p, std::string_view text, size_t& columns)
             break;
         std::memcpy(p + i, &w, 8);
     }
-    for (; i < text.size(); ++i) {
-        const auto c = static_cast<uint8_t>(text[i]);
-        if (c < 0x20 || c >= 0x7F)
-            break;
-        p[i] = static_cast<char>(c);
-    }
+    for (; i < text.size() && printableAsciiByte(text[i]); ++i)
+        p[i] = text[i];
     if (i == text.size()) {
         columns = text.size();
         return p + text.size();

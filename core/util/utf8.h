@@ -51,6 +51,12 @@ inline size_t asciiPrefix(std::string_view s)
     return i;
 }
 
+// Whether the byte is printable ASCII (0x20..0x7E): a terminal shows it as it is, in one column.
+inline bool printableAsciiByte(char c)
+{
+    return static_cast<uint8_t>(c) >= 0x20 && static_cast<uint8_t>(c) < 0x7F;
+}
+
 // Whether all eight bytes of w are printable ASCII (0x20..0x7E).
 inline bool printableAsciiWord(uint64_t w)
 {
@@ -70,7 +76,7 @@ inline size_t printableAsciiPrefix(std::string_view s)
         if (!printableAsciiWord(w))
             break;
     }
-    while (i < s.size() && static_cast<uint8_t>(s[i]) >= 0x20 && static_cast<uint8_t>(s[i]) < 0x7F)
+    while (i < s.size() && printableAsciiByte(s[i]))
         ++i;
     return i;
 }
