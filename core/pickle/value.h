@@ -283,8 +283,6 @@ struct ObjectValue : Value {
     const GlobalValue* cls() const;
 };
 
-struct StorageView;
-
 struct StorageValue : Value {
     StorageValue()
         : Value(Kind::Storage)
@@ -308,6 +306,9 @@ public:
     // range starts in it, in elements.
     inline StorageValue* viewOf() const;
     inline int64_t viewOffset() const;
+    // The storage whose bytes these are: the one this is a view of, else this one.
+    const StorageValue* root() const { return viewOf() ? viewOf() : this; }
+    StorageValue* root() { return viewOf() ? viewOf() : this; }
 };
 static_assert(sizeof(void*) != 8 || sizeof(StorageValue) == 56, "a storage's fields have grown or lost their packing");
 

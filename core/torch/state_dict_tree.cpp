@@ -655,7 +655,7 @@ private:
     {
         if (!t.storage)
             return;
-        const StorageValue* root = t.storage->viewOf() ? t.storage->viewOf() : t.storage;
+        const StorageValue* root = t.storage->root();
         if (root->index >= m_storageUses.size()) // grown geometrically: a state dict adds one storage a tensor
             m_storageUses.resize(std::max<size_t>(root->index + 1, 2 * m_storageUses.size()), 0);
         if (++m_storageUses[root->index] > 1)

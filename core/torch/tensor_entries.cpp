@@ -71,7 +71,7 @@ ViewBytes viewBytes(const TensorValue& t, unsigned item)
 void locateStorage(const StorageValue& s, Entry& e, const EntryContext& ctx)
 {
     auto& loc = e.location;
-    const StorageValue* root = s.viewOf() ? s.viewOf() : &s;
+    const StorageValue* root = s.root();
     loc.storageId = root->key;
     loc.file = ctx.fileIndex;
     const unsigned storageItem = storageItemSize(s);
@@ -311,7 +311,7 @@ EntryRow TensorRows::row(size_t i) const
     out.dtype = t.dtype;
     out.shape = t.size();
     if (t.storage) // as locateStorage names it
-        out.storageId = t.storage->viewOf() ? t.storage->viewOf()->key : t.storage->key;
+        out.storageId = t.storage->root()->key;
     return out;
 }
 

@@ -792,7 +792,7 @@ StorageValue* TorchSemantics::view(Unpickler& u, StorageValue* root, std::string
 {
     if (StorageValue* known = storagesByKey(viewKey))
         return known;
-    auto* v = u.arena().make<StorageView>(*root, root->viewOf() ? root->viewOf() : root, offset + root->viewOffset());
+    auto* v = u.arena().make<StorageView>(*root, root->root(), offset + root->viewOffset());
     v->key = viewKey;
     v->numel = size;
     addStorage(v);
