@@ -230,16 +230,61 @@ ContainerInfo::Role roleOf(const ContainerBuild& c)
     return c.tensors ? ContainerInfo::Role::Model : ContainerInfo::Role::Other;
 }
 
+// A node of the planner_data tree: the hash of its path from the root, each element hashed with the ones
+// before it (and whether it is an index, so "0" the index and "0" the name differ).
 uint64_t mixHash(uint64_t h, std::string_view s, bool isIndex)
 {
-    h ^= isIndex ? 0x9e3779b97f4a7c15ull : 0xc2b2ae3d27d4eb4full;
-    h *= 0x100000001b3ull;
-    for (unsigned char c : s) {
-        h ^= c;
-        h *= 0x100000001b3ull;
-    }
-    return h;
+    return XXH3_64bits_withSeed(s.data(), s.size(), h ^ (isIndex ? 0x9e3779b97f4a7c15ull : 0xc2b2ae3d27d4eb4full));
 }
+
+// Whether the path's elements joined with '.' spell `key`, without building the joined string.
+bool joinsTo(const std::vector<MetadataFile::PathElem>& path, std::string_view key)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < path.size(); ++i) {
+        if (i && (at == key.size() || key[at++] != '.'))
+            return false;
+        const std::string& t = path[i].text;
+        if (key.substr(at, t.size()) != t)
+            return false;
+        at += t.size();
+    }
+    return at == key.size();
+}
+
+// What the keys below a planner_data node say about it, by the node's hash (mixHash): a flat table, since
+// a 70B save with its optimizer state has ~100,000 (key, depth) pairs and a map node for each was a fifth
+// of listing it at 8 ranks. The hashes are already mixed, so their low bits pick the slot.
+class NodeFacts {
+public:
+    enum : uint8_t { Leaf = 1, State = 2, ParamGroups = 4 };
+    explicit NodeFacts(size_t nodes)
+    {
+        size_t n = 16;
+        while (n < 2 * nodes)
+            n *= 2;
+        m_slots.assign(n, {});
+    }
+    uint8_t& operator[](uint64_t hash)
+    {
+        hash |= hash == 0; // 0 marks an empty slot
+        for (size_t i = hash & (m_slots.size() - 1);; i = (i + 1) & (m_slots.size() - 1)) {
+            if (m_slots[i].hash == hash)
+                return m_slots[i].facts;
+            if (m_slots[i].hash == 0) {
+                m_slots[i].hash = hash;
+                return m_slots[i].facts;
+            }
+        }
+    }
+
+private:
+    struct Slot {
+        uint64_t hash = 0;
+        uint8_t facts = 0;
+    };
+    std::vector<Slot> m_slots; // at most half full: sized for every (key, depth) pair
+};
 
 // Splits flat keys into containers. With planner_data each key has its original path: an optimizer state
 // dict (a node with `state` and `param_groups`, or named optim*) is one container; otherwise a key belongs
@@ -249,98 +294,106 @@ std::vector<Placement> placeItems(
     const MetadataFile& md, std::vector<ContainerBuild>& containers, std::vector<Finding>& findings)
 {
     using Path = std::vector<MetadataFile::PathElem>;
-    std::unordered_map<std::string_view, const Path*> pathOf;
+    const auto& planner = md.plannerData;
     size_t mismatched = 0;
     std::string firstMismatch;
-    for (const auto& [key, path] : md.plannerData) {
-        std::string joined;
-        for (size_t i = 0; i < path.size(); ++i) {
-            if (i)
-                joined += '.';
-            joined += path[i].text;
-        }
-        if (joined != key) {
-            if (mismatched++ == 0)
-                firstMismatch = key;
-            continue;
-        }
-        pathOf[key] = &path;
+    std::vector<bool> joins(planner.size());
+    for (size_t i = 0; i < planner.size(); ++i) {
+        joins[i] = joinsTo(planner[i].second, planner[i].first);
+        if (!joins[i] && mismatched++ == 0)
+            firstMismatch = planner[i].first;
     }
     if (mismatched)
         findings.push_back({ Severity::Info,
             std::to_string(mismatched) + " planner_data paths do not join to their key (first: " + quote(firstMismatch)
                 + "); those keys are shown as they are",
             {} });
+    // A key's path; the last of repeated keys wins (NameIndex keeps the first inserted, so insert backwards).
+    const auto plannerKey = [&](size_t i) -> std::string_view { return planner[i].first; };
+    NameIndex pathOf;
+    pathOf.reserve(planner.size() - mismatched);
+    for (size_t i = planner.size(); i-- > 0;)
+        if (joins[i])
+            pathOf.insert(i, plannerKey);
 
-    std::vector<Path> paths(md.items.size());
-    size_t withoutPath = 0;
+    std::vector<const Path*> paths(md.items.size());
+    std::vector<Path> ownPaths; // keys without a planner_data path: the key itself
+    ownPaths.reserve(md.items.size());
+    size_t withoutPath = 0, pairs = 0;
     for (size_t i = 0; i < md.items.size(); ++i) {
-        auto it = pathOf.find(md.items[i].fqn);
-        if (it != pathOf.end()) {
-            paths[i] = *it->second;
+        if (const size_t at = pathOf.find(md.items[i].fqn, plannerKey); at != NameIndex::npos) {
+            paths[i] = &planner[at].second;
         } else {
-            paths[i] = { { md.items[i].fqn, false } };
+            paths[i] = &ownPaths.emplace_back(Path { { md.items[i].fqn, false } });
             withoutPath += md.hasPlannerData;
         }
+        pairs += paths[i]->size() + 1;
     }
     if (withoutPath)
         findings.push_back({ Severity::Info,
             std::to_string(withoutPath) + " keys have no planner_data path; they are shown as they are", {} });
 
-    struct Facts {
-        bool hasLeaf = false;
-        bool hasState = false;
-        bool hasParamGroups = false;
-    };
-    std::unordered_map<uint64_t, Facts> nodes;
+    // Each key's prefix hashes (prefixes[first[i] + d]: its first d elements), once, for both passes.
     const uint64_t seed = 0xcbf29ce484222325ull;
-    for (const Path& p : paths) {
+    std::vector<uint64_t> prefixes;
+    std::vector<size_t> first(paths.size());
+    prefixes.reserve(pairs);
+    NodeFacts nodes(pairs);
+    for (size_t i = 0; i < paths.size(); ++i) {
+        const Path& p = *paths[i];
+        first[i] = prefixes.size();
         uint64_t h = seed;
+        prefixes.push_back(h);
         for (size_t d = 0; d < p.size(); ++d) {
-            Facts& f = nodes[h];
-            f.hasLeaf |= d + 1 == p.size();
-            f.hasState |= !p[d].isIndex && p[d].text == "state";
-            f.hasParamGroups |= !p[d].isIndex && p[d].text == "param_groups";
+            uint8_t& f = nodes[h];
+            f |= (d + 1 == p.size() ? NodeFacts::Leaf : 0)
+                | (!p[d].isIndex && p[d].text == "state" ? NodeFacts::State : 0)
+                | (!p[d].isIndex && p[d].text == "param_groups" ? NodeFacts::ParamGroups : 0);
             h = mixHash(h, p[d].text, p[d].isIndex);
+            prefixes.push_back(h);
         }
     }
 
     std::unordered_map<std::string, size_t> byPath;
+    size_t lastContainer = SIZE_MAX; // keys of one container come together: most need no lookup
     std::vector<Placement> out(md.items.size());
-    std::vector<uint64_t> prefix;
+    std::string container;
     for (size_t i = 0; i < paths.size(); ++i) {
-        const Path& p = paths[i];
-        prefix.assign(1, seed);
-        for (const auto& e : p)
-            prefix.push_back(mixHash(prefix.back(), e.text, e.isIndex));
+        const Path& p = *paths[i];
+        const uint64_t* prefix = &prefixes[first[i]];
         size_t depth = 0;
         bool optimizer = false;
         for (size_t d = 1; d < p.size() && !optimizer; ++d) {
-            const Facts& f = nodes[prefix[d]];
-            if ((f.hasState && f.hasParamGroups) || (!p[d - 1].isIndex && startsWithOptim(p[d - 1].text))) {
+            const uint8_t f = nodes[prefix[d]];
+            if (((f & NodeFacts::State) && (f & NodeFacts::ParamGroups))
+                || (!p[d - 1].isIndex && startsWithOptim(p[d - 1].text))) {
                 depth = d;
                 optimizer = true;
             }
         }
         for (size_t d = 1; d < p.size() && !optimizer && depth == 0; ++d)
-            if (nodes[prefix[d]].hasLeaf)
+            if (nodes[prefix[d]] & NodeFacts::Leaf)
                 depth = d;
-        std::string container, name;
+        std::string name;
+        container.clear();
         for (size_t d = 0; d < p.size(); ++d) {
             std::string& s = d < depth ? container : name;
             if (!s.empty() || (d > 0 && d != depth))
                 s += '.';
             s += p[d].text;
         }
-        auto [it, inserted] = byPath.emplace(container, containers.size());
-        if (inserted) {
-            ContainerBuild c;
-            c.path = container;
-            c.lastElem = depth ? p[depth - 1].text : std::string();
-            containers.push_back(std::move(c));
+        if (lastContainer == SIZE_MAX || containers[lastContainer].path != container) {
+            auto [it, inserted] = byPath.try_emplace(container, containers.size());
+            if (inserted) {
+                ContainerBuild c;
+                c.path = container;
+                c.lastElem = depth ? p[depth - 1].text : std::string();
+                containers.push_back(std::move(c));
+            }
+            lastContainer = it->second;
         }
-        containers[it->second].optimizerLike |= optimizer;
-        out[i] = { it->second, std::move(name) };
+        containers[lastContainer].optimizerLike |= optimizer;
+        out[i] = { lastContainer, std::move(name) };
     }
     return out;
 }
@@ -967,7 +1020,6 @@ Source buildSource(const std::string& name, MetadataFile md, const FileProvider&
     std::vector<Finding> layoutFindings;
     std::vector<ContainerBuild> containers;
     std::vector<Placement> placement = placeItems(md, containers, layoutFindings);
-
     Builder b(md, files, options.inspectDcpItems);
     b.prepareFiles(out);
     for (size_t i = 0; i < md.items.size(); ++i) {
