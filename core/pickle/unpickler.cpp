@@ -313,22 +313,13 @@ Value* Unpickler::makeInt(int64_t v)
     return m_arena.make<IntValue>(v);
 }
 
-Value* Unpickler::pop()
+void ValueStack::grow(size_t atLeast)
 {
-    size_t floor = m_marks.empty() ? 0 : m_marks.back();
-    if (m_stack.size() <= floor)
-        fail("stack underflow");
-    Value* v = m_stack.back();
-    m_stack.pop_back();
-    return v;
-}
-
-Value* Unpickler::top()
-{
-    size_t floor = m_marks.empty() ? 0 : m_marks.back();
-    if (m_stack.size() <= floor)
-        fail("stack underflow");
-    return m_stack.back();
+    const size_t capacity = std::max({ atLeast, 2 * m_capacity, size_t(64) });
+    auto grown = std::make_unique_for_overwrite<Value*[]>(capacity);
+    std::copy_n(m_data.get(), m_size, grown.get());
+    m_data = std::move(grown);
+    m_capacity = capacity;
 }
 
 size_t Unpickler::popMark()
@@ -626,7 +617,6 @@ void Unpickler::setItem(Value* target, Value* key, Value* value)
 
 Value* Unpickler::load()
 {
-    m_stack.reserve(64);
     while (true) {
         if (m_pos >= m_data.size()) {
             m_opStart = m_pos;
