@@ -1020,6 +1020,7 @@ Source buildSource(const std::string& name, MetadataFile md, const FileProvider&
     std::vector<Finding> layoutFindings;
     std::vector<ContainerBuild> containers;
     std::vector<Placement> placement = placeItems(md, containers, layoutFindings);
+
     Builder b(md, files, options.inspectDcpItems);
     b.prepareFiles(out);
     for (size_t i = 0; i < md.items.size(); ++i) {
