@@ -8,6 +8,7 @@
 #include "pickle/value.h"
 #include "util/error.h"
 
+#include <algorithm>
 #include <future>
 #include <map>
 #include <stdexcept>
@@ -44,6 +45,33 @@ public:
             && asSeq(args->items[0]))
             return args->items[0];
         return InertSemantics::call(u, callable, args);
+    }
+
+    // A ChunkStorageMetadata(offsets=torch.Size(...), sizes=torch.Size(...)) record, whole (the chunk lane).
+    bool chunkClass(const Value* cls) override
+    {
+        const GlobalValue* g = asGlobal(cls);
+        return g && g->name == "ChunkStorageMetadata" && g->module == "torch.distributed.checkpoint.metadata";
+    }
+    Value* chunkRecord(Unpickler& u, const ChunkCall& c) override
+    {
+        if (!chunkClass(c.cls))
+            return nullptr;
+        const GlobalValue* g = asGlobal(c.cls);
+        const StrValue* k0 = asStr(c.key[0]);
+        const StrValue* k1 = asStr(c.key[1]);
+        if (!k0 || k0->s != "offsets" || !k1 || k1->s != "sizes")
+            return nullptr;
+        for (const Value* f : c.sizeCallable)
+            if (const GlobalValue* size = asGlobal(f); !size || size->module != "torch" || size->name != "Size")
+                return nullptr;
+        auto* v = u.arena().make<DcpChunkValue>();
+        v->cls = g;
+        v->offsetsRank = static_cast<uint8_t>(c.dims[0].size());
+        v->sizesRank = static_cast<uint8_t>(c.dims[1].size());
+        std::copy(c.dims[0].begin(), c.dims[0].end(), v->offsets);
+        std::copy(c.dims[1].begin(), c.dims[1].end(), v->sizes);
+        return v;
     }
 
     std::map<std::string, size_t> globals;
@@ -128,6 +156,11 @@ bool readDims(const Value* v, Shape& out)
     return true;
 }
 
+bool nonNegative(const int64_t* dims, size_t n)
+{
+    return std::all_of(dims, dims + n, [](int64_t d) { return d >= 0; });
+}
+
 bool readU64(const Value* v, uint64_t& out)
 {
     int64_t i = 0;
@@ -199,8 +232,21 @@ void readTensorMeta(const DictValue* f, ItemMeta& item, Budget& budget)
     item.chunks.reserve(chunks->items.size());
     size_t bad = 0;
     for (const Value* c : chunks->items) {
-        const DictValue* cf = fieldsOf(c);
         ChunkMeta m;
+        if (c && c->kind == Kind::DcpChunk) { // taken whole by the chunk lane
+            const auto* dc = static_cast<const DcpChunkValue*>(c);
+            if (dc->offsetsRank != dc->sizesRank || !nonNegative(dc->offsets, dc->offsetsRank)
+                || !nonNegative(dc->sizes, dc->sizesRank)) {
+                ++bad;
+                continue;
+            }
+            m.offsets.assign(dc->offsets, dc->offsets + dc->offsetsRank);
+            m.sizes.assign(dc->sizes, dc->sizes + dc->sizesRank);
+            budget.charge(2 * m.offsets.size());
+            item.chunks.push_back(std::move(m));
+            continue;
+        }
+        const DictValue* cf = fieldsOf(c);
         if (!cf || !readDims(field(cf, "offsets"), m.offsets) || !readDims(field(cf, "sizes"), m.sizes)
             || m.offsets.size() != m.sizes.size()) {
             ++bad;
@@ -385,6 +431,32 @@ void reportGlobals(const DcpSemantics& sem, const torch::LoadSafety& safety, Met
 
 std::string dimsText(const Shape& s) { return shapeToString(s); }
 
+std::string dumpMetadata(const MetadataFile& md)
+{
+    std::string out = "protocol " + std::to_string(md.protocol) + "\n";
+    for (const ItemMeta& i : md.items) {
+        out += i.fqn + " kind " + std::to_string(int(i.kind)) + " " + i.className + " dtype " + std::string(dtypeName(i.dtype)) + " "
+            + i.dtypeText + " size " + (i.sizeKnown ? dimsText(i.size) : "?") + (i.requiresGrad ? " grad" : "")
+            + "\n";
+        for (const ChunkMeta& c : i.chunks)
+            out += "  chunk " + dimsText(c.offsets) + " " + dimsText(c.sizes) + "\n";
+        for (const std::string& p : i.problems)
+            out += "  problem " + p + "\n";
+    }
+    for (const StorageRef& r : md.storage)
+        out += "storage " + md.fqns[r.fqn] + (r.hasOffset ? " " + dimsText(r.offset) : "") + " " + md.paths[r.path]
+            + " " + std::to_string(r.itemOffset) + "+" + std::to_string(r.itemLength) + "\n";
+    for (const auto& [k, path] : md.plannerData)
+        out += "planner " + k + " " + std::to_string(path.size()) + "\n";
+    for (const auto& [k, v] : md.info)
+        out += "info " + k + "=" + v + "\n";
+    for (const Finding& f : md.findings)
+        out += "finding " + std::to_string(int(f.severity)) + " " + f.message + "\n";
+    for (const std::string& e : md.executes)
+        out += "executes " + e + "\n";
+    return out;
+}
+
 uint32_t StringTable::intern(std::string_view s)
 {
     if (m_strings.size() >= UINT32_MAX - 1)
@@ -397,7 +469,7 @@ uint32_t StringTable::intern(std::string_view s)
     return static_cast<uint32_t>(m_strings.size() - 1);
 }
 
-MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadControl* control)
+MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadControl* control, bool chunkLane)
 {
     MetadataFile out;
     Arena arena;
@@ -420,11 +492,24 @@ MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadCont
     };
     if (pickle[0] != 0x80)
         throw fail("is not a torch.distributed.checkpoint .metadata file (not a pickle of protocol 2 or later)");
-    try {
+    // The chunk lane builds each chunk record whole; a pickle that fetches what it did not build, or changes
+    // what it built, is run again without it.
+    auto run = [&](bool lane) {
         Unpickler u(pickle, arena, sem);
         u.setControl(control);
+        u.setChunkLane(lane);
         root = u.load();
         out.protocol = u.protocol();
+        out.laneChunks = u.chunkRecords();
+    };
+    try {
+        try {
+            run(chunkLane);
+        } catch (const TensorLaneRestart&) {
+            arena.release();
+            sem = DcpSemantics();
+            run(false);
+        }
     } catch (const FormatError& e) {
         throw fail(std::string("corrupt .metadata pickle: ") + e.what());
     }

@@ -744,6 +744,8 @@ public:
             return "torch.storage";
         case Kind::Tensor:
             return static_cast<const TensorValue*>(v)->isParameter ? "torch.nn.parameter.Parameter" : "torch.Tensor";
+        case Kind::DcpChunk:
+            return qualifiedName(*static_cast<const DcpChunkValue*>(v)->cls);
         }
         return "object";
     }

@@ -81,6 +81,9 @@ public:
 
     // Python's len(memo): the next MEMOIZE's slot.
     uint64_t count() const { return m_count; }
+    // Whether every slot stored is below count(): then MEMOIZE stores into new slots only, never into one
+    // a GET may still fetch (as picklers write; a BINPUT far ahead, or into a gap, makes it false).
+    bool countIsNext() const { return m_count == m_size && m_far.empty(); }
 
 private:
     // The slots below `bit` in `mask` that hold a value. Inline arithmetic: std::popcount is a call into

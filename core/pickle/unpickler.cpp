@@ -229,6 +229,8 @@ void InertSemantics::build(Unpickler& u, Value* obj, Value* state)
     case Kind::Tensor:
         static_cast<TensorValue*>(obj)->extrasToSet(u.arena().resource()).state = state;
         break;
+    case Kind::DcpChunk:
+        throw TensorLaneRestart {}; // built whole by the chunk lane: the opcodes' object would take the state
     default:
         break; // Python would call __setstate__ on it; there is nothing inert to record.
     }
@@ -471,6 +473,43 @@ bool Unpickler::takeTensorRecord(uint64_t callableSlot)
     return true;
 }
 
+bool Unpickler::takeChunkRecord(uint64_t classSlot)
+{
+    // Only a class can be instantiated by one, and the record's MEMOIZEs must store into new slots.
+    const Value* cls = memoPeek(classSlot);
+    if (!cls || cls->kind != Kind::Global || !m_semantics.chunkClass(cls) || !m_memo.countIsNext())
+        return false;
+    ChunkRecord& r = m_chunk;
+    if (!matchChunkRecord(m_data, m_opStart, r))
+        return false;
+    if (m_frame.crossed(m_opStart, r.end))
+        return false; // the opcode loop finds where
+    StrValue literals[2] = { StrValue(Kind::Str, r.key[0].text), StrValue(Kind::Str, r.key[1].text) };
+    ChunkCall call;
+    call.cls = cls;
+    for (int i = 0; i < 2; ++i) {
+        call.key[i] = r.key[i].literal ? &literals[i] : memoPeek(r.key[i].slot);
+        call.sizeCallable[i] = memoPeek(r.sizeSlot[i]);
+        if (!call.key[i] || !call.sizeCallable[i])
+            return false; // the opcode loop reports the empty slot, or restarts
+        call.dims[i] = { r.dims[i], r.rank[i] };
+    }
+    Value* chunk = m_semantics.chunkRecord(*this, call);
+    if (!chunk)
+        return false;
+    for (uint8_t i = 0; i < r.memoizedCount; ++i) {
+        const ChunkRecord::Part part = r.memoized[i];
+        Value* v = part == ChunkRecord::Part::Object ? chunk : PickleMemo::placeholder();
+        if (ChunkRecord::isKey(part) && !(v = lazyLiteral(r.keyText(part))))
+            v = makeStr(r.keyText(part));
+        memoPut(m_memo.count(), v);
+    }
+    push(chunk);
+    m_pos = r.end;
+    ++m_chunkRecords;
+    return true;
+}
+
 Value* Unpickler::parseTextInt(std::string_view line, bool isLongOpcode)
 {
     if (!isLongOpcode && line == "01")
@@ -599,6 +638,8 @@ void Unpickler::appendTo(Value* target, Value* item)
         static_cast<SeqValue*>(target)->items.push_back(m_arena.resource(), item);
     } else if (target->kind == Kind::Object) {
         static_cast<ObjectValue*>(target)->itemsToAdd(m_arena.resource()).list.push_back(m_arena.resource(), item);
+    } else if (target->kind == Kind::DcpChunk) {
+        throw TensorLaneRestart {}; // the opcodes' object would take the item
     } else {
         fail("APPEND onto something that is not a list");
     }
@@ -610,6 +651,8 @@ void Unpickler::setItem(Value* target, Value* key, Value* value)
         static_cast<DictValue*>(target)->items.push_back(m_arena.resource(), { key, value });
     } else if (target->kind == Kind::Object) {
         static_cast<ObjectValue*>(target)->itemsToAdd(m_arena.resource()).dict.push_back(m_arena.resource(), { key, value });
+    } else if (target->kind == Kind::DcpChunk) {
+        throw TensorLaneRestart {}; // the opcodes' object would take the item
     } else {
         fail("SETITEM onto something that is not a dict");
     }
@@ -976,6 +1019,8 @@ Value* Unpickler::load()
         case LONG_BINGET: {
             uint64_t index = readUInt(m_op == BINGET ? 1 : 4);
             if (m_tensorLane && m_pos < m_data.size() && m_data[m_pos] == MARK && takeTensorRecord(index))
+                break;
+            if (m_chunkLane && m_pos < m_data.size() && m_data[m_pos] == EMPTY_TUPLE && takeChunkRecord(index))
                 break;
             push(memoGet(index));
             break;

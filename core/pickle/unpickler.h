@@ -12,6 +12,7 @@
 // naming the opcode and its byte offset.
 
 #include "pickle/pickle_memo.h"
+#include "pickle/chunk_record.h"
 #include "pickle/tensor_record.h"
 #include "pickle/value.h"
 #include "io/bytes.h"
@@ -47,6 +48,15 @@ struct TensorCall {
     const Value* hooksCallable = nullptr; // called with no arguments for backward_hooks
 };
 
+// What a chunk record fetched and said, for Semantics::chunkRecord: its class, its two keys (strings) and
+// the callables applied to its two int tuples (torch.Size), and the tuples.
+struct ChunkCall {
+    const Value* cls = nullptr;
+    const Value* key[2] = {};
+    const Value* sizeCallable[2] = {};
+    std::span<const int64_t> dims[2];
+};
+
 class Semantics {
 public:
     virtual ~Semantics() = default;
@@ -58,10 +68,16 @@ public:
     // The tensor a whole tensor record builds, exactly as the opcodes would have; or null, having changed
     // nothing, to leave the record to the opcode loop (anything it does not know to be a plain tensor).
     virtual Value* tensorRecord(Unpickler&, const TensorCall&) { return nullptr; }
+    // The value a whole chunk record (pickle/chunk_record.h) stands for, made as the opcodes would have
+    // made it but whole (a DcpChunkValue); or null, having changed nothing, to leave it to the opcode loop.
+    virtual Value* chunkRecord(Unpickler&, const ChunkCall&) { return nullptr; }
+    // Whether a record instantiating `cls` may be one chunkRecord takes: asked first, so the records of
+    // other classes (most of a .metadata's) are not matched in vain.
+    virtual bool chunkClass(const Value*) { return false; }
 };
 
-// Thrown by an Unpickler in its tensor lane when the pickle fetches a value the lane did not build; the
-// caller runs the pickle again with the lane off.
+// Thrown by an Unpickler in its tensor or chunk lane when the pickle fetches a value the lane did not build,
+// or changes one the lane built whole; the caller runs the pickle again with the lanes off.
 struct TensorLaneRestart { };
 
 // Globals stay references, calls become ObjectValues, BUILD stores the state, persistent ids are refused.
@@ -152,6 +168,13 @@ public:
     void setTensorLane(bool on) { m_tensorLane = on; }
     // Records the lane built.
     size_t tensorRecords() const { return m_tensorRecords; }
+    // The chunk lane: each ChunkStorageMetadata record of a DCP .metadata (pickle/chunk_record.h) the
+    // semantics accepts is built whole, as one value, and the state dict and tuples the opcodes would build
+    // are not. Their memo slots hold the placeholder, and the value is never changed after: a pickle that
+    // fetches one of those slots, or changes the value (BUILD, SETITEMS, APPENDS), makes load() throw
+    // TensorLaneRestart, and must be run again with the lane off.
+    void setChunkLane(bool on) { m_chunkLane = on; }
+    size_t chunkRecords() const { return m_chunkRecords; }
 
     // Runs until STOP and returns the top of the stack. Throws FormatError.
     Value* load();
@@ -205,6 +228,8 @@ private:
     Value* buildLiteral(Value*& slot);
     // At a GET (of `callableSlot`) followed by MARK: takes the tensor record starting at m_opStart, if there is one.
     bool takeTensorRecord(uint64_t callableSlot);
+    // At a GET (of `classSlot`) followed by EMPTY_TUPLE: takes the chunk record starting at m_opStart, if there is one.
+    bool takeChunkRecord(uint64_t classSlot);
     Value* parseTextInt(std::string_view line, bool isLongOpcode);
     Value* decodeTextString(std::string_view quoted); // STRING
     Value* decodeRawUnicodeEscape(std::string_view raw); // UNICODE
@@ -230,6 +255,9 @@ private:
     bool m_tensorLane = false;
     size_t m_tensorRecords = 0;
     TensorRecord m_record; // the lane's, kept here: it is a kilobyte
+    bool m_chunkLane = false;
+    size_t m_chunkRecords = 0;
+    ChunkRecord m_chunk;
 };
 
 // The name pickletools gives an opcode, for messages ("BINUNICODE").

@@ -38,6 +38,7 @@ enum class Kind : uint8_t {
     Object, // the inert result of calling or instantiating something we do not model
     Storage, // a torch storage reference from persistent_load
     Tensor, // a tensor rebuilt from torch's reduce functions
+    DcpChunk, // a torch.distributed.checkpoint ChunkStorageMetadata the chunk lane built (pickle/chunk_record.h)
 };
 
 // Globals the torch layer gives meaning to. Everything else is Unknown and stays inert.
@@ -281,6 +282,20 @@ struct ObjectValue : Value {
         return *items;
     }
     const GlobalValue* cls() const;
+};
+
+// A ChunkStorageMetadata(offsets=torch.Size(...), sizes=torch.Size(...)) taken whole by the chunk lane:
+// what its object, state dict and four tuples said, in 88 bytes instead of some 300 of graph.
+struct DcpChunkValue : Value {
+    static constexpr size_t kMaxRank = 4;
+    DcpChunkValue()
+        : Value(Kind::DcpChunk)
+    {
+    }
+    uint8_t offsetsRank = 0, sizesRank = 0;
+    const GlobalValue* cls = nullptr;
+    int64_t offsets[kMaxRank] = {};
+    int64_t sizes[kMaxRank] = {};
 };
 
 struct StorageValue : Value {

@@ -109,6 +109,10 @@ void appendRepr(std::string& out, const Value* v, size_t maxLength, int depth)
         out += "(...)";
         return;
     }
+    case Kind::DcpChunk: // as the object the opcodes would have built
+        out += qualifiedName(*static_cast<const DcpChunkValue*>(v)->cls);
+        out += "(...)";
+        return;
     case Kind::Storage:
         out += "<storage " + std::string(static_cast<const StorageValue*>(v)->key) + ">";
         return;

@@ -776,6 +776,7 @@ private:
         }
         case Kind::Storage: e.typeName = "torch.storage"; break;
         case Kind::Tensor: break;
+        case Kind::DcpChunk: e.typeName = qualifiedName(*static_cast<const DcpChunkValue*>(v)->cls); break;
         }
         return e;
     }

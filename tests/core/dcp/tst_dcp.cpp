@@ -21,6 +21,7 @@
 #include "formats/dcp_source.h"
 #include "formats/loader.h"
 #include "io/file_trust.h"
+#include "pickle/opcode_scan.h"
 #include "model/dtype.h"
 #include "model/source.h"
 #include "report/source_report.h"
@@ -340,6 +341,8 @@ private slots:
     void absurdChunkCounts();
     void listingReadsNoTensorData();
     void transformedItemsRefuseValues();
+    void chunkLaneMatchesOpcodes();
+    void chunkLaneRestarts();
 };
 
 void TestDcp::fixture_data()
@@ -1019,6 +1022,202 @@ void TestDcp::transformedItemsRefuseValues()
     const Entry* plain = entryNamed(src, "decoder.layers.0.mlp.weight");
     QVERIFY(plain);
     QCOMPARE(values::TensorBytes::open(src, *plain, files).numel(), uint64_t(16));
+}
+
+namespace {
+
+// What the load-safety scan saw, as text: its chunk lane must see what the opcodes do.
+std::string describeScan(const pickle::PickleScan& s)
+{
+    std::string out = std::to_string(s.consumed) + " " + std::to_string(s.complete) + " " + std::to_string(s.ranOut);
+    for (const auto& g : s.globals)
+        out += "\n" + g.module + "." + g.name + " " + g.opcode + " " + std::to_string(g.offset) + " " + std::to_string(g.uses)
+            + " " + std::to_string(g.count) + " " + std::to_string(g.nestedDepth) + " " + std::to_string(g.attribute);
+    for (const auto& p : s.problems)
+        out += "\n" + p;
+    return out;
+}
+
+std::string scanned(Bytes b, bool lane) { return describeScan(pickle::scanPickle(b, 0, 2, lane)); }
+
+// A protocol 4 pickle as torch 2.x writes .metadata: MEMOIZE after each new value, BINGET for the memo's.
+class Pickle4 {
+public:
+    Pickle4() { m_b.append("\x80\x04", 2); }
+    Pickle4& op(char c)
+    {
+        m_b.append(c);
+        return *this;
+    }
+    uint32_t memoize() // the slot it stored into
+    {
+        m_b.append('\x94');
+        return m_memo++;
+    }
+    Pickle4& str(const QByteArray& v)
+    {
+        m_b.append('\x8c');
+        m_b.append(static_cast<char>(v.size()));
+        m_b.append(v);
+        return *this;
+    }
+    Pickle4& small(int v) // BININT1
+    {
+        m_b.append('K');
+        m_b.append(static_cast<char>(v));
+        return *this;
+    }
+    Pickle4& get(uint32_t slot)
+    {
+        m_b.append('h');
+        m_b.append(static_cast<char>(slot));
+        return *this;
+    }
+    // module.name through STACK_GLOBAL, memoised and left off the stack: its slot.
+    uint32_t global(const char* module, const char* name)
+    {
+        str(module).memoize();
+        str(name).memoize();
+        op('\x93');
+        const uint32_t slot = memoize();
+        op('0'); // POP
+        return slot;
+    }
+    QByteArray bytes() const { return m_b; }
+
+private:
+    QByteArray m_b;
+    uint32_t m_memo = 0;
+};
+
+} // namespace
+
+void TestDcp::chunkLaneMatchesOpcodes()
+{
+    // Every .metadata the fixtures hold, torch 1.13's and torch 2.6's, read with the chunk lane and without.
+    size_t files = 0, taken = 0;
+    QDirIterator it(test::fixturesDir(), { QStringLiteral(".metadata") }, QDir::Files | QDir::Hidden, QDirIterator::Subdirectories);
+    while (it.hasNext()) {
+        const QString path = it.next();
+        const QByteArray bytes = readAll(path);
+        const Bytes b(reinterpret_cast<const uint8_t*>(bytes.constData()), static_cast<size_t>(bytes.size()));
+        dcp::MetadataFile on, off;
+        try {
+            on = dcp::parseMetadata(path.toStdString(), b, nullptr, true);
+            off = dcp::parseMetadata(path.toStdString(), b, nullptr, false);
+        } catch (const LoadError&) {
+            continue; // fixtures of damaged .metadata: the loader tests cover their errors
+        }
+        ++files;
+        taken += on.laneChunks;
+        QCOMPARE(off.laneChunks, size_t(0));
+        const std::string a = dcp::dumpMetadata(on), c = dcp::dumpMetadata(off);
+        QVERIFY2(a == c, qPrintable(path + ": the chunk lane read it differently"));
+        QVERIFY2(scanned(b, true) == scanned(b, false), qPrintable(path + ": the scan's chunk lane saw it differently"));
+    }
+    QVERIFY2(files >= 10, "tests/fixtures holds too few .metadata files");
+
+    // torch 2.6's own torchtitan save: the lane took every chunk torch wrote (its truth, from torch's
+    // read_metadata(), lists them) but the first, which names its class in full (STACK_GLOBAL) where the
+    // others fetch it (GET).
+    const QJsonObject truth = requireJson(test::fixturesDir() + "/torch2/dcp/dcp_titan.truth.json");
+    size_t chunks = 0;
+    const QJsonObject keys = truth["metadata"].toObject()["keys"].toObject();
+    for (auto k = keys.begin(); k != keys.end(); ++k)
+        chunks += static_cast<size_t>(k.value().toObject()["chunks"].toArray().size());
+    QVERIFY(chunks > 0);
+    const QByteArray titan = readAll(test::fixturesDir() + "/torch2/dcp/dcp_titan/.metadata");
+    const dcp::MetadataFile md = dcp::parseMetadata("dcp_titan", Bytes(reinterpret_cast<const uint8_t*>(titan.constData()), static_cast<size_t>(titan.size())));
+    QCOMPARE(md.laneChunks, chunks - 1);
+    QCOMPARE(pickle::scanPickle(Bytes(reinterpret_cast<const uint8_t*>(titan.constData()), static_cast<size_t>(titan.size()))).chunkRecords,
+        uint64_t(chunks - 1));
+    QVERIFY(taken >= chunks);
+}
+
+void TestDcp::chunkLaneRestarts()
+{
+    // A chunk record as torch 2.x writes it, then (`after`) something that fetches or changes what the lane
+    // does not build: the lane must give way to the opcode loop, to the same result.
+    struct Slots {
+        uint32_t object = 0, state = 0, args = 0;
+    };
+    auto metadata = [](const std::function<void(Pickle4&, const Slots&)>& after) {
+        Pickle4 p;
+        const uint32_t meta = p.global("torch.distributed.checkpoint.metadata", "Metadata");
+        const uint32_t tsm = p.global("torch.distributed.checkpoint.metadata", "TensorStorageMetadata");
+        const uint32_t chunk = p.global("torch.distributed.checkpoint.metadata", "ChunkStorageMetadata");
+        const uint32_t size = p.global("torch", "Size");
+        p.get(meta).op(')').op('\x81').memoize();
+        p.op('}').memoize();
+        p.op('(').str("state_dict_metadata").memoize();
+        p.op('}').memoize();
+        p.op('(').str("w").memoize();
+        p.get(tsm).op(')').op('\x81').memoize();
+        p.op('}').memoize();
+        p.op('(').str("size").memoize();
+        p.get(size).small(4).op('\x85').memoize();
+        p.op('\x85').memoize();
+        p.op('R').memoize();
+        p.str("chunks").memoize();
+        p.op(']').memoize();
+        // The record.
+        Slots s;
+        p.get(chunk).op(')').op('\x81');
+        s.object = p.memoize();
+        p.op('}');
+        s.state = p.memoize();
+        p.op('(').str("offsets").memoize();
+        p.get(size).small(0).op('\x85').memoize();
+        p.op('\x85');
+        s.args = p.memoize();
+        p.op('R').memoize();
+        p.str("sizes").memoize();
+        p.get(size).small(4).op('\x85').memoize();
+        p.op('\x85').memoize();
+        p.op('R').memoize();
+        p.op('u').op('b');
+        p.op('a'); // onto the chunk list
+        after(p, s);
+        p.op('u').op('b'); // the TensorStorageMetadata's fields
+        p.op('u'); // state_dict_metadata
+        p.str("storage_data").memoize();
+        p.op('}').memoize();
+        p.op('u').op('b').op('.');
+        return p.bytes();
+    };
+    auto parse = [](const QByteArray& bytes, bool lane) {
+        return dcp::parseMetadata("hand-made", Bytes(reinterpret_cast<const uint8_t*>(bytes.constData()), static_cast<size_t>(bytes.size())), nullptr, lane);
+    };
+
+    // Nothing after it: the lane takes it.
+    const QByteArray plain = metadata([](Pickle4&, const Slots&) {});
+    QCOMPARE(parse(plain, true).laneChunks, size_t(1));
+    QCOMPARE(pickle::scanPickle(Bytes(reinterpret_cast<const uint8_t*>(plain.constData()), static_cast<size_t>(plain.size()))).chunkRecords, uint64_t(1));
+    QCOMPARE(dcp::dumpMetadata(parse(plain, true)), dcp::dumpMetadata(parse(plain, false)));
+    QVERIFY(dcp::dumpMetadata(parse(plain, true)).find("chunk [0] [4]") != std::string::npos);
+
+    const std::vector<std::pair<const char*, std::function<void(Pickle4&, const Slots&)>>> cases {
+        // A later BUILD gives the chunk new fields, which the opcodes' object takes.
+        { "BUILD onto the chunk", [](Pickle4& p, const Slots& s) {
+             p.get(s.object).op('}').op('(').str("offsets").small(1).op('\x85').str("sizes").small(3).op('\x85').op('u').op('b').op('0');
+         } },
+        // The chunk's state dict, fetched again and given an item.
+        { "the state dict fetched", [](Pickle4& p, const Slots& s) { p.get(s.state).str("sizes").small(2).op('\x85').op('s').op('0'); } },
+        // The tuple around torch.Size's argument, fetched again.
+        { "an argument tuple fetched", [](Pickle4& p, const Slots& s) { p.get(s.args).op('0'); } },
+        // SETITEM onto the chunk object itself.
+        { "SETITEM onto the chunk", [](Pickle4& p, const Slots& s) { p.get(s.object).str("k").small(1).op('s').op('0'); } },
+    };
+    for (const auto& [what, after] : cases) {
+        const QByteArray bytes = metadata(after);
+        const dcp::MetadataFile on = parse(bytes, true);
+        QVERIFY2(on.laneChunks == 0, what); // restarted without the lane
+        QVERIFY2(dcp::dumpMetadata(on) == dcp::dumpMetadata(parse(bytes, false)), what);
+        const Bytes b(reinterpret_cast<const uint8_t*>(bytes.constData()), static_cast<size_t>(bytes.size()));
+        QVERIFY2(scanned(b, true) == scanned(b, false), what);
+    }
+    // The BUILD case reads the new fields, as torch's unpickler would.
+    QVERIFY(dcp::dumpMetadata(parse(metadata(cases[0].second), true)).find("chunk [1] [3]") != std::string::npos);
 }
 
 QTEST_GUILESS_MAIN(TestDcp)
