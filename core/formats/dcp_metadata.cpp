@@ -100,8 +100,19 @@ private:
     size_t m_left;
 };
 
+// A chunk the chunk lane built whole (pickle/chunk_record.h) stands for the ChunkStorageMetadata object the
+// opcodes would have built: it is named as that object, and read by readTensorMeta's chunk loop only. Its
+// fields read anywhere else (a hostile pickle that puts it where an object of fields belongs) make the
+// whole .metadata read again without the lane, which builds the object itself.
+const DcpChunkValue* asLaneChunk(const Value* v)
+{
+    return v && v->kind == Kind::DcpChunk ? static_cast<const DcpChunkValue*>(v) : nullptr;
+}
+
 std::string_view shortName(const Value* v)
 {
+    if (const DcpChunkValue* c = asLaneChunk(v))
+        return c->cls->name;
     const ObjectValue* o = asObject(v);
     const GlobalValue* c = o ? o->cls() : nullptr;
     return c ? c->name : std::string_view();
@@ -109,6 +120,8 @@ std::string_view shortName(const Value* v)
 
 std::string className(const Value* v)
 {
+    if (const DcpChunkValue* c = asLaneChunk(v))
+        return qualifiedName(*c->cls);
     if (const ObjectValue* o = asObject(v))
         if (const GlobalValue* c = o->cls())
             return qualifiedName(*c);
@@ -126,6 +139,8 @@ std::string className(const Value* v)
 // A dataclass's fields: BUILD stores its __dict__, or (dict, slots) when it has __slots__.
 const DictValue* fieldsOf(const Value* v)
 {
+    if (asLaneChunk(v))
+        throw TensorLaneRestart {};
     const ObjectValue* o = asObject(v);
     if (!o)
         return nullptr;
@@ -233,8 +248,7 @@ void readTensorMeta(const DictValue* f, ItemMeta& item, Budget& budget)
     size_t bad = 0;
     for (const Value* c : chunks->items) {
         ChunkMeta m;
-        if (c && c->kind == Kind::DcpChunk) { // taken whole by the chunk lane
-            const auto* dc = static_cast<const DcpChunkValue*>(c);
+        if (const DcpChunkValue* dc = asLaneChunk(c)) {
             if (dc->offsetsRank != dc->sizesRank || !nonNegative(dc->offsets, dc->offsetsRank)
                 || !nonNegative(dc->sizes, dc->sizesRank)) {
                 ++bad;
@@ -469,7 +483,9 @@ uint32_t StringTable::intern(std::string_view s)
     return static_cast<uint32_t>(m_strings.size() - 1);
 }
 
-MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadControl* control, bool chunkLane)
+namespace {
+
+MetadataFile parseMetadataOnce(const std::string& name, Bytes pickle, const LoadControl* control, bool chunkLane)
 {
     MetadataFile out;
     Arena arena;
@@ -492,24 +508,13 @@ MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadCont
     };
     if (pickle[0] != 0x80)
         throw fail("is not a torch.distributed.checkpoint .metadata file (not a pickle of protocol 2 or later)");
-    // The chunk lane builds each chunk record whole; a pickle that fetches what it did not build, or changes
-    // what it built, is run again without it.
-    auto run = [&](bool lane) {
+    try {
         Unpickler u(pickle, arena, sem);
         u.setControl(control);
-        u.setChunkLane(lane);
+        u.setChunkLane(chunkLane);
         root = u.load();
         out.protocol = u.protocol();
         out.laneChunks = u.chunkRecords();
-    };
-    try {
-        try {
-            run(chunkLane);
-        } catch (const TensorLaneRestart&) {
-            arena.release();
-            sem = DcpSemantics();
-            run(false);
-        }
     } catch (const FormatError& e) {
         throw fail(std::string("corrupt .metadata pickle: ") + e.what());
     }
@@ -583,6 +588,19 @@ MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadCont
     if (!extra.empty())
         out.info.emplace_back("extra_fields", extra);
     return out;
+}
+
+} // namespace
+
+MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadControl* control, bool chunkLane)
+{
+    // The chunk lane builds each chunk record whole; a pickle that fetches what it did not build, changes
+    // what it built, or puts a chunk where fields are read, is read again without it.
+    try {
+        return parseMetadataOnce(name, pickle, control, chunkLane);
+    } catch (const TensorLaneRestart&) {
+        return parseMetadataOnce(name, pickle, control, false);
+    }
 }
 
 } // namespace sl::dcp

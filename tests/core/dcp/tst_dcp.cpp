@@ -1137,7 +1137,8 @@ void TestDcp::chunkLaneMatchesOpcodes()
 void TestDcp::chunkLaneRestarts()
 {
     // A chunk record as torch 2.x writes it, then (`after`) something that fetches or changes what the lane
-    // does not build: the lane must give way to the opcode loop, to the same result.
+    // does not build, or reads the chunk as an object of fields: the lane must give way to the opcode loop,
+    // to the same result.
     struct Slots {
         uint32_t object = 0, state = 0, args = 0;
     };
@@ -1177,8 +1178,8 @@ void TestDcp::chunkLaneRestarts()
         p.op('R').memoize();
         p.op('u').op('b');
         p.op('a'); // onto the chunk list
-        after(p, s);
         p.op('u').op('b'); // the TensorStorageMetadata's fields
+        after(p, s); // among state_dict_metadata's items
         p.op('u'); // state_dict_metadata
         p.str("storage_data").memoize();
         p.op('}').memoize();
@@ -1207,6 +1208,8 @@ void TestDcp::chunkLaneRestarts()
         { "an argument tuple fetched", [](Pickle4& p, const Slots& s) { p.get(s.args).op('0'); } },
         // SETITEM onto the chunk object itself.
         { "SETITEM onto the chunk", [](Pickle4& p, const Slots& s) { p.get(s.object).str("k").small(1).op('s').op('0'); } },
+        // The chunk object fetched again and put where an object's fields are read (an item of its own).
+        { "the chunk as an item", [](Pickle4& p, const Slots& s) { p.str("w2").get(s.object); } },
     };
     for (const auto& [what, after] : cases) {
         const QByteArray bytes = metadata(after);
