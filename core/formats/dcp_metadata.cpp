@@ -9,6 +9,7 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <array>
 #include <future>
 #include <map>
 #include <stdexcept>
@@ -47,34 +48,111 @@ public:
         return InertSemantics::call(u, callable, args);
     }
 
-    // A ChunkStorageMetadata(offsets=torch.Size(...), sizes=torch.Size(...)) record, whole (the chunk lane).
-    bool chunkClass(const Value* cls) override
+    // The dataclasses a .metadata holds one of per chunk, each record taken whole by the dataclass lane
+    // (pickle/dataclass_record.h) where its fields are exactly what torch writes; anything else is left to
+    // the opcodes, which build the object as it is.
+    enum class LaneClass { None, Chunk, Index, StorageInfo };
+    static LaneClass laneClass(const Value* cls)
     {
         const GlobalValue* g = asGlobal(cls);
-        return g && g->name == "ChunkStorageMetadata" && g->module == "torch.distributed.checkpoint.metadata";
+        if (!g)
+            return LaneClass::None;
+        if (g->module == "torch.distributed.checkpoint.metadata")
+            return g->name == "ChunkStorageMetadata" ? LaneClass::Chunk : g->name == "MetadataIndex" ? LaneClass::Index : LaneClass::None;
+        return g->module == "torch.distributed.checkpoint.filesystem" && g->name == "_StorageInfo" ? LaneClass::StorageInfo
+                                                                                                  : LaneClass::None;
     }
-    Value* chunkRecord(Unpickler& u, const ChunkCall& c) override
+    bool dataclassClass(const Value* cls) override { return laneClass(cls) != LaneClass::None; }
+    Value* dataclassRecord(Unpickler& u, const DataclassCall& c) override
     {
-        if (!chunkClass(c.cls))
-            return nullptr;
-        const GlobalValue* g = asGlobal(c.cls);
-        const StrValue* k0 = asStr(c.key[0]);
-        const StrValue* k1 = asStr(c.key[1]);
-        if (!k0 || k0->s != "offsets" || !k1 || k1->s != "sizes")
-            return nullptr;
-        for (const Value* f : c.sizeCallable)
-            if (const GlobalValue* size = asGlobal(f); !size || size->module != "torch" || size->name != "Size")
-                return nullptr;
-        auto* v = u.arena().make<DcpChunkValue>();
-        v->cls = g;
-        v->offsetsRank = static_cast<uint8_t>(c.dims[0].size());
-        v->sizesRank = static_cast<uint8_t>(c.dims[1].size());
-        std::copy(c.dims[0].begin(), c.dims[0].end(), v->offsets);
-        std::copy(c.dims[1].begin(), c.dims[1].end(), v->sizes);
-        return v;
+        switch (laneClass(c.cls)) {
+        case LaneClass::Chunk: return chunk(u, c);
+        case LaneClass::Index: return index(u, c);
+        case LaneClass::StorageInfo: return storageInfo(u, c);
+        case LaneClass::None: break;
+        }
+        return nullptr;
     }
 
     std::map<std::string, size_t> globals;
+
+private:
+    using Field = DataclassCall::Field;
+    using Form = DataclassRecord::Form;
+
+    // The record's fields by name, each of `names` at most once and no other; false otherwise.
+    template <size_t N>
+    static bool byName(const DataclassCall& c, const std::array<std::string_view, N>& names, std::array<const Field*, N>& out)
+    {
+        out.fill(nullptr);
+        for (const Field& f : c.fields) {
+            const StrValue* k = asStr(f.key);
+            if (!k)
+                return false;
+            const size_t i = static_cast<size_t>(std::find(names.begin(), names.end(), k->s) - names.begin());
+            if (i == N || out[i])
+                return false;
+            out[i] = &f;
+        }
+        return true;
+    }
+    // torch.Size(ints): the Size form with torch.Size as its callable.
+    static bool isSize(const Field* f)
+    {
+        const GlobalValue* g = f && f->form == Form::Size ? asGlobal(f->sizeCallable) : nullptr;
+        return g && g->module == "torch" && g->name == "Size";
+    }
+    static bool isNone(const Field* f) { return !f || f->form == Form::None; }
+    static const StrValue* str(const Field* f)
+    {
+        return f && (f->form == Form::Str || f->form == Form::Fetched) ? asStr(f->value) : nullptr;
+    }
+
+    // ChunkStorageMetadata(offsets=torch.Size(...), sizes=torch.Size(...))
+    Value* chunk(Unpickler& u, const DataclassCall& c)
+    {
+        std::array<const Field*, 2> f;
+        if (!byName<2>(c, { "offsets", "sizes" }, f) || !isSize(f[0]) || !isSize(f[1]))
+            return nullptr;
+        auto* v = u.arena().make<DcpChunkValue>();
+        v->cls = asGlobal(c.cls);
+        v->offsetsRank = static_cast<uint8_t>(f[0]->dims.size());
+        v->sizesRank = static_cast<uint8_t>(f[1]->dims.size());
+        std::copy(f[0]->dims.begin(), f[0]->dims.end(), v->offsets);
+        std::copy(f[1]->dims.begin(), f[1]->dims.end(), v->sizes);
+        return v;
+    }
+    // MetadataIndex(fqn=str, offset=torch.Size(...) or None, index=int or None)
+    Value* index(Unpickler& u, const DataclassCall& c)
+    {
+        std::array<const Field*, 3> f;
+        if (!byName<3>(c, { "fqn", "offset", "index" }, f) || !str(f[0]) || !(isNone(f[1]) || isSize(f[1]))
+            || !(isNone(f[2]) || f[2]->form == Form::Int))
+            return nullptr;
+        auto* v = u.arena().make<DcpIndexValue>();
+        v->cls = asGlobal(c.cls);
+        v->fqn = str(f[0])->s;
+        if (!isNone(f[1])) {
+            v->hasOffset = true;
+            v->offsetRank = static_cast<uint8_t>(f[1]->dims.size());
+            std::copy(f[1]->dims.begin(), f[1]->dims.end(), v->offset);
+        }
+        return v;
+    }
+    // _StorageInfo(relative_path=str, offset=int, length=int), transform_descriptors None or absent
+    Value* storageInfo(Unpickler& u, const DataclassCall& c)
+    {
+        std::array<const Field*, 4> f;
+        if (!byName<4>(c, { "relative_path", "offset", "length", "transform_descriptors" }, f) || !str(f[0]) || !f[1]
+            || f[1]->form != Form::Int || !f[2] || f[2]->form != Form::Int || !isNone(f[3]))
+            return nullptr;
+        auto* v = u.arena().make<DcpStorageInfoValue>();
+        v->cls = asGlobal(c.cls);
+        v->relativePath = str(f[0])->s;
+        v->offset = f[1]->integer;
+        v->length = f[2]->integer;
+        return v;
+    }
 };
 
 // What reading the graph may copy. The memo lets a small pickle name one big list or string many times
@@ -100,19 +178,23 @@ private:
     size_t m_left;
 };
 
-// A chunk the chunk lane built whole (pickle/chunk_record.h) stands for the ChunkStorageMetadata object the
-// opcodes would have built: it is named as that object, and read by readTensorMeta's chunk loop only. Its
-// fields read anywhere else (a hostile pickle that puts it where an object of fields belongs) make the
+// A value the dataclass lane built whole (pickle/dataclass_record.h) stands for the object the opcodes would
+// have built: it is named as that object, and read by readTensorMeta's chunk loop and readStorageData only.
+// Its fields read anywhere else (a hostile pickle that puts it where an object of fields belongs) make the
 // whole .metadata read again without the lane, which builds the object itself.
-const DcpChunkValue* asLaneChunk(const Value* v)
+const DcpRecordValue* asLaneRecord(const Value* v)
 {
-    return v && v->kind == Kind::DcpChunk ? static_cast<const DcpChunkValue*>(v) : nullptr;
+    return v && isDcpRecord(v->kind) ? static_cast<const DcpRecordValue*>(v) : nullptr;
+}
+template <typename T, Kind K> const T* asLane(const Value* v)
+{
+    return v && v->kind == K ? static_cast<const T*>(v) : nullptr;
 }
 
 std::string_view shortName(const Value* v)
 {
-    if (const DcpChunkValue* c = asLaneChunk(v))
-        return c->cls->name;
+    if (const DcpRecordValue* r = asLaneRecord(v))
+        return r->cls->name;
     const ObjectValue* o = asObject(v);
     const GlobalValue* c = o ? o->cls() : nullptr;
     return c ? c->name : std::string_view();
@@ -120,8 +202,8 @@ std::string_view shortName(const Value* v)
 
 std::string className(const Value* v)
 {
-    if (const DcpChunkValue* c = asLaneChunk(v))
-        return qualifiedName(*c->cls);
+    if (const DcpRecordValue* r = asLaneRecord(v))
+        return qualifiedName(*r->cls);
     if (const ObjectValue* o = asObject(v))
         if (const GlobalValue* c = o->cls())
             return qualifiedName(*c);
@@ -139,7 +221,7 @@ std::string className(const Value* v)
 // A dataclass's fields: BUILD stores its __dict__, or (dict, slots) when it has __slots__.
 const DictValue* fieldsOf(const Value* v)
 {
-    if (asLaneChunk(v))
+    if (asLaneRecord(v))
         throw TensorLaneRestart {};
     const ObjectValue* o = asObject(v);
     if (!o)
@@ -156,33 +238,41 @@ const DictValue* fieldsOf(const Value* v)
 
 const Value* field(const DictValue* d, std::string_view key) { return d ? d->lookup(key) : nullptr; }
 
+// A shape or an offset: at most kMaxDims ints, none negative.
+bool readDims(const int64_t* dims, size_t n, Shape& out)
+{
+    if (n > kMaxDims || std::any_of(dims, dims + n, [](int64_t d) { return d < 0; }))
+        return false;
+    out.assign(dims, dims + n);
+    return true;
+}
+
+// The same from a tuple (torch.Size reads as one).
 bool readDims(const Value* v, Shape& out)
 {
     const SeqValue* s = asSeq(v);
     if (!s || s->kind == Kind::Set || s->items.size() > kMaxDims)
         return false;
-    out.clear();
-    for (const Value* x : s->items) {
-        int64_t i = 0;
-        if (!x || x->kind != Kind::Int || !toInt(x, i) || i < 0)
+    int64_t dims[kMaxDims];
+    size_t n = 0;
+    for (const Value* x : s->items)
+        if (!x || x->kind != Kind::Int || !toInt(x, dims[n++]))
             return false;
-        out.push_back(i);
-    }
-    return true;
+    return readDims(dims, n, out);
 }
 
-bool nonNegative(const int64_t* dims, size_t n)
+bool readU64(int64_t i, uint64_t& out)
 {
-    return std::all_of(dims, dims + n, [](int64_t d) { return d >= 0; });
+    if (i < 0)
+        return false;
+    out = static_cast<uint64_t>(i);
+    return true;
 }
 
 bool readU64(const Value* v, uint64_t& out)
 {
     int64_t i = 0;
-    if (!v || v->kind != Kind::Int || !toInt(v, i) || i < 0)
-        return false;
-    out = static_cast<uint64_t>(i);
-    return true;
+    return v && v->kind == Kind::Int && toInt(v, i) && readU64(i, out);
 }
 
 std::string text(const Value* v)
@@ -248,21 +338,16 @@ void readTensorMeta(const DictValue* f, ItemMeta& item, Budget& budget)
     size_t bad = 0;
     for (const Value* c : chunks->items) {
         ChunkMeta m;
-        if (const DcpChunkValue* dc = asLaneChunk(c)) {
-            if (dc->offsetsRank != dc->sizesRank || !nonNegative(dc->offsets, dc->offsetsRank)
-                || !nonNegative(dc->sizes, dc->sizesRank)) {
-                ++bad;
-                continue;
-            }
-            m.offsets.assign(dc->offsets, dc->offsets + dc->offsetsRank);
-            m.sizes.assign(dc->sizes, dc->sizes + dc->sizesRank);
-            budget.charge(2 * m.offsets.size());
-            item.chunks.push_back(std::move(m));
-            continue;
+        bool read = false;
+        if (const DcpChunkValue* lc = asLane<DcpChunkValue, Kind::DcpChunk>(c)) {
+            read = lc->offsetsRank == lc->sizesRank && readDims(lc->offsets, lc->offsetsRank, m.offsets)
+                && readDims(lc->sizes, lc->sizesRank, m.sizes);
+        } else {
+            const DictValue* cf = fieldsOf(c);
+            read = cf && readDims(field(cf, "offsets"), m.offsets) && readDims(field(cf, "sizes"), m.sizes)
+                && m.offsets.size() == m.sizes.size();
         }
-        const DictValue* cf = fieldsOf(c);
-        if (!cf || !readDims(field(cf, "offsets"), m.offsets) || !readDims(field(cf, "sizes"), m.sizes)
-            || m.offsets.size() != m.sizes.size()) {
+        if (!read) {
             ++bad;
             continue;
         }
@@ -287,21 +372,39 @@ void readStorageData(const Value* v, MetadataFile& out, Budget& budget)
     size_t bad = 0;
     for (const auto& [key, value] : d->items) {
         StorageRef r;
-        const DictValue* kf = fieldsOf(key);
-        const StrValue* fqn = asStr(field(kf, "fqn"));
-        const DictValue* vf = fieldsOf(value);
-        if (!fqn || !vf) {
+        // Each side is the lane's value (pickle/dataclass_record.h) or the opcodes' object, independently.
+        const DcpIndexValue* li = asLane<DcpIndexValue, Kind::DcpIndex>(key);
+        const DcpStorageInfoValue* ls = asLane<DcpStorageInfoValue, Kind::DcpStorageInfo>(value);
+        const DictValue* kf = li ? nullptr : fieldsOf(key);
+        const StrValue* fqnValue = li ? nullptr : asStr(field(kf, "fqn"));
+        const DictValue* vf = ls ? nullptr : fieldsOf(value);
+        if (!(li || fqnValue) || !(ls || vf)) {
             ++bad;
             continue;
         }
-        budget.charge(1 + fqn->s.size());
-        r.fqn = out.fqns.intern(fqn->s);
-        if (const Value* off = field(kf, "offset"); off && off->kind != Kind::None) {
+        const std::string_view fqn = li ? li->fqn : fqnValue->s;
+        budget.charge(1 + fqn.size());
+        r.fqn = out.fqns.intern(fqn);
+        if (li) {
+            if (li->hasOffset && !readDims(li->offset, li->offsetRank, r.offset)) {
+                ++bad;
+                continue;
+            }
+            r.hasOffset = li->hasOffset;
+        } else if (const Value* off = field(kf, "offset"); off && off->kind != Kind::None) {
             if (!readDims(off, r.offset)) {
                 ++bad;
                 continue;
             }
             r.hasOffset = true;
+        }
+        if (ls) {
+            budget.charge(ls->relativePath.size() + r.offset.size());
+            r.pathIsText = true;
+            r.path = out.paths.intern(ls->relativePath);
+            r.rangeKnown = readU64(ls->offset, r.itemOffset) && readU64(ls->length, r.itemLength);
+            out.storage.push_back(std::move(r));
+            continue;
         }
         const Value* path = field(vf, "relative_path");
         if (const StrValue* p = asStr(path)) {
@@ -457,9 +560,14 @@ std::string dumpMetadata(const MetadataFile& md)
         for (const std::string& p : i.problems)
             out += "  problem " + p + "\n";
     }
-    for (const StorageRef& r : md.storage)
+    for (const StorageRef& r : md.storage) {
         out += "storage " + md.fqns[r.fqn] + (r.hasOffset ? " " + dimsText(r.offset) : "") + " " + md.paths[r.path]
-            + " " + std::to_string(r.itemOffset) + "+" + std::to_string(r.itemLength) + "\n";
+            + (r.pathIsText ? "" : " (not a str)") + " " + std::to_string(r.itemOffset) + "+" + std::to_string(r.itemLength)
+            + (r.rangeKnown ? "" : " (range unknown)");
+        for (const std::string& t : r.transforms)
+            out += " transform " + t;
+        out += "\n";
+    }
     for (const auto& [k, path] : md.plannerData)
         out += "planner " + k + " " + std::to_string(path.size()) + "\n";
     for (const auto& [k, v] : md.info)
@@ -485,7 +593,7 @@ uint32_t StringTable::intern(std::string_view s)
 
 namespace {
 
-MetadataFile parseMetadataOnce(const std::string& name, Bytes pickle, const LoadControl* control, bool chunkLane)
+MetadataFile parseMetadataOnce(const std::string& name, Bytes pickle, const LoadControl* control, bool lane)
 {
     MetadataFile out;
     Arena arena;
@@ -511,10 +619,10 @@ MetadataFile parseMetadataOnce(const std::string& name, Bytes pickle, const Load
     try {
         Unpickler u(pickle, arena, sem);
         u.setControl(control);
-        u.setChunkLane(chunkLane);
+        u.setDataclassLane(lane);
         root = u.load();
         out.protocol = u.protocol();
-        out.laneChunks = u.chunkRecords();
+        out.laneRecords = u.dataclassRecords();
     } catch (const FormatError& e) {
         throw fail(std::string("corrupt .metadata pickle: ") + e.what());
     }
@@ -592,12 +700,12 @@ MetadataFile parseMetadataOnce(const std::string& name, Bytes pickle, const Load
 
 } // namespace
 
-MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadControl* control, bool chunkLane)
+MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadControl* control, bool lane)
 {
-    // The chunk lane builds each chunk record whole; a pickle that fetches what it did not build, changes
-    // what it built, or puts a chunk where fields are read, is read again without it.
+    // The dataclass lane builds each chunk and storage record whole; a pickle that fetches what it did not
+    // build, changes what it built, or puts one where fields are read, is read again without it.
     try {
-        return parseMetadataOnce(name, pickle, control, chunkLane);
+        return parseMetadataOnce(name, pickle, control, lane);
     } catch (const TensorLaneRestart&) {
         return parseMetadataOnce(name, pickle, control, false);
     }

@@ -97,7 +97,7 @@ struct MetadataFile {
     };
     std::vector<std::pair<std::string, std::vector<PathElem>>> plannerData;
     int protocol = 0;
-    size_t laneChunks = 0; // chunk records the chunk lane took whole (0 when it was off or restarted)
+    size_t laneRecords = 0; // chunk and storage records the dataclass lane took whole (0: off or restarted)
     size_t pickleBytes = 0; // the .metadata's size, which bounds the work spent on its items
     std::vector<std::pair<std::string, std::string>> info; // for Source::metadata
     std::vector<Finding> findings; // about the pickle itself (globals, malformed parts)
@@ -106,15 +106,15 @@ struct MetadataFile {
 
 // Parses .metadata bytes. `name` names the file in errors. Throws LoadError when the bytes are not a
 // pickle or the pickle holds no DCP Metadata object; LoadCancelled when `control` is cancelled meanwhile.
-// `chunkLane` takes each chunk record whole (pickle/chunk_record.h), to the same result; tests turn it off
-// to compare.
+// `lane` takes each chunk and storage record whole (pickle/dataclass_record.h), to the same result; tests
+// turn it off to compare.
 MetadataFile parseMetadata(
-    const std::string& name, Bytes pickle, const LoadControl* control = nullptr, bool chunkLane = true);
+    const std::string& name, Bytes pickle, const LoadControl* control = nullptr, bool lane = true);
 
 // "[2, 3]": how chunk offsets are shown in messages.
 std::string dimsText(const Shape& s);
 
-// Everything parseMetadata read, as text, for tests and fuzzers that compare two reads (the chunk lane's
+// Everything parseMetadata read, as text, for tests and fuzzers that compare two reads (the dataclass lane's
 // and the opcode loop's).
 std::string dumpMetadata(const MetadataFile& md);
 

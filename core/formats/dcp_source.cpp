@@ -745,7 +745,9 @@ public:
         case Kind::Tensor:
             return static_cast<const TensorValue*>(v)->isParameter ? "torch.nn.parameter.Parameter" : "torch.Tensor";
         case Kind::DcpChunk:
-            return qualifiedName(*static_cast<const DcpChunkValue*>(v)->cls);
+        case Kind::DcpIndex:
+        case Kind::DcpStorageInfo:
+            return qualifiedName(*static_cast<const DcpRecordValue*>(v)->cls);
         }
         return "object";
     }

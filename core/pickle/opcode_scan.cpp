@@ -1,6 +1,6 @@
 #include "opcode_scan.h"
 
-#include "pickle/chunk_record.h"
+#include "pickle/dataclass_record.h"
 #include "pickle/global_policy.h"
 #include "pickle/tensor_record.h"
 #include "pickle/unpickler.h"
@@ -336,34 +336,39 @@ private:
         return true;
     }
 
-    // A DCP chunk record (pickle/chunk_record.h) in one step, with the opcodes' effects on the scan: NEWOBJ
-    // instantiates the class its first GET fetched, its two REDUCEs call what their GETs fetched with an
-    // untracked tuple, its key literals are memoised as strings and everything else as untracked values
-    // (int tuples are never a (global, str) pair), and one untracked value (the object) is left pushed. Only
-    // where every MEMOIZE stores into a new slot, so the GETs read what they would have read in order.
-    bool takeChunkRecord(uint64_t classSlot)
+    // A dataclass record (pickle/dataclass_record.h) in one step, with the opcodes' effects on the scan: NEWOBJ
+    // instantiates the class its first GET fetched, each Size's REDUCE calls what its GET fetched with an
+    // untracked tuple, its key and string literals are memoised as strings and everything else as untracked
+    // values (int tuples are never a (global, str) pair), and one untracked value (the object) is left pushed:
+    // what its GETs fetch goes into the state dict, which the scan does not track. Only where every MEMOIZE
+    // stores into a new slot, so the GETs read what they would have read in order.
+    bool takeDataclassRecord(uint64_t classSlot)
     {
-        // Tried only where the GET fetches an import named ChunkStorageMetadata: the records of other classes,
-        // most of a .metadata's, are not matched in vain (the effects below do not depend on the class).
+        // Tried only where the GET fetches an import of a class the lane is for: the records of other
+        // classes are not matched in vain (the effects below do not depend on the class).
         const Item cls = memoGet(classSlot);
-        if (cls.kind != Item::Global || m_out.globals[cls.global].name != "ChunkStorageMetadata" || !m_memo.countIsNext()
-            || !matchChunkRecord(m_data, m_opStart, m_chunk))
+        if (cls.kind != Item::Global || !isLaneDataclass(m_out.globals[cls.global].name) || !m_memo.countIsNext()
+            || !matchDataclassRecord(m_data, m_opStart, m_dataclass))
             return false;
-        const ChunkRecord& r = m_chunk;
+        const DataclassRecord& r = m_dataclass;
         if (m_frame.crossed(m_opStart, r.end))
             return false; // the opcode loop finds where
-        const Item size0 = memoGet(r.sizeSlot[0]), size1 = memoGet(r.sizeSlot[1]);
+        Item sizes[DataclassRecord::kMaxFields];
+        for (uint8_t i = 0; i < r.fieldCount; ++i)
+            if (r.fields[i].form == DataclassRecord::Form::Size)
+                sizes[i] = memoGet(r.fields[i].sizeSlot);
         for (uint8_t i = 0; i < r.memoizedCount; ++i) {
-            const ChunkRecord::Part part = r.memoized[i];
-            (void)memoPut(m_memo.count(), ChunkRecord::isKey(part) ? strItem(r.keyText(part)) : Item {});
+            const DataclassRecord::Memoized m = r.memoized[i];
+            (void)memoPut(m_memo.count(), DataclassRecord::isLiteral(m.part) ? strItem(r.literalOf(m)) : Item {});
         }
         markUse(cls, kInstantiated);
-        called(size0);
-        called(size1);
+        for (uint8_t i = 0; i < r.fieldCount; ++i)
+            if (r.fields[i].form == DataclassRecord::Form::Size)
+                called(sizes[i]);
         push({});
         m_pos = r.end;
         m_opStart = r.end - 1; // its BUILD, as the opcode loop leaves it, for a pickle that ends here
-        ++m_out.chunkRecords;
+        ++m_out.dataclassRecords;
         return true;
     }
 
@@ -412,9 +417,9 @@ private:
                 return ranOut("truncated");
             uint64_t v = readUInt(n);
             if (op == 'h' || op == 'j') {
-                // A GET followed by MARK may start a tensor record, one followed by EMPTY_TUPLE a chunk record.
+                // A GET followed by MARK may start a tensor record, one followed by EMPTY_TUPLE a dataclass record.
                 const uint8_t next = m_pos < m_data.size() ? m_data[m_pos] : 0;
-                if (!(m_tensorLane && ((next == '(' && takeTensorRecord()) || (next == ')' && takeChunkRecord(v)))))
+                if (!(m_tensorLane && ((next == '(' && takeTensorRecord()) || (next == ')' && takeDataclassRecord(v)))))
                     push(memoGet(v));
             } else if (op == 'q' || op == 'r') {
                 return memoPut(v, top());
@@ -644,7 +649,7 @@ private:
     uint32_t m_nested;
     bool m_tensorLane;
     TensorRecord m_record; // the lane's, kept here: it is a kilobyte
-    ChunkRecord m_chunk;
+    DataclassRecord m_dataclass;
     uint32_t m_depth = 0;
     PickleScan& m_out;
     size_t m_pos = 0;

@@ -34,12 +34,12 @@ struct PickleScan {
     bool complete = false; // reached STOP
     bool ranOut = false; // stopped because the bytes ended (a longer prefix may complete it)
     uint64_t tensorRecords = 0; // taken in one step by the tensor lane (scanPickle), nested pickles' not counted
-    uint64_t chunkRecords = 0; // DCP chunk records (pickle/chunk_record.h) taken in one step, likewise
+    uint64_t dataclassRecords = 0; // DCP dataclass records (pickle/dataclass_record.h) taken in one step, likewise
 };
 
 // Scans one pickle starting at data[0]; `baseOffset` is where data starts in its file. Bytes literals that
 // hold a pickle are scanned too, down to `nestedDepth` levels. With `tensorLane`, each tensor record torch
-// writes (pickle/tensor_record.h) and each chunk record of a DCP .metadata (pickle/chunk_record.h) is
+// writes (pickle/tensor_record.h) and each dataclass record of a DCP .metadata (pickle/dataclass_record.h) is
 // taken in one step, to the same result; off, opcode by opcode (tests compare the two).
 PickleScan scanPickle(Bytes data, uint64_t baseOffset = 0, uint32_t nestedDepth = 2, bool tensorLane = true);
 

@@ -230,7 +230,9 @@ void InertSemantics::build(Unpickler& u, Value* obj, Value* state)
         static_cast<TensorValue*>(obj)->extrasToSet(u.arena().resource()).state = state;
         break;
     case Kind::DcpChunk:
-        throw TensorLaneRestart {}; // built whole by the chunk lane: the opcodes' object would take the state
+    case Kind::DcpIndex:
+    case Kind::DcpStorageInfo:
+        throw TensorLaneRestart {}; // built whole by the dataclass lane: the opcodes' object would take the state
     default:
         break; // Python would call __setstate__ on it; there is nothing inert to record.
     }
@@ -473,40 +475,61 @@ bool Unpickler::takeTensorRecord(uint64_t callableSlot)
     return true;
 }
 
-bool Unpickler::takeChunkRecord(uint64_t classSlot)
+bool Unpickler::takeDataclassRecord(uint64_t classSlot)
 {
     // Only a class can be instantiated by one, and the record's MEMOIZEs must store into new slots.
     const Value* cls = memoPeek(classSlot);
-    if (!cls || cls->kind != Kind::Global || !m_semantics.chunkClass(cls) || !m_memo.countIsNext())
+    if (!cls || cls->kind != Kind::Global || !m_semantics.dataclassClass(cls) || !m_memo.countIsNext())
         return false;
-    ChunkRecord& r = m_chunk;
-    if (!matchChunkRecord(m_data, m_opStart, r))
+    DataclassRecord& r = m_dataclass;
+    if (!matchDataclassRecord(m_data, m_opStart, r))
         return false;
     if (m_frame.crossed(m_opStart, r.end))
         return false; // the opcode loop finds where
-    StrValue literals[2] = { StrValue(Kind::Str, r.key[0].text), StrValue(Kind::Str, r.key[1].text) };
-    ChunkCall call;
-    call.cls = cls;
-    for (int i = 0; i < 2; ++i) {
-        call.key[i] = r.key[i].literal ? &literals[i] : memoPeek(r.key[i].slot);
-        call.sizeCallable[i] = memoPeek(r.sizeSlot[i]);
-        if (!call.key[i] || !call.sizeCallable[i])
+    using Form = DataclassRecord::Form;
+    // Literals are handed over as values on the stack here; the memo gets arena copies of the ones it keeps.
+    StrValue keys[DataclassRecord::kMaxFields] = { { Kind::Str, {} }, { Kind::Str, {} }, { Kind::Str, {} }, { Kind::Str, {} } };
+    StrValue strs[DataclassRecord::kMaxFields] = { { Kind::Str, {} }, { Kind::Str, {} }, { Kind::Str, {} }, { Kind::Str, {} } };
+    static_assert(DataclassRecord::kMaxFields == 4);
+    DataclassCall::Field fields[DataclassRecord::kMaxFields];
+    for (uint8_t i = 0; i < r.fieldCount; ++i) {
+        const DataclassRecord::Field& rf = r.fields[i];
+        DataclassCall::Field& f = fields[i];
+        keys[i].s = rf.key.text;
+        f.key = rf.key.literal ? &keys[i] : memoPeek(rf.key.slot);
+        f.form = rf.form;
+        switch (rf.form) {
+        case Form::Int: f.integer = rf.integer; break;
+        case Form::None: break;
+        case Form::Str:
+            strs[i].s = rf.str.text;
+            f.value = &strs[i];
+            break;
+        case Form::Fetched: f.value = memoPeek(rf.str.slot); break;
+        case Form::Size:
+            f.sizeCallable = memoPeek(rf.sizeSlot);
+            f.dims = { rf.dims, rf.rank };
+            break;
+        }
+        if (!f.key || (rf.form == Form::Fetched && !f.value) || (rf.form == Form::Size && !f.sizeCallable))
             return false; // the opcode loop reports the empty slot, or restarts
-        call.dims[i] = { r.dims[i], r.rank[i] };
     }
-    Value* chunk = m_semantics.chunkRecord(*this, call);
-    if (!chunk)
+    DataclassCall call;
+    call.cls = cls;
+    call.fields = { fields, r.fieldCount };
+    Value* object = m_semantics.dataclassRecord(*this, call);
+    if (!object)
         return false;
     for (uint8_t i = 0; i < r.memoizedCount; ++i) {
-        const ChunkRecord::Part part = r.memoized[i];
-        Value* v = part == ChunkRecord::Part::Object ? chunk : PickleMemo::placeholder();
-        if (ChunkRecord::isKey(part) && !(v = lazyLiteral(r.keyText(part))))
-            v = makeStr(r.keyText(part));
+        const DataclassRecord::Memoized m = r.memoized[i];
+        Value* v = m.part == DataclassRecord::Part::Object ? object : PickleMemo::placeholder();
+        if (DataclassRecord::isLiteral(m.part) && !(v = lazyLiteral(r.literalOf(m))))
+            v = makeStr(r.literalOf(m));
         memoPut(m_memo.count(), v);
     }
-    push(chunk);
+    push(object);
     m_pos = r.end;
-    ++m_chunkRecords;
+    ++m_dataclassRecords;
     return true;
 }
 
@@ -638,7 +661,7 @@ void Unpickler::appendTo(Value* target, Value* item)
         static_cast<SeqValue*>(target)->items.push_back(m_arena.resource(), item);
     } else if (target->kind == Kind::Object) {
         static_cast<ObjectValue*>(target)->itemsToAdd(m_arena.resource()).list.push_back(m_arena.resource(), item);
-    } else if (target->kind == Kind::DcpChunk) {
+    } else if (isDcpRecord(target->kind)) {
         throw TensorLaneRestart {}; // the opcodes' object would take the item
     } else {
         fail("APPEND onto something that is not a list");
@@ -651,7 +674,7 @@ void Unpickler::setItem(Value* target, Value* key, Value* value)
         static_cast<DictValue*>(target)->items.push_back(m_arena.resource(), { key, value });
     } else if (target->kind == Kind::Object) {
         static_cast<ObjectValue*>(target)->itemsToAdd(m_arena.resource()).dict.push_back(m_arena.resource(), { key, value });
-    } else if (target->kind == Kind::DcpChunk) {
+    } else if (isDcpRecord(target->kind)) {
         throw TensorLaneRestart {}; // the opcodes' object would take the item
     } else {
         fail("SETITEM onto something that is not a dict");
@@ -1020,7 +1043,7 @@ Value* Unpickler::load()
             uint64_t index = readUInt(m_op == BINGET ? 1 : 4);
             if (m_tensorLane && m_pos < m_data.size() && m_data[m_pos] == MARK && takeTensorRecord(index))
                 break;
-            if (m_chunkLane && m_pos < m_data.size() && m_data[m_pos] == EMPTY_TUPLE && takeChunkRecord(index))
+            if (m_dataclassLane && m_pos < m_data.size() && m_data[m_pos] == EMPTY_TUPLE && takeDataclassRecord(index))
                 break;
             push(memoGet(index));
             break;

@@ -12,7 +12,7 @@
 // naming the opcode and its byte offset.
 
 #include "pickle/pickle_memo.h"
-#include "pickle/chunk_record.h"
+#include "pickle/dataclass_record.h"
 #include "pickle/tensor_record.h"
 #include "pickle/value.h"
 #include "io/bytes.h"
@@ -48,13 +48,19 @@ struct TensorCall {
     const Value* hooksCallable = nullptr; // called with no arguments for backward_hooks
 };
 
-// What a chunk record fetched and said, for Semantics::chunkRecord: its class, its two keys (strings) and
-// the callables applied to its two int tuples (torch.Size), and the tuples.
-struct ChunkCall {
+// What a dataclass record fetched and said, for Semantics::dataclassRecord: its class, and per field its key
+// (what the GET fetched, or the literal) and its value in the form the record gave it.
+struct DataclassCall {
+    struct Field {
+        const Value* key = nullptr;
+        DataclassRecord::Form form = DataclassRecord::Form::None;
+        int64_t integer = 0; // Int
+        const Value* value = nullptr; // Str (the literal) and Fetched (what the GET fetched)
+        const Value* sizeCallable = nullptr; // Size: what torch.Size's GET fetched
+        std::span<const int64_t> dims; // Size
+    };
     const Value* cls = nullptr;
-    const Value* key[2] = {};
-    const Value* sizeCallable[2] = {};
-    std::span<const int64_t> dims[2];
+    std::span<const Field> fields; // valid during the call only
 };
 
 class Semantics {
@@ -68,15 +74,16 @@ public:
     // The tensor a whole tensor record builds, exactly as the opcodes would have; or null, having changed
     // nothing, to leave the record to the opcode loop (anything it does not know to be a plain tensor).
     virtual Value* tensorRecord(Unpickler&, const TensorCall&) { return nullptr; }
-    // The value a whole chunk record (pickle/chunk_record.h) stands for, made as the opcodes would have
-    // made it but whole (a DcpChunkValue); or null, having changed nothing, to leave it to the opcode loop.
-    virtual Value* chunkRecord(Unpickler&, const ChunkCall&) { return nullptr; }
-    // Whether a record instantiating `cls` may be one chunkRecord takes: asked first, so the records of
-    // other classes (most of a .metadata's) are not matched in vain.
-    virtual bool chunkClass(const Value*) { return false; }
+    // The value a whole dataclass record (pickle/dataclass_record.h) stands for, made as the opcodes would
+    // have made it but whole; or null, having changed nothing, to leave it to the opcode loop. Asked only
+    // for a class dataclassClass took.
+    virtual Value* dataclassRecord(Unpickler&, const DataclassCall&) { return nullptr; }
+    // Whether a record instantiating `cls` may be one dataclassRecord takes: asked first, so the records of
+    // other classes are not matched in vain.
+    virtual bool dataclassClass(const Value*) { return false; }
 };
 
-// Thrown by an Unpickler in its tensor or chunk lane when the pickle fetches a value the lane did not build,
+// Thrown by an Unpickler in its tensor or dataclass lane when the pickle fetches a value the lane did not build,
 // or changes one the lane built whole; the caller runs the pickle again with the lanes off.
 struct TensorLaneRestart { };
 
@@ -168,13 +175,13 @@ public:
     void setTensorLane(bool on) { m_tensorLane = on; }
     // Records the lane built.
     size_t tensorRecords() const { return m_tensorRecords; }
-    // The chunk lane: each ChunkStorageMetadata record of a DCP .metadata (pickle/chunk_record.h) the
-    // semantics accepts is built whole, as one value, and the state dict and tuples the opcodes would build
-    // are not. Their memo slots hold the placeholder, and the value is never changed after: a pickle that
-    // fetches one of those slots, or changes the value (BUILD, SETITEMS, APPENDS), makes load() throw
-    // TensorLaneRestart, and must be run again with the lane off.
-    void setChunkLane(bool on) { m_chunkLane = on; }
-    size_t chunkRecords() const { return m_chunkRecords; }
+    // The dataclass lane: each dataclass record (pickle/dataclass_record.h) the semantics accepts, as a DCP
+    // .metadata's chunks and storage entries, is built whole, as one value, and the state dict and tuples
+    // the opcodes would build are not. Their memo slots hold the placeholder, and the value is never changed
+    // after: a pickle that fetches one of those slots, or changes the value (BUILD, SETITEMS, APPENDS),
+    // makes load() throw TensorLaneRestart, and must be run again with the lane off.
+    void setDataclassLane(bool on) { m_dataclassLane = on; }
+    size_t dataclassRecords() const { return m_dataclassRecords; }
 
     // Runs until STOP and returns the top of the stack. Throws FormatError.
     Value* load();
@@ -228,8 +235,9 @@ private:
     Value* buildLiteral(Value*& slot);
     // At a GET (of `callableSlot`) followed by MARK: takes the tensor record starting at m_opStart, if there is one.
     bool takeTensorRecord(uint64_t callableSlot);
-    // At a GET (of `classSlot`) followed by EMPTY_TUPLE: takes the chunk record starting at m_opStart, if there is one.
-    bool takeChunkRecord(uint64_t classSlot);
+    // At a GET (of `classSlot`) followed by EMPTY_TUPLE: takes the dataclass record starting at m_opStart,
+    // if there is one.
+    bool takeDataclassRecord(uint64_t classSlot);
     Value* parseTextInt(std::string_view line, bool isLongOpcode);
     Value* decodeTextString(std::string_view quoted); // STRING
     Value* decodeRawUnicodeEscape(std::string_view raw); // UNICODE
@@ -255,9 +263,9 @@ private:
     bool m_tensorLane = false;
     size_t m_tensorRecords = 0;
     TensorRecord m_record; // the lane's, kept here: it is a kilobyte
-    bool m_chunkLane = false;
-    size_t m_chunkRecords = 0;
-    ChunkRecord m_chunk;
+    bool m_dataclassLane = false;
+    size_t m_dataclassRecords = 0;
+    DataclassRecord m_dataclass; // the lane's, kept here: it is over 300 bytes
 };
 
 // The name pickletools gives an opcode, for messages ("BINUNICODE").

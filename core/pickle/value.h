@@ -38,7 +38,10 @@ enum class Kind : uint8_t {
     Object, // the inert result of calling or instantiating something we do not model
     Storage, // a torch storage reference from persistent_load
     Tensor, // a tensor rebuilt from torch's reduce functions
-    DcpChunk, // a torch.distributed.checkpoint ChunkStorageMetadata the chunk lane built (pickle/chunk_record.h)
+    // torch.distributed.checkpoint dataclass objects the dataclass lane built whole (pickle/dataclass_record.h)
+    DcpChunk, // ChunkStorageMetadata
+    DcpIndex, // MetadataIndex
+    DcpStorageInfo, // _StorageInfo
 };
 
 // Globals the torch layer gives meaning to. Everything else is Unknown and stays inert.
@@ -284,18 +287,52 @@ struct ObjectValue : Value {
     const GlobalValue* cls() const;
 };
 
-// A ChunkStorageMetadata(offsets=torch.Size(...), sizes=torch.Size(...)) taken whole by the chunk lane:
-// what its object, state dict and four tuples said, in 88 bytes instead of some 300 of graph.
-struct DcpChunkValue : Value {
+// A torch.distributed.checkpoint dataclass object taken whole by the dataclass lane
+// (pickle/dataclass_record.h): what its object, state dict and tuples said, in one small value instead of
+// some 300 bytes of graph. It stands for the object the opcodes would have built, of class `cls`, and is
+// never changed after (BUILD, SETITEM or APPEND onto it make the pickle run again without the lane).
+struct DcpRecordValue : Value {
     static constexpr size_t kMaxRank = 4;
+    const GlobalValue* cls = nullptr;
+
+protected:
+    using Value::Value;
+};
+inline bool isDcpRecord(Kind k) { return k == Kind::DcpChunk || k == Kind::DcpIndex || k == Kind::DcpStorageInfo; }
+
+// ChunkStorageMetadata(offsets=torch.Size(...), sizes=torch.Size(...)): 88 bytes.
+struct DcpChunkValue : DcpRecordValue {
     DcpChunkValue()
-        : Value(Kind::DcpChunk)
+        : DcpRecordValue(Kind::DcpChunk)
     {
     }
     uint8_t offsetsRank = 0, sizesRank = 0;
-    const GlobalValue* cls = nullptr;
     int64_t offsets[kMaxRank] = {};
     int64_t sizes[kMaxRank] = {};
+};
+
+// MetadataIndex(fqn=str, offset=torch.Size(...) or None, index=int or None): 72 bytes.
+struct DcpIndexValue : DcpRecordValue {
+    DcpIndexValue()
+        : DcpRecordValue(Kind::DcpIndex)
+    {
+    }
+    bool hasOffset = false;
+    uint8_t offsetRank = 0;
+    std::string_view fqn; // a view of the pickle's bytes, or of a string value's
+    int64_t offset[kMaxRank] = {};
+};
+
+// _StorageInfo(relative_path=str, offset=int, length=int), with transform_descriptors None where newer torch
+// writes it: 48 bytes.
+struct DcpStorageInfoValue : DcpRecordValue {
+    DcpStorageInfoValue()
+        : DcpRecordValue(Kind::DcpStorageInfo)
+    {
+    }
+    std::string_view relativePath;
+    int64_t offset = 0;
+    int64_t length = 0;
 };
 
 struct StorageValue : Value {

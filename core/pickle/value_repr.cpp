@@ -110,7 +110,9 @@ void appendRepr(std::string& out, const Value* v, size_t maxLength, int depth)
         return;
     }
     case Kind::DcpChunk: // as the object the opcodes would have built
-        out += qualifiedName(*static_cast<const DcpChunkValue*>(v)->cls);
+    case Kind::DcpIndex:
+    case Kind::DcpStorageInfo:
+        out += qualifiedName(*static_cast<const DcpRecordValue*>(v)->cls);
         out += "(...)";
         return;
     case Kind::Storage:

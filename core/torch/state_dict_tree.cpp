@@ -776,7 +776,9 @@ private:
         }
         case Kind::Storage: e.typeName = "torch.storage"; break;
         case Kind::Tensor: break;
-        case Kind::DcpChunk: e.typeName = qualifiedName(*static_cast<const DcpChunkValue*>(v)->cls); break;
+        case Kind::DcpChunk:
+        case Kind::DcpIndex:
+        case Kind::DcpStorageInfo: e.typeName = qualifiedName(*static_cast<const DcpRecordValue*>(v)->cls); break;
         }
         return e;
     }

@@ -3,8 +3,8 @@
 // __1_0.distcp, ... in order), so the fuzzer mutates the pickle (Metadata, chunks, storage_data, planner
 // paths) and the items it points into (embedded torch.save zips, safetensors blobs, bytes items) together.
 // Besides "only LoadError escapes", every byte range the source reports must lie inside its file, listed
-// as usual (items not read) and with the items read (ls --inspect-items). The chunk lane
-// (pickle/chunk_record.h) is held to the opcode loop: .metadata reads the same with and without it.
+// as usual (items not read) and with the items read (ls --inspect-items). The dataclass lane
+// (pickle/dataclass_record.h) is held to the opcode loop: .metadata reads the same with and without it.
 
 #include "fuzz_common.h"
 
@@ -69,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         }
     };
     if (const std::string laned = metadataRead(true); laned != metadataRead(false))
-        sl::fuzz::die("the chunk lane changed what .metadata reads as", laned.substr(0, 200).c_str());
+        sl::fuzz::die("the dataclass lane changed what .metadata reads as", laned.substr(0, 200).c_str());
     // Source::files lists the data files by name; their sizes bound every range.
     auto sizesOf = [&](const sl::Source& s) {
         std::vector<uint64_t> sizes;

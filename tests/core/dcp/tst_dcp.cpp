@@ -341,8 +341,8 @@ private slots:
     void absurdChunkCounts();
     void listingReadsNoTensorData();
     void transformedItemsRefuseValues();
-    void chunkLaneMatchesOpcodes();
-    void chunkLaneRestarts();
+    void laneMatchesOpcodes();
+    void laneRestarts();
 };
 
 void TestDcp::fixture_data()
@@ -1026,7 +1026,7 @@ void TestDcp::transformedItemsRefuseValues()
 
 namespace {
 
-// What the load-safety scan saw, as text: its chunk lane must see what the opcodes do.
+// What the load-safety scan saw, as text: its dataclass lane must see what the opcodes do.
 std::string describeScan(const pickle::PickleScan& s)
 {
     std::string out = std::to_string(s.consumed) + " " + std::to_string(s.complete) + " " + std::to_string(s.ranOut);
@@ -1092,9 +1092,9 @@ private:
 
 } // namespace
 
-void TestDcp::chunkLaneMatchesOpcodes()
+void TestDcp::laneMatchesOpcodes()
 {
-    // Every .metadata the fixtures hold, torch 1.13's and torch 2.6's, read with the chunk lane and without.
+    // Every .metadata the fixtures hold, torch 1.13's and torch 2.6's, read with the dataclass lane and without.
     size_t files = 0, taken = 0;
     QDirIterator it(test::fixturesDir(), { QStringLiteral(".metadata") }, QDir::Files | QDir::Hidden, QDirIterator::Subdirectories);
     while (it.hasNext()) {
@@ -1109,50 +1109,93 @@ void TestDcp::chunkLaneMatchesOpcodes()
             continue; // fixtures of damaged .metadata: the loader tests cover their errors
         }
         ++files;
-        taken += on.laneChunks;
-        QCOMPARE(off.laneChunks, size_t(0));
+        taken += on.laneRecords;
+        QCOMPARE(off.laneRecords, size_t(0));
         const std::string a = dcp::dumpMetadata(on), c = dcp::dumpMetadata(off);
-        QVERIFY2(a == c, qPrintable(path + ": the chunk lane read it differently"));
-        QVERIFY2(scanned(b, true) == scanned(b, false), qPrintable(path + ": the scan's chunk lane saw it differently"));
+        QVERIFY2(a == c, qPrintable(path + ": the dataclass lane read it differently"));
+        QVERIFY2(scanned(b, true) == scanned(b, false), qPrintable(path + ": the scan's dataclass lane saw it differently"));
     }
     QVERIFY2(files >= 10, "tests/fixtures holds too few .metadata files");
 
-    // torch 2.6's own torchtitan save: the lane took every chunk torch wrote (its truth, from torch's
-    // read_metadata(), lists them) but the first, which names its class in full (STACK_GLOBAL) where the
-    // others fetch it (GET).
-    const QJsonObject truth = requireJson(test::fixturesDir() + "/torch2/dcp/dcp_titan.truth.json");
-    size_t chunks = 0;
-    const QJsonObject keys = truth["metadata"].toObject()["keys"].toObject();
-    for (auto k = keys.begin(); k != keys.end(); ++k)
-        chunks += static_cast<size_t>(k.value().toObject()["chunks"].toArray().size());
-    QVERIFY(chunks > 0);
-    const QByteArray titan = readAll(test::fixturesDir() + "/torch2/dcp/dcp_titan/.metadata");
-    const dcp::MetadataFile md = dcp::parseMetadata("dcp_titan", Bytes(reinterpret_cast<const uint8_t*>(titan.constData()), static_cast<size_t>(titan.size())));
-    QCOMPARE(md.laneChunks, chunks - 1);
-    QCOMPARE(pickle::scanPickle(Bytes(reinterpret_cast<const uint8_t*>(titan.constData()), static_cast<size_t>(titan.size()))).chunkRecords,
-        uint64_t(chunks - 1));
-    QVERIFY(taken >= chunks);
+    // torch 2.6's own saves, against what torch's read_metadata() lists: storage_data entry by entry, with
+    // the lane and without, and the lane took every chunk, MetadataIndex and _StorageInfo record torch wrote
+    // but the first of each class, which names its class in full (STACK_GLOBAL) where the others fetch it.
+    size_t truths = 0;
+    for (const char* name : { "dcp/dcp_titan", "dcp/dcp_compiled", "dcp/accelerate/pytorch_model_fsdp_0",
+             "dcp/accelerate/optimizer_0", "float8/dcp_titan_float8" }) {
+        const QString where = QString::fromLatin1(name);
+        const QJsonObject md = requireJson(test::fixturesDir() + "/torch2/" + where + ".truth.json")["metadata"].toObject();
+        size_t chunks = 0;
+        const QJsonObject keys = md["keys"].toObject();
+        for (auto k = keys.begin(); k != keys.end(); ++k)
+            chunks += static_cast<size_t>(k.value().toObject()["chunks"].toArray().size());
+        const QJsonArray storage = md["storage"].toArray();
+        QVERIFY2(chunks > 0 && !storage.isEmpty() && md["storage_info_objects"].toInteger() > 0,
+            qPrintable(where + ": truth without chunks or storage_data"));
+        const QByteArray bytes = readAll(test::fixturesDir() + "/torch2/" + where + "/.metadata");
+        const Bytes b(reinterpret_cast<const uint8_t*>(bytes.constData()), static_cast<size_t>(bytes.size()));
+        for (bool lane : { true, false }) {
+            const dcp::MetadataFile f = dcp::parseMetadata(name, b, nullptr, lane);
+            QCOMPARE(f.storage.size(), static_cast<size_t>(storage.size()));
+            for (size_t i = 0; i < f.storage.size(); ++i) {
+                const dcp::StorageRef& r = f.storage[i];
+                const QJsonArray t = storage[static_cast<qsizetype>(i)].toArray();
+                const QString at = where + " storage_data[" + QString::number(i) + "]";
+                QVERIFY2(f.fqns[r.fqn] == t[0].toString().toStdString(), qPrintable(at + ": fqn"));
+                QVERIFY2(r.hasOffset == !t[1].isNull(), qPrintable(at + ": offset None or not"));
+                Shape offset;
+                for (const QJsonValue& d : t[1].toArray())
+                    offset.push_back(d.toInteger());
+                QVERIFY2(r.offset == offset, qPrintable(at + ": offset"));
+                QVERIFY2(r.pathIsText && f.paths[r.path] == t[2].toString().toStdString(), qPrintable(at + ": relative_path"));
+                QVERIFY2(r.rangeKnown && r.itemOffset == static_cast<uint64_t>(t[3].toInteger())
+                        && r.itemLength == static_cast<uint64_t>(t[4].toInteger()),
+                    qPrintable(at + ": offset and length"));
+                QVERIFY2(r.transforms.empty(), qPrintable(at + ": transforms"));
+            }
+            // A _StorageInfo two entries share is pickled once, and fetched (GET) the second time.
+            const size_t infos = static_cast<size_t>(md["storage_info_objects"].toInteger());
+            const size_t records = (chunks - 1) + (static_cast<size_t>(storage.size()) - 1) + (infos - 1);
+            // Less one per FRAME opcode (one every 64 KiB) where it falls inside a record, which the lane leaves
+            // to the opcode loop.
+            const size_t frames = b.size() / 65536 + 1;
+            auto near = [&](size_t taken) { return taken <= records && taken + (frames - 1) >= records; };
+            const QString counts = ": " + QString::number(records) + " records, " + QString::number(frames) + " frames, took ";
+            QVERIFY2(lane ? near(f.laneRecords) : f.laneRecords == 0, qPrintable(where + counts + QString::number(f.laneRecords)));
+            const uint64_t scannedRecords = pickle::scanPickle(b).dataclassRecords;
+            QVERIFY2(near(scannedRecords), qPrintable(where + counts + QString::number(scannedRecords) + " in the scan"));
+        }
+        ++truths;
+    }
+    QCOMPARE(truths, size_t(5));
+    QVERIFY(taken > 0);
 }
 
-void TestDcp::chunkLaneRestarts()
+void TestDcp::laneRestarts()
 {
-    // A chunk record as torch 2.x writes it, then (`after`) something that fetches or changes what the lane
-    // does not build, or reads the chunk as an object of fields: the lane must give way to the opcode loop,
-    // to the same result.
+    // A chunk record and a storage_data entry (MetadataIndex -> _StorageInfo) as torch 2.x writes them, then
+    // (`after`, among state_dict_metadata's items, or `afterStorage`, among the Metadata's fields) something
+    // that fetches or changes what the lane does not build, or reads a lane's value as an object of fields:
+    // the lane must give way to the opcode loop, to the same result.
     struct Slots {
-        uint32_t object = 0, state = 0, args = 0;
+        uint32_t object = 0, state = 0, args = 0; // the chunk's
+        uint32_t index = 0, indexArgs = 0, info = 0, infoState = 0; // the storage entry's
     };
-    auto metadata = [](const std::function<void(Pickle4&, const Slots&)>& after) {
+    using After = std::function<void(Pickle4&, const Slots&)>;
+    auto metadata = [](const After& after, const After& afterStorage, bool transforms) {
         Pickle4 p;
         const uint32_t meta = p.global("torch.distributed.checkpoint.metadata", "Metadata");
         const uint32_t tsm = p.global("torch.distributed.checkpoint.metadata", "TensorStorageMetadata");
         const uint32_t chunk = p.global("torch.distributed.checkpoint.metadata", "ChunkStorageMetadata");
+        const uint32_t index = p.global("torch.distributed.checkpoint.metadata", "MetadataIndex");
+        const uint32_t info = p.global("torch.distributed.checkpoint.filesystem", "_StorageInfo");
         const uint32_t size = p.global("torch", "Size");
         p.get(meta).op(')').op('\x81').memoize();
         p.op('}').memoize();
         p.op('(').str("state_dict_metadata").memoize();
         p.op('}').memoize();
-        p.op('(').str("w").memoize();
+        p.op('(').str("w");
+        const uint32_t w = p.memoize();
         p.get(tsm).op(')').op('\x81').memoize();
         p.op('}').memoize();
         p.op('(').str("size").memoize();
@@ -1161,7 +1204,7 @@ void TestDcp::chunkLaneRestarts()
         p.op('R').memoize();
         p.str("chunks").memoize();
         p.op(']').memoize();
-        // The record.
+        // The chunk record.
         Slots s;
         p.get(chunk).op(')').op('\x81');
         s.object = p.memoize();
@@ -1183,21 +1226,72 @@ void TestDcp::chunkLaneRestarts()
         p.op('u'); // state_dict_metadata
         p.str("storage_data").memoize();
         p.op('}').memoize();
+        p.op('(');
+        // MetadataIndex(fqn="w", offset=torch.Size([0]), index=0), its fqn the key's string fetched again.
+        p.get(index).op(')').op('\x81');
+        s.index = p.memoize();
+        p.op('}').memoize();
+        p.op('(').str("fqn").memoize();
+        p.get(w);
+        p.str("offset");
+        const uint32_t offsetKey = p.memoize();
+        p.get(size).small(0).op('\x85').memoize();
+        p.op('\x85');
+        s.indexArgs = p.memoize();
+        p.op('R').memoize();
+        p.str("index").memoize();
+        p.small(0);
+        p.op('u').op('b');
+        // _StorageInfo(relative_path="__0_0.distcp", offset=0, length=16), its "offset" key fetched.
+        p.get(info).op(')').op('\x81');
+        s.info = p.memoize();
+        p.op('}');
+        s.infoState = p.memoize();
+        p.op('(').str("relative_path").memoize();
+        p.str("__0_0.distcp").memoize();
+        p.get(offsetKey).small(0);
+        p.str("length").memoize();
+        p.small(16);
+        if (transforms) { // a list, which the lane leaves to the opcodes
+            p.str("transform_descriptors").memoize();
+            p.op(']').memoize();
+            p.op('(').str("zstd").memoize();
+            p.op('e');
+        }
+        p.op('u').op('b');
+        p.op('u'); // storage_data
+        afterStorage(p, s); // among the Metadata's fields
         p.op('u').op('b').op('.');
         return p.bytes();
     };
     auto parse = [](const QByteArray& bytes, bool lane) {
         return dcp::parseMetadata("hand-made", Bytes(reinterpret_cast<const uint8_t*>(bytes.constData()), static_cast<size_t>(bytes.size())), nullptr, lane);
     };
+    auto scannedRecords = [](const QByteArray& bytes) {
+        return pickle::scanPickle(Bytes(reinterpret_cast<const uint8_t*>(bytes.constData()), static_cast<size_t>(bytes.size()))).dataclassRecords;
+    };
+    const After nothing = [](Pickle4&, const Slots&) {};
 
-    // Nothing after it: the lane takes it.
-    const QByteArray plain = metadata([](Pickle4&, const Slots&) {});
-    QCOMPARE(parse(plain, true).laneChunks, size_t(1));
-    QCOMPARE(pickle::scanPickle(Bytes(reinterpret_cast<const uint8_t*>(plain.constData()), static_cast<size_t>(plain.size()))).chunkRecords, uint64_t(1));
+    // Nothing after them: the lane takes all three records.
+    const QByteArray plain = metadata(nothing, nothing, false);
+    QCOMPARE(parse(plain, true).laneRecords, size_t(3));
+    QCOMPARE(scannedRecords(plain), uint64_t(3));
     QCOMPARE(dcp::dumpMetadata(parse(plain, true)), dcp::dumpMetadata(parse(plain, false)));
     QVERIFY(dcp::dumpMetadata(parse(plain, true)).find("chunk [0] [4]") != std::string::npos);
+    QVERIFY(dcp::dumpMetadata(parse(plain, true)).find("storage w [0] __0_0.distcp 0+16\n") != std::string::npos);
 
-    const std::vector<std::pair<const char*, std::function<void(Pickle4&, const Slots&)>>> cases {
+    // A _StorageInfo with transform_descriptors: the lane takes the other two, the opcodes that one.
+    const QByteArray mixed = metadata(nothing, nothing, true);
+    QCOMPARE(parse(mixed, true).laneRecords, size_t(2));
+    QCOMPARE(scannedRecords(mixed), uint64_t(2));
+    QCOMPARE(dcp::dumpMetadata(parse(mixed, true)), dcp::dumpMetadata(parse(mixed, false)));
+    QVERIFY(dcp::dumpMetadata(parse(mixed, true)).find("storage w [0] __0_0.distcp 0+16 transform zstd\n") != std::string::npos);
+
+    struct Case {
+        const char* what;
+        After after = nullptr, afterStorage = nullptr;
+    };
+    const std::vector<Case> cases {
         // A later BUILD gives the chunk new fields, which the opcodes' object takes.
         { "BUILD onto the chunk", [](Pickle4& p, const Slots& s) {
              p.get(s.object).op('}').op('(').str("offsets").small(1).op('\x85').str("sizes").small(3).op('\x85').op('u').op('b').op('0');
@@ -1210,17 +1304,27 @@ void TestDcp::chunkLaneRestarts()
         { "SETITEM onto the chunk", [](Pickle4& p, const Slots& s) { p.get(s.object).str("k").small(1).op('s').op('0'); } },
         // The chunk object fetched again and put where an object's fields are read (an item of its own).
         { "the chunk as an item", [](Pickle4& p, const Slots& s) { p.str("w2").get(s.object); } },
+        // The MetadataIndex given a new fqn by BUILD, as a field of the Metadata.
+        { "BUILD onto the index", nullptr, [](Pickle4& p, const Slots& s) {
+             p.str("x").get(s.index).op('}').op('(').str("fqn").str("v").str("offset").op('N').str("index").op('N').op('u').op('b');
+         } },
+        { "the index's argument tuple fetched", nullptr, [](Pickle4& p, const Slots& s) { p.str("x").get(s.indexArgs); } },
+        { "SETITEM onto the _StorageInfo", nullptr, [](Pickle4& p, const Slots& s) { p.str("x").get(s.info).str("k").small(1).op('s'); } },
+        { "the _StorageInfo's state fetched", nullptr, [](Pickle4& p, const Slots& s) { p.str("x").get(s.infoState); } },
+        // The MetadataIndex as storage_meta, whose fields are read.
+        { "the index as storage_meta", nullptr, [](Pickle4& p, const Slots& s) { p.str("storage_meta").get(s.index); } },
     };
-    for (const auto& [what, after] : cases) {
-        const QByteArray bytes = metadata(after);
+    for (const Case& c : cases) {
+        const QByteArray bytes = metadata(c.after ? c.after : nothing, c.afterStorage ? c.afterStorage : nothing, false);
         const dcp::MetadataFile on = parse(bytes, true);
-        QVERIFY2(on.laneChunks == 0, what); // restarted without the lane
-        QVERIFY2(dcp::dumpMetadata(on) == dcp::dumpMetadata(parse(bytes, false)), what);
+        QVERIFY2(on.laneRecords == 0, c.what); // restarted without the lane
+        QVERIFY2(dcp::dumpMetadata(on) == dcp::dumpMetadata(parse(bytes, false)), c.what);
         const Bytes b(reinterpret_cast<const uint8_t*>(bytes.constData()), static_cast<size_t>(bytes.size()));
-        QVERIFY2(scanned(b, true) == scanned(b, false), what);
+        QVERIFY2(scanned(b, true) == scanned(b, false), c.what);
     }
-    // The BUILD case reads the new fields, as torch's unpickler would.
-    QVERIFY(dcp::dumpMetadata(parse(metadata(cases[0].second), true)).find("chunk [1] [3]") != std::string::npos);
+    // The BUILD cases read the new fields, as torch's unpickler would.
+    QVERIFY(dcp::dumpMetadata(parse(metadata(cases[0].after, nothing, false), true)).find("chunk [1] [3]") != std::string::npos);
+    QVERIFY(dcp::dumpMetadata(parse(metadata(nothing, cases[5].afterStorage, false), true)).find("storage v __0_0.distcp 0+16\n") != std::string::npos);
 }
 
 QTEST_GUILESS_MAIN(TestDcp)
