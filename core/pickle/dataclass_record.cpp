@@ -122,14 +122,7 @@ bool isLaneDataclass(std::string_view name)
 
 bool matchDataclassRecord(Bytes data, size_t pos, DataclassRecord& r)
 {
-    if (pos <= data.size() && data.size() - pos >= kUncheckedSpan) {
-        Cursor<false> fast(data, pos, r);
-        const bool matched = match(fast, r);
-        if (matched || !fast.tooLong)
-            return matched;
-    }
-    Cursor<true> c(data, pos, r);
-    return match(c, r);
+    return matchRecord<Cursor>(data, pos, kUncheckedSpan, r, [](auto& c, DataclassRecord& record) { return match(c, record); });
 }
 
 } // namespace sl::pickle

@@ -139,4 +139,19 @@ protected:
     size_t m_pos;
 };
 
+// Runs `match(cursor, record)` with the unchecked Cursor<false> where at least `span` bytes remain, and with
+// the checked Cursor<true> where fewer do or the unchecked one met a string too long for it.
+template <template <bool> class Cursor, typename Record, typename Match>
+bool matchRecord(Bytes data, size_t pos, size_t span, Record& r, Match match)
+{
+    if (pos <= data.size() && data.size() - pos >= span) {
+        Cursor<false> fast(data, pos, r);
+        const bool matched = match(fast, r);
+        if (matched || !fast.tooLong)
+            return matched;
+    }
+    Cursor<true> c(data, pos, r);
+    return match(c, r);
+}
+
 } // namespace sl::pickle

@@ -135,14 +135,7 @@ template <bool Checked> bool match(Cursor<Checked>& c, TensorRecord& r)
 
 bool matchTensorRecord(Bytes data, size_t pos, TensorRecord& r)
 {
-    if (pos <= data.size() && data.size() - pos >= kUncheckedSpan) {
-        Cursor<false> fast(data, pos, r);
-        const bool matched = match(fast, r);
-        if (matched || !fast.tooLong)
-            return matched;
-    }
-    Cursor<true> c(data, pos, r);
-    return match(c, r);
+    return matchRecord<Cursor>(data, pos, kUncheckedSpan, r, [](auto& c, TensorRecord& record) { return match(c, record); });
 }
 
 } // namespace sl::pickle
