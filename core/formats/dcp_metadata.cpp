@@ -31,7 +31,7 @@ public:
     Value* global(Unpickler& u, std::string_view module, std::string_view name) override
     {
         auto [m, n] = mapLegacyName(module, name, u.protocol());
-        auto* g = u.arena().make<GlobalValue>(m, n, KnownGlobal::Unknown);
+        auto* g = u.arena().make<GlobalValue>(m, n, knownGlobal(m, n));
         if (m == "torch")
             if (auto d = dtypeFromName(n))
                 g->dtype = *d;
@@ -42,36 +42,45 @@ public:
     Value* call(Unpickler& u, Value* callable, SeqValue* args) override
     {
         const GlobalValue* g = asGlobal(callable);
-        if (g && g->module == "torch" && g->name == "Size" && args && args->items.size() == 1
+        if (g && g->id == KnownGlobal::TorchSize && args && args->items.size() == 1
             && asSeq(args->items[0]))
             return args->items[0];
         return InertSemantics::call(u, callable, args);
     }
 
-    // The dataclasses a .metadata holds one of per chunk, each record taken whole by the dataclass lane
-    // (pickle/dataclass_record.h) where its fields are exactly what torch writes; anything else is left to
-    // the opcodes, which build the object as it is.
-    enum class LaneClass { None, Chunk, Index, StorageInfo };
-    static LaneClass laneClass(const Value* cls)
+    // The globals the reader gives meaning to, named once here and told apart by id after (every record
+    // asks what its class is): torch.Size, and the dataclasses a .metadata holds one of per chunk, each
+    // record of which the dataclass lane (pickle/dataclass_record.h) takes whole where its fields are
+    // exactly what torch writes; anything else is left to the opcodes, which build the object as it is.
+    static KnownGlobal knownGlobal(std::string_view module, std::string_view name)
     {
-        const GlobalValue* g = asGlobal(cls);
-        if (!g)
-            return LaneClass::None;
-        if (g->module == "torch.distributed.checkpoint.metadata")
-            return g->name == "ChunkStorageMetadata" ? LaneClass::Chunk : g->name == "MetadataIndex" ? LaneClass::Index : LaneClass::None;
-        return g->module == "torch.distributed.checkpoint.filesystem" && g->name == "_StorageInfo" ? LaneClass::StorageInfo
-                                                                                                  : LaneClass::None;
+        if (module == "torch")
+            return name == "Size" ? KnownGlobal::TorchSize : KnownGlobal::Unknown;
+        if (module == "torch.distributed.checkpoint.metadata")
+            return name == "ChunkStorageMetadata" ? KnownGlobal::DcpChunkStorageMetadata
+                : name == "MetadataIndex"         ? KnownGlobal::DcpMetadataIndex
+                                                  : KnownGlobal::Unknown;
+        return module == "torch.distributed.checkpoint.filesystem" && name == "_StorageInfo" ? KnownGlobal::DcpStorageInfo
+                                                                                             : KnownGlobal::Unknown;
     }
-    bool dataclassClass(const Value* cls) override { return laneClass(cls) != LaneClass::None; }
+    static KnownGlobal idOf(const Value* v)
+    {
+        const GlobalValue* g = asGlobal(v);
+        return g ? g->id : KnownGlobal::Unknown;
+    }
+    bool dataclassClass(const Value* cls) override
+    {
+        const KnownGlobal id = idOf(cls);
+        return id == KnownGlobal::DcpChunkStorageMetadata || id == KnownGlobal::DcpMetadataIndex || id == KnownGlobal::DcpStorageInfo;
+    }
     Value* dataclassRecord(Unpickler& u, const DataclassCall& c) override
     {
-        switch (laneClass(c.cls)) {
-        case LaneClass::Chunk: return chunk(u, c);
-        case LaneClass::Index: return index(u, c);
-        case LaneClass::StorageInfo: return storageInfo(u, c);
-        case LaneClass::None: break;
+        switch (idOf(c.cls)) {
+        case KnownGlobal::DcpChunkStorageMetadata: return chunk(u, c);
+        case KnownGlobal::DcpMetadataIndex: return index(u, c);
+        case KnownGlobal::DcpStorageInfo: return storageInfo(u, c);
+        default: return nullptr;
         }
-        return nullptr;
     }
 
     std::map<std::string, size_t> globals;
@@ -97,11 +106,7 @@ private:
         return true;
     }
     // torch.Size(ints): the Size form with torch.Size as its callable.
-    static bool isSize(const Field* f)
-    {
-        const GlobalValue* g = f && f->form == Form::Size ? asGlobal(f->sizeCallable) : nullptr;
-        return g && g->module == "torch" && g->name == "Size";
-    }
+    static bool isSize(const Field* f) { return f && f->form == Form::Size && idOf(f->sizeCallable) == KnownGlobal::TorchSize; }
     static bool isNone(const Field* f) { return !f || f->form == Form::None; }
     static const StrValue* str(const Field* f)
     {

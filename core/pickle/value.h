@@ -81,6 +81,10 @@ enum class KnownGlobal : uint16_t {
     NumpyDType,
     NumpyScalar,
     NumpyNDArray,
+    // torch.distributed.checkpoint's, which the DCP reader's dataclass lane builds whole
+    DcpChunkStorageMetadata,
+    DcpMetadataIndex,
+    DcpStorageInfo,
 };
 
 struct Value {
