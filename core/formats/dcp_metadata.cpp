@@ -467,7 +467,7 @@ void readPlannerData(const Value* v, MetadataFile& out, Budget& budget)
             }
         }
         if (ok)
-            out.plannerData.emplace_back(std::string(k->s), std::move(elems));
+            out.plannerData.emplace_back(out.fqns[out.fqns.intern(k->s)], std::move(elems));
     }
 }
 
@@ -557,7 +557,7 @@ std::string dumpMetadata(const MetadataFile& md)
 {
     std::string out = "protocol " + std::to_string(md.protocol) + "\n";
     for (const ItemMeta& i : md.items) {
-        out += i.fqn + " kind " + std::to_string(int(i.kind)) + " " + i.className + " dtype " + std::string(dtypeName(i.dtype)) + " "
+        out += std::string(i.fqn) + " kind " + std::to_string(int(i.kind)) + " " + i.className + " dtype " + std::string(dtypeName(i.dtype)) + " "
             + i.dtypeText + " size " + (i.sizeKnown ? dimsText(i.size) : "?") + (i.requiresGrad ? " grad" : "")
             + "\n";
         for (const ChunkMeta& c : i.chunks)
@@ -566,7 +566,7 @@ std::string dumpMetadata(const MetadataFile& md)
             out += "  problem " + p + "\n";
     }
     for (const StorageRef& r : md.storage) {
-        out += "storage " + md.fqns[r.fqn] + (r.hasOffset ? " " + dimsText(r.offset) : "") + " " + md.paths[r.path]
+        out += "storage " + std::string(md.fqns[r.fqn]) + (r.hasOffset ? " " + dimsText(r.offset) : "") + " " + std::string(md.paths[r.path])
             + (r.pathIsText ? "" : " (not a str)") + " " + std::to_string(r.itemOffset) + "+" + std::to_string(r.itemLength)
             + (r.rangeKnown ? "" : " (range unknown)");
         for (const std::string& t : r.transforms)
@@ -574,7 +574,7 @@ std::string dumpMetadata(const MetadataFile& md)
         out += "\n";
     }
     for (const auto& [k, path] : md.plannerData)
-        out += "planner " + k + " " + std::to_string(path.size()) + "\n";
+        out += "planner " + std::string(k) + " " + std::to_string(path.size()) + "\n";
     for (const auto& [k, v] : md.info)
         out += "info " + k + "=" + v + "\n";
     for (const Finding& f : md.findings)
@@ -588,12 +588,33 @@ uint32_t StringTable::intern(std::string_view s)
 {
     if (m_strings.size() >= UINT32_MAX - 1)
         throw std::length_error("more than 4 billion distinct strings");
-    const auto nameOf = [this](size_t i) -> std::string_view { return m_strings[i]; };
+    const auto nameOf = [this](size_t i) { return m_strings[i]; };
     if (const size_t found = m_index.find(s, nameOf); found != NameIndex::npos)
         return static_cast<uint32_t>(found);
-    m_strings.emplace_back(s);
+    m_strings.push_back(store(s));
     m_index.insert(m_strings.size() - 1, nameOf);
     return static_cast<uint32_t>(m_strings.size() - 1);
+}
+
+std::string_view StringTable::store(std::string_view s)
+{
+    constexpr size_t kBlock = 64 << 10;
+    if (s.empty())
+        return {};
+    char* at = nullptr;
+    if (s.size() > kBlock / 4) { // a long string gets a block of its own; the current one stays current
+        at = m_long.emplace_back(std::make_unique_for_overwrite<char[]>(s.size())).get();
+    } else {
+        if (s.size() > m_free) {
+            m_next = m_blocks.emplace_back(std::make_unique_for_overwrite<char[]>(kBlock)).get();
+            m_free = kBlock;
+        }
+        at = m_next;
+        m_next += s.size();
+        m_free -= s.size();
+    }
+    std::memcpy(at, s.data(), s.size());
+    return { at, s.size() };
 }
 
 namespace {
@@ -659,8 +680,8 @@ MetadataFile parseMetadataOnce(const std::string& name, Bytes pickle, const Load
         ItemMeta item;
         if (const StrValue* k = asStr(key)) {
             budget.charge(1 + k->s.size());
-            item.fqn = std::string(k->s);
-            item.fqnId = out.fqns.intern(item.fqn);
+            item.fqnId = out.fqns.intern(k->s);
+            item.fqn = out.fqns[item.fqnId];
         } else {
             out.findings.push_back({ Severity::Warning, "state_dict_metadata has a key that is not a str (" + shortRepr(key, 60)
                     + "); left out",

@@ -27,6 +27,7 @@
 #include "model/source.h"
 #include "util/name_index.h"
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,15 +39,28 @@ class LoadControl;
 namespace sl::dcp {
 
 // Strings that repeat across storage_data (each of half a million chunks names its key and its file), each
-// kept once and numbered.
+// kept once and numbered. The text lives in blocks that never move, so views of it (ItemMeta::fqn,
+// planner_data's keys) stay valid as long as the table, moves included: one allocation per block, not one per
+// string (a std::string per key, allocated and freed, was a tenth of listing an 8-rank save of 10,846 keys).
 class StringTable {
 public:
+    StringTable() = default;
+    StringTable(StringTable&&) = default;
+    StringTable& operator=(StringTable&&) = default;
+    StringTable(const StringTable&) = delete; // views into the text would point at the original's blocks
+    StringTable& operator=(const StringTable&) = delete;
+
     uint32_t intern(std::string_view s);
-    const std::string& operator[](uint32_t id) const { return m_strings[id]; }
+    std::string_view operator[](uint32_t id) const { return m_strings[id]; }
     size_t size() const { return m_strings.size(); }
 
 private:
-    std::vector<std::string> m_strings;
+    std::string_view store(std::string_view s);
+    std::vector<std::string_view> m_strings; // into m_blocks and m_long
+    std::vector<std::unique_ptr<char[]>> m_blocks;
+    std::vector<std::unique_ptr<char[]>> m_long;
+    char* m_next = nullptr; // the free end of the last block
+    size_t m_free = 0;
     NameIndex m_index;
 };
 
@@ -58,8 +72,8 @@ struct ChunkMeta {
 // One state_dict_metadata entry.
 struct ItemMeta {
     enum class Kind : uint8_t { Tensor, Bytes, Unknown };
-    std::string fqn;
-    uint32_t fqnId = 0; // fqn in MetadataFile::fqns
+    std::string_view fqn; // MetadataFile::fqns[fqnId]
+    uint32_t fqnId = 0;
     Kind kind = Kind::Unknown;
     std::string className; // qualified class of the storage metadata object, for unknown kinds
     DType dtype = DType::Unknown;
@@ -90,12 +104,12 @@ struct MetadataFile {
     StringTable fqns; // the keys items and storage_data name
     StringTable paths; // the relative paths storage_data names
     bool hasPlannerData = false;
-    // planner_data in its order; each path element with a flag saying it was an int.
+    // planner_data in its order (each key in fqns); each path element with a flag saying it was an int.
     struct PathElem {
         std::string text;
         bool isIndex = false;
     };
-    std::vector<std::pair<std::string, std::vector<PathElem>>> plannerData;
+    std::vector<std::pair<std::string_view, std::vector<PathElem>>> plannerData;
     int protocol = 0;
     size_t laneRecords = 0; // chunk and storage records the dataclass lane took whole (0: off or restarted)
     size_t pickleBytes = 0; // the .metadata's size, which bounds the work spent on its items

@@ -169,8 +169,8 @@ dcp::MetadataFile metadataFromShards(const std::string& dir, const std::vector<s
             auto [it, inserted] = itemOf.emplace(fqn, md.items.size());
             if (inserted) {
                 dcp::ItemMeta item;
-                item.fqn = fqn;
                 item.fqnId = md.fqns.intern(fqn);
+                item.fqn = md.fqns[item.fqnId];
                 item.kind = dcp::ItemMeta::Kind::Tensor;
                 item.dtype = t.dtype.value_or(DType::Unknown);
                 if (!t.dtype)
