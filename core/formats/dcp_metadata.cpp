@@ -9,6 +9,7 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <charconv>
 #include <array>
 #include <future>
 #include <map>
@@ -420,10 +421,15 @@ void readStorageData(const Value* v, MetadataFile& out, Budget& budget)
             r.path = out.paths.intern(shortRepr(path, 60));
         }
         r.rangeKnown = readU64(field(vf, "offset"), r.itemOffset) && readU64(field(vf, "length"), r.itemLength);
-        if (const SeqValue* t = asSeq(field(vf, "transform_descriptors")))
+        if (const SeqValue* t = asSeq(field(vf, "transform_descriptors")); t && !t->items.empty()) {
+            if (out.transformLists.size() >= UINT32_MAX - 1)
+                throw std::length_error("more than 4 billion transform lists");
+            std::vector<std::string>& list = out.transformLists.emplace_back();
             for (const Value* x : t->items)
-                if (r.transforms.size() < 16)
-                    r.transforms.push_back(text(x));
+                if (list.size() < 16)
+                    list.push_back(text(x));
+            r.transformList = static_cast<uint32_t>(out.transformLists.size());
+        }
         out.storage.push_back(std::move(r));
     }
     if (bad)
@@ -451,23 +457,27 @@ void readPlannerData(const Value* v, MetadataFile& out, Budget& budget)
             joined += asStr(x) ? asStr(x)->s.size() : 1;
         if (joined > k->s.size() + 20 * path->items.size())
             continue;
-        std::vector<MetadataFile::PathElem> elems;
-        elems.reserve(path->items.size());
+        const size_t first = out.plannerElems.size();
         bool ok = true;
         for (const Value* x : path->items) {
             if (const StrValue* s = asStr(x)) {
-                elems.push_back({ std::string(s->s), false });
+                out.plannerElems.push_back({ out.plannerText.store(s->s), false });
             } else if (x && x->kind == Kind::Int) {
                 int64_t i = 0;
                 toInt(x, i);
-                elems.push_back({ std::to_string(i), true });
+                char digits[24];
+                const auto end = std::to_chars(digits, digits + sizeof digits, i).ptr;
+                out.plannerElems.push_back({ out.plannerText.store({ digits, size_t(end - digits) }), true });
             } else {
                 ok = false;
                 break;
             }
         }
         if (ok)
-            out.plannerData.emplace_back(out.fqns[out.fqns.intern(k->s)], std::move(elems));
+            out.plannerData.push_back({ out.fqns[out.fqns.intern(k->s)], static_cast<uint32_t>(first),
+                static_cast<uint32_t>(out.plannerElems.size() - first) });
+        else
+            out.plannerElems.resize(first); // their text stays in plannerText, unused
     }
 }
 
@@ -569,12 +579,13 @@ std::string dumpMetadata(const MetadataFile& md)
         out += "storage " + std::string(md.fqns[r.fqn]) + (r.hasOffset ? " " + dimsText(r.offset) : "") + " " + std::string(md.paths[r.path])
             + (r.pathIsText ? "" : " (not a str)") + " " + std::to_string(r.itemOffset) + "+" + std::to_string(r.itemLength)
             + (r.rangeKnown ? "" : " (range unknown)");
-        for (const std::string& t : r.transforms)
-            out += " transform " + t;
+        if (r.transformed())
+            for (const std::string& t : md.transformsOf(r))
+                out += " transform " + t;
         out += "\n";
     }
-    for (const auto& [k, path] : md.plannerData)
-        out += "planner " + std::string(k) + " " + std::to_string(path.size()) + "\n";
+    for (const MetadataFile::PlannerPath& p : md.plannerData)
+        out += "planner " + std::string(p.key) + " " + std::to_string(p.count) + "\n";
     for (const auto& [k, v] : md.info)
         out += "info " + k + "=" + v + "\n";
     for (const Finding& f : md.findings)
@@ -591,12 +602,12 @@ uint32_t StringTable::intern(std::string_view s)
     const auto nameOf = [this](size_t i) { return m_strings[i]; };
     if (const size_t found = m_index.find(s, nameOf); found != NameIndex::npos)
         return static_cast<uint32_t>(found);
-    m_strings.push_back(store(s));
+    m_strings.push_back(m_text.store(s));
     m_index.insert(m_strings.size() - 1, nameOf);
     return static_cast<uint32_t>(m_strings.size() - 1);
 }
 
-std::string_view StringTable::store(std::string_view s)
+std::string_view TextStore::store(std::string_view s)
 {
     constexpr size_t kBlock = 64 << 10;
     if (s.empty())

@@ -28,6 +28,7 @@
 #include "util/name_index.h"
 
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,29 +39,37 @@ class LoadControl;
 
 namespace sl::dcp {
 
+// Text kept in blocks that never move, so views of it stay valid as long as the store, moves included: one
+// allocation per block instead of one per string (a std::string per key and per planner_data path, each
+// allocated and freed, was a tenth of listing an 8-rank save of 10,846 keys, its freeing another tenth).
+class TextStore {
+public:
+    TextStore() = default;
+    TextStore(TextStore&&) = default;
+    TextStore& operator=(TextStore&&) = default;
+    TextStore(const TextStore&) = delete; // views would point at the original's blocks
+    TextStore& operator=(const TextStore&) = delete;
+
+    std::string_view store(std::string_view s);
+
+private:
+    std::vector<std::unique_ptr<char[]>> m_blocks;
+    std::vector<std::unique_ptr<char[]>> m_long; // strings too long to share a block
+    char* m_next = nullptr; // the free end of the last block
+    size_t m_free = 0;
+};
+
 // Strings that repeat across storage_data (each of half a million chunks names its key and its file), each
-// kept once and numbered. The text lives in blocks that never move, so views of it (ItemMeta::fqn,
-// planner_data's keys) stay valid as long as the table, moves included: one allocation per block, not one per
-// string (a std::string per key, allocated and freed, was a tenth of listing an 8-rank save of 10,846 keys).
+// kept once and numbered; views of them stay valid as long as the table (TextStore).
 class StringTable {
 public:
-    StringTable() = default;
-    StringTable(StringTable&&) = default;
-    StringTable& operator=(StringTable&&) = default;
-    StringTable(const StringTable&) = delete; // views into the text would point at the original's blocks
-    StringTable& operator=(const StringTable&) = delete;
-
     uint32_t intern(std::string_view s);
     std::string_view operator[](uint32_t id) const { return m_strings[id]; }
     size_t size() const { return m_strings.size(); }
 
 private:
-    std::string_view store(std::string_view s);
-    std::vector<std::string_view> m_strings; // into m_blocks and m_long
-    std::vector<std::unique_ptr<char[]>> m_blocks;
-    std::vector<std::unique_ptr<char[]>> m_long;
-    char* m_next = nullptr; // the free end of the last block
-    size_t m_free = 0;
+    TextStore m_text;
+    std::vector<std::string_view> m_strings; // into m_text
     NameIndex m_index;
 };
 
@@ -95,21 +104,36 @@ struct StorageRef {
     bool rangeKnown = false; // _StorageInfo offset and length are non-negative ints
     uint64_t itemOffset = 0; // the item's bytes in the file
     uint64_t itemLength = 0;
-    std::vector<std::string> transforms; // transform_descriptors
+    // transform_descriptors: MetadataFile::transformLists[transformList - 1], 0 when there are none. An index
+    // rather than a vector here: storage_data has an entry per chunk (555,000 in a 256-rank save), almost
+    // never with transforms, and an empty vector in each was 13 MB.
+    uint32_t transformList = 0;
+    bool transformed() const { return transformList != 0; }
 };
 
 struct MetadataFile {
     std::vector<ItemMeta> items; // in state_dict_metadata order
     std::vector<StorageRef> storage;
+    std::vector<std::vector<std::string>> transformLists; // StorageRef::transformList
+    const std::vector<std::string>& transformsOf(const StorageRef& r) const { return transformLists[r.transformList - 1]; }
     StringTable fqns; // the keys items and storage_data name
     StringTable paths; // the relative paths storage_data names
     bool hasPlannerData = false;
-    // planner_data in its order (each key in fqns); each path element with a flag saying it was an int.
+    // planner_data in its order: each key (in fqns) with its path, elements [first, first + count) of
+    // plannerElems, each with a flag saying it was an int.
     struct PathElem {
-        std::string text;
+        std::string_view text; // in plannerText
         bool isIndex = false;
     };
-    std::vector<std::pair<std::string_view, std::vector<PathElem>>> plannerData;
+    struct PlannerPath {
+        std::string_view key;
+        uint32_t first = 0;
+        uint32_t count = 0;
+    };
+    std::vector<PlannerPath> plannerData;
+    std::vector<PathElem> plannerElems;
+    TextStore plannerText;
+    std::span<const PathElem> pathOf(const PlannerPath& p) const { return { plannerElems.data() + p.first, p.count }; }
     int protocol = 0;
     size_t laneRecords = 0; // chunk and storage records the dataclass lane took whole (0: off or restarted)
     size_t pickleBytes = 0; // the .metadata's size, which bounds the work spent on its items

@@ -238,13 +238,13 @@ uint64_t mixHash(uint64_t h, std::string_view s, bool isIndex)
 }
 
 // Whether the path's elements joined with '.' spell `key`, without building the joined string.
-bool joinsTo(const std::vector<MetadataFile::PathElem>& path, std::string_view key)
+bool joinsTo(std::span<const MetadataFile::PathElem> path, std::string_view key)
 {
     size_t at = 0;
     for (size_t i = 0; i < path.size(); ++i) {
         if (i && (at == key.size() || key[at++] != '.'))
             return false;
-        const std::string& t = path[i].text;
+        const std::string_view t = path[i].text;
         if (key.substr(at, t.size()) != t)
             return false;
         at += t.size();
@@ -293,15 +293,15 @@ private:
 std::vector<Placement> placeItems(
     const MetadataFile& md, std::vector<ContainerBuild>& containers, std::vector<Finding>& findings)
 {
-    using Path = std::vector<MetadataFile::PathElem>;
+    using Path = std::span<const MetadataFile::PathElem>;
     const auto& planner = md.plannerData;
     size_t mismatched = 0;
     std::string firstMismatch;
     std::vector<bool> joins(planner.size());
     for (size_t i = 0; i < planner.size(); ++i) {
-        joins[i] = joinsTo(planner[i].second, planner[i].first);
+        joins[i] = joinsTo(md.pathOf(planner[i]), planner[i].key);
         if (!joins[i] && mismatched++ == 0)
-            firstMismatch = planner[i].first;
+            firstMismatch = planner[i].key;
     }
     if (mismatched)
         findings.push_back({ Severity::Info,
@@ -309,25 +309,25 @@ std::vector<Placement> placeItems(
                 + "); those keys are shown as they are",
             {} });
     // A key's path; the last of repeated keys wins (NameIndex keeps the first inserted, so insert backwards).
-    const auto plannerKey = [&](size_t i) -> std::string_view { return planner[i].first; };
+    const auto plannerKey = [&](size_t i) { return planner[i].key; };
     NameIndex pathOf;
     pathOf.reserve(planner.size() - mismatched);
     for (size_t i = planner.size(); i-- > 0;)
         if (joins[i])
             pathOf.insert(i, plannerKey);
 
-    std::vector<const Path*> paths(md.items.size());
-    std::vector<Path> ownPaths; // keys without a planner_data path: the key itself
-    ownPaths.reserve(md.items.size());
+    std::vector<Path> paths(md.items.size());
+    std::vector<MetadataFile::PathElem> ownPaths; // keys without a planner_data path: the key itself
+    ownPaths.reserve(md.items.size()); // never grown past: paths point into it
     size_t withoutPath = 0, pairs = 0;
     for (size_t i = 0; i < md.items.size(); ++i) {
         if (const size_t at = pathOf.find(md.items[i].fqn, plannerKey); at != NameIndex::npos) {
-            paths[i] = &planner[at].second;
+            paths[i] = md.pathOf(planner[at]);
         } else {
-            paths[i] = &ownPaths.emplace_back(Path { { std::string(md.items[i].fqn), false } });
+            paths[i] = { &ownPaths.emplace_back(MetadataFile::PathElem { md.items[i].fqn, false }), 1 };
             withoutPath += md.hasPlannerData;
         }
-        pairs += paths[i]->size() + 1;
+        pairs += paths[i].size() + 1;
     }
     if (withoutPath)
         findings.push_back({ Severity::Info,
@@ -340,7 +340,7 @@ std::vector<Placement> placeItems(
     prefixes.reserve(pairs);
     NodeFacts nodes(pairs);
     for (size_t i = 0; i < paths.size(); ++i) {
-        const Path& p = *paths[i];
+        const Path p = paths[i];
         first[i] = prefixes.size();
         uint64_t h = seed;
         prefixes.push_back(h);
@@ -359,7 +359,7 @@ std::vector<Placement> placeItems(
     std::vector<Placement> out(md.items.size());
     std::string container;
     for (size_t i = 0; i < paths.size(); ++i) {
-        const Path& p = *paths[i];
+        const Path p = paths[i];
         const uint64_t* prefix = &prefixes[first[i]];
         size_t depth = 0;
         bool optimizer = false;
@@ -577,10 +577,10 @@ public:
         return true;
     }
 
-    static std::string transformList(const StorageRef& r)
+    std::string transformList(const StorageRef& r) const
     {
         std::string list;
-        for (const auto& t : r.transforms)
+        for (const auto& t : m_md.transformsOf(r))
             list += (list.empty() ? "" : ", ") + t;
         return oneLineMessage(list, 200);
     }
@@ -595,7 +595,7 @@ public:
         at.available = true;
         at.offset = r.itemOffset;
         at.length = r.itemLength;
-        if (!r.transforms.empty()) {
+        if (r.transformed()) {
             at.note = "stored through stream transforms (" + transformList(r) + "); the byte range is the transformed item's";
             at.transformed = true;
             return at;
@@ -642,7 +642,7 @@ public:
         e.location.file = f->index;
         e.location.offset = r.itemOffset;
         e.location.length = r.itemLength;
-        if (!r.transforms.empty()) {
+        if (r.transformed()) {
             e.value = "(stored through stream transforms; not read)";
             return;
         }
@@ -802,7 +802,7 @@ public:
             Located at = locateChunk(item.fqn, c, item.dtype, f, *r);
             sc.file = at.file;
             sc.label = f ? f->rel : oneLineMessage(std::string(m_md.paths[r->path]), 200);
-            if (!r->transforms.empty()) {
+            if (r->transformed()) {
                 sc.transformed = true;
                 sc.label += " (stream transforms: " + transformList(*r) + ")";
             }
