@@ -122,7 +122,7 @@ private:
             return nullptr;
         auto* v = u.arena().make<DcpChunkValue>();
         v->cls = asGlobal(c.cls);
-        v->offsetsRank = static_cast<uint8_t>(f[0]->dims.size());
+        v->rank = static_cast<uint8_t>(f[0]->dims.size());
         v->sizesRank = static_cast<uint8_t>(f[1]->dims.size());
         std::copy(f[0]->dims.begin(), f[0]->dims.end(), v->offsets);
         std::copy(f[1]->dims.begin(), f[1]->dims.end(), v->sizes);
@@ -140,7 +140,7 @@ private:
         v->fqn = str(f[0])->s;
         if (!isNone(f[1])) {
             v->hasOffset = true;
-            v->offsetRank = static_cast<uint8_t>(f[1]->dims.size());
+            v->rank = static_cast<uint8_t>(f[1]->dims.size());
             std::copy(f[1]->dims.begin(), f[1]->dims.end(), v->offset);
         }
         return v;
@@ -346,7 +346,7 @@ void readTensorMeta(const DictValue* f, ItemMeta& item, Budget& budget)
         ChunkMeta m;
         bool read = false;
         if (const DcpChunkValue* lc = asLane<DcpChunkValue, Kind::DcpChunk>(c)) {
-            read = lc->offsetsRank == lc->sizesRank && readDims(lc->offsets, lc->offsetsRank, m.offsets)
+            read = lc->rank == lc->sizesRank && readDims(lc->offsets, lc->rank, m.offsets)
                 && readDims(lc->sizes, lc->sizesRank, m.sizes);
         } else {
             const DictValue* cf = fieldsOf(c);
@@ -392,7 +392,7 @@ void readStorageData(const Value* v, MetadataFile& out, Budget& budget)
         budget.charge(1 + fqn.size());
         r.fqn = out.fqns.intern(fqn);
         if (li) {
-            if (li->hasOffset && !readDims(li->offset, li->offsetRank, r.offset)) {
+            if (li->hasOffset && !readDims(li->offset, li->rank, r.offset)) {
                 ++bad;
                 continue;
             }
