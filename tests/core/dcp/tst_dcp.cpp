@@ -343,6 +343,7 @@ private slots:
     void transformedItemsRefuseValues();
     void laneMatchesOpcodes();
     void laneRestarts();
+    void stringTableKeepsViews();
 };
 
 void TestDcp::fixture_data()
@@ -1325,6 +1326,52 @@ void TestDcp::laneRestarts()
     // The BUILD cases read the new fields, as torch's unpickler would.
     QVERIFY(dcp::dumpMetadata(parse(metadata(cases[0].after, nothing, false), true)).find("chunk [1] [3]") != std::string::npos);
     QVERIFY(dcp::dumpMetadata(parse(metadata(nothing, cases[5].afterStorage, false), true)).find("storage v __0_0.distcp 0+16\n") != std::string::npos);
+}
+
+// The key and path table (dcp::StringTable) hands out views of text it keeps in blocks: every string interned
+// must come back equal under its first id, ids must be dense in first-seen order, and views taken before
+// more strings were added, or before the table was moved, must stay valid (the reader keeps them in
+// ItemMeta::fqn and planner_data). Strings of every length from empty to past a block (64 KiB) included.
+void TestDcp::stringTableKeepsViews()
+{
+    std::vector<std::string> distinct;
+    for (size_t i = 0; i < 6000; ++i) {
+        const size_t length = i % 7 == 3 ? 0 : (i * 37) % 300;
+        std::string s = "k" + std::to_string(i) + ".";
+        s.resize(std::max(length, s.size()), char('a' + i % 26));
+        distinct.push_back(s);
+    }
+    for (size_t length : { size_t(16 << 10) + 1, size_t(64 << 10), size_t(200 << 10) })
+        distinct.push_back(std::string(length, 'x') + std::to_string(length));
+    distinct.push_back(std::string()); // the empty string, once
+
+    dcp::StringTable table;
+    std::vector<uint32_t> ids;
+    std::vector<std::string_view> views;
+    for (const std::string& s : distinct) {
+        ids.push_back(table.intern(s));
+        views.push_back(table[ids.back()]);
+    }
+    // First-seen order, dense; an empty string may only have been seen before as the same empty string.
+    std::map<std::string, uint32_t> firstId;
+    for (size_t i = 0; i < distinct.size(); ++i) {
+        auto [it, inserted] = firstId.emplace(distinct[i], static_cast<uint32_t>(firstId.size()));
+        QCOMPARE(ids[i], it->second);
+    }
+    QCOMPARE(table.size(), firstId.size());
+    // Interning again (from other buffers) gives the same ids, and every earlier view still reads the same.
+    for (size_t i = 0; i < distinct.size(); ++i) {
+        const std::string copy = distinct[i];
+        QCOMPARE(table.intern(copy), ids[i]);
+        QVERIFY2(views[i] == distinct[i], qPrintable("view " + QString::number(i) + " changed"));
+    }
+    // Moving the table moves its blocks, not its text.
+    dcp::StringTable moved = std::move(table);
+    for (size_t i = 0; i < distinct.size(); ++i) {
+        QVERIFY(moved[ids[i]] == distinct[i]);
+        QVERIFY(distinct[i].empty() || moved[ids[i]].data() == views[i].data());
+    }
+    QCOMPARE(moved.intern("a key not seen before"), static_cast<uint32_t>(firstId.size()));
 }
 
 QTEST_GUILESS_MAIN(TestDcp)
