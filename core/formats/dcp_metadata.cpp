@@ -9,8 +9,8 @@
 #include "util/error.h"
 
 #include <algorithm>
-#include <charconv>
 #include <array>
+#include <charconv>
 #include <future>
 #include <map>
 #include <stdexcept>
@@ -567,7 +567,7 @@ std::string dumpMetadata(const MetadataFile& md)
 {
     std::string out = "protocol " + std::to_string(md.protocol) + "\n";
     for (const ItemMeta& i : md.items) {
-        out += std::string(i.fqn) + " kind " + std::to_string(int(i.kind)) + " " + i.className + " dtype " + std::string(dtypeName(i.dtype)) + " "
+        out += std::string(md.fqnOf(i)) + " kind " + std::to_string(int(i.kind)) + " " + i.className + " dtype " + std::string(dtypeName(i.dtype)) + " "
             + i.dtypeText + " size " + (i.sizeKnown ? dimsText(i.size) : "?") + (i.requiresGrad ? " grad" : "")
             + "\n";
         for (const ChunkMeta& c : i.chunks)
@@ -692,7 +692,6 @@ MetadataFile parseMetadataOnce(const std::string& name, Bytes pickle, const Load
         if (const StrValue* k = asStr(key)) {
             budget.charge(1 + k->s.size());
             item.fqnId = out.fqns.intern(k->s);
-            item.fqn = out.fqns[item.fqnId];
         } else {
             out.findings.push_back({ Severity::Warning, "state_dict_metadata has a key that is not a str (" + shortRepr(key, 60)
                     + "); left out",

@@ -81,8 +81,7 @@ struct ChunkMeta {
 // One state_dict_metadata entry.
 struct ItemMeta {
     enum class Kind : uint8_t { Tensor, Bytes, Unknown };
-    std::string_view fqn; // MetadataFile::fqns[fqnId]
-    uint32_t fqnId = 0;
+    uint32_t fqnId = 0; // in MetadataFile::fqns; read through MetadataFile::fqnOf
     Kind kind = Kind::Unknown;
     std::string className; // qualified class of the storage metadata object, for unknown kinds
     DType dtype = DType::Unknown;
@@ -116,6 +115,7 @@ struct MetadataFile {
     std::vector<StorageRef> storage;
     std::vector<std::vector<std::string>> transformLists; // StorageRef::transformList
     const std::vector<std::string>& transformsOf(const StorageRef& r) const { return transformLists[r.transformList - 1]; }
+    std::string_view fqnOf(const ItemMeta& item) const { return fqns[item.fqnId]; }
     StringTable fqns; // the keys items and storage_data name
     StringTable paths; // the relative paths storage_data names
     bool hasPlannerData = false;

@@ -170,7 +170,6 @@ dcp::MetadataFile metadataFromShards(const std::string& dir, const std::vector<s
             if (inserted) {
                 dcp::ItemMeta item;
                 item.fqnId = md.fqns.intern(fqn);
-                item.fqn = md.fqns[item.fqnId];
                 item.kind = dcp::ItemMeta::Kind::Tensor;
                 item.dtype = t.dtype.value_or(DType::Unknown);
                 if (!t.dtype)

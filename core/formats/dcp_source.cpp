@@ -321,10 +321,10 @@ std::vector<Placement> placeItems(
     ownPaths.reserve(md.items.size()); // never grown past: paths point into it
     size_t withoutPath = 0, pairs = 0;
     for (size_t i = 0; i < md.items.size(); ++i) {
-        if (const size_t at = pathOf.find(md.items[i].fqn, plannerKey); at != NameIndex::npos) {
+        if (const size_t at = pathOf.find(md.fqnOf(md.items[i]), plannerKey); at != NameIndex::npos) {
             paths[i] = md.pathOf(planner[at]);
         } else {
-            paths[i] = { &ownPaths.emplace_back(MetadataFile::PathElem { md.items[i].fqn, false }), 1 };
+            paths[i] = { &ownPaths.emplace_back(MetadataFile::PathElem { md.fqnOf(md.items[i]), false }), 1 };
             withoutPath += md.hasPlannerData;
         }
         pairs += paths[i].size() + 1;
@@ -766,8 +766,9 @@ public:
             e.shapeKnown = false;
         if (!item.dtypeText.empty())
             e.attributes.emplace_back("dcp_dtype", item.dtypeText);
-        if (item.fqn != name) // what a safetensors item names it by, for locating its chunks when read
-            e.attributes.emplace_back("dcp_fqn", item.fqn);
+        const std::string_view fqn = m_md.fqnOf(item);
+        if (fqn != name) // what a safetensors item names it by, for locating its chunks when read
+            e.attributes.emplace_back("dcp_fqn", fqn);
         auto sharding = std::make_shared<Sharding>();
         sharding->kind = Sharding::Kind::DcpChunks;
         sharding->chunks.reserve(item.chunks.size());
@@ -799,7 +800,7 @@ public:
                 sharding->chunks.push_back(std::move(sc));
                 continue;
             }
-            Located at = locateChunk(item.fqn, c, item.dtype, f, *r);
+            Located at = locateChunk(fqn, c, item.dtype, f, *r);
             sc.file = at.file;
             sc.label = f ? f->rel : oneLineMessage(std::string(m_md.paths[r->path]), 200);
             if (r->transformed()) {
