@@ -1,5 +1,6 @@
 #include "dcp_metadata.h"
 
+#include "io/arriving_bytes.h"
 #include "pickle/global_policy.h"
 #include "pickle/opcode_scan.h"
 #include "pickle/value_repr.h"
@@ -630,7 +631,10 @@ std::string_view TextStore::store(std::string_view s)
 
 namespace {
 
-MetadataFile parseMetadataOnce(const std::string& name, Bytes pickle, const LoadControl* control, bool lane)
+// `arriving`, when given, holds `pickle` still unread: it is read on the scan's thread, first, and the
+// unpickler follows the read.
+MetadataFile parseMetadataOnce(
+    const std::string& name, Bytes pickle, ArrivingBytes* arriving, const LoadControl* control, bool lane)
 {
     MetadataFile out;
     Arena arena;
@@ -642,7 +646,14 @@ MetadataFile parseMetadataOnce(const std::string& name, Bytes pickle, const Load
     // names the dangers it saw. It is an independent pass over the same bytes (a fifth of the work on a
     // 100 MB .metadata), so it runs on a second thread while the unpickler runs here.
     torch::LoadSafety safety;
-    std::future<PickleScan> scan = std::async(std::launch::async, [pickle] { return scanPickle(pickle); });
+    std::future<PickleScan> scan = std::async(std::launch::async, [pickle, arriving] {
+        if (arriving) {
+            arriving->read();
+            if (arriving->failed())
+                return PickleScan {}; // the unpickler's wait throws the reader's error
+        }
+        return scanPickle(pickle);
+    });
     auto scanned = [&] {
         if (scan.valid())
             safety.add("the .metadata pickle", scan.get());
@@ -651,10 +662,12 @@ MetadataFile parseMetadataOnce(const std::string& name, Bytes pickle, const Load
         scanned();
         return LoadError(name, safety.withDangers(problem, kMetadataLoader));
     };
+    if (arriving)
+        arriving->waitFor(1);
     if (pickle[0] != 0x80)
         throw fail("is not a torch.distributed.checkpoint .metadata file (not a pickle of protocol 2 or later)");
     try {
-        Unpickler u(pickle, arena, sem);
+        Unpickler u = arriving ? Unpickler(*arriving, arena, sem) : Unpickler(pickle, arena, sem);
         u.setControl(control);
         u.setDataclassLane(lane);
         root = u.load();
@@ -741,9 +754,19 @@ MetadataFile parseMetadata(const std::string& name, Bytes pickle, const LoadCont
     // The dataclass lane builds each chunk and storage record whole; a pickle that fetches what it did not
     // build, changes what it built, or puts one where fields are read, is read again without it.
     try {
-        return parseMetadataOnce(name, pickle, control, lane);
+        return parseMetadataOnce(name, pickle, nullptr, control, lane);
     } catch (const TensorLaneRestart&) {
-        return parseMetadataOnce(name, pickle, control, false);
+        return parseMetadataOnce(name, pickle, nullptr, control, false);
+    }
+}
+
+MetadataFile parseMetadata(const std::string& name, ArrivingBytes& pickle, const LoadControl* control, bool lane)
+{
+    try {
+        return parseMetadataOnce(name, pickle.all(), &pickle, control, lane);
+    } catch (const TensorLaneRestart&) {
+        pickle.waitFor(pickle.size()); // the first run's scan thread read it all, or failed: then this throws
+        return parseMetadataOnce(name, pickle.all(), nullptr, control, false);
     }
 }
 

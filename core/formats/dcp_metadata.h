@@ -34,6 +34,7 @@
 #include <vector>
 
 namespace sl {
+class ArrivingBytes;
 class LoadControl;
 }
 
@@ -148,6 +149,10 @@ struct MetadataFile {
 // turn it off to compare.
 MetadataFile parseMetadata(
     const std::string& name, Bytes pickle, const LoadControl* control = nullptr, bool lane = true);
+// The same, for .metadata bytes not read yet (io/arriving_bytes.h): they are read on the scan's thread while
+// the unpickler follows. A read error is thrown as the reader's LoadError.
+MetadataFile parseMetadata(
+    const std::string& name, ArrivingBytes& pickle, const LoadControl* control = nullptr, bool lane = true);
 
 // "[2, 3]": how chunk offsets are shown in messages.
 std::string dimsText(const Shape& s);

@@ -99,11 +99,16 @@ std::shared_ptr<const Region> InputFile::region(uint64_t offset, uint64_t length
     return r;
 }
 
-std::shared_ptr<const Region> InputFile::whole(uint64_t maxSize, const char* what) const
+void InputFile::refuseLargerThan(uint64_t maxSize, const char* what) const
 {
     if (m_size > maxSize)
         throw LoadError(m_path, std::string("a ") + what + " of " + std::to_string(m_size) + " bytes is larger than any StateLens reads ("
                 + std::to_string(maxSize >> 20) + " MiB)");
+}
+
+std::shared_ptr<const Region> InputFile::whole(uint64_t maxSize, const char* what) const
+{
+    refuseLargerThan(maxSize, what);
     return region(0, m_size);
 }
 

@@ -61,6 +61,8 @@ public:
     // The whole file, for the files that are all metadata (index JSON, .metadata, live dumps, rule files):
     // refused (LoadError) past `maxSize` rather than read.
     std::shared_ptr<const Region> whole(uint64_t maxSize, const char* what) const;
+    // whole()'s refusal alone, for a reader that reads the file another way (io/arriving_bytes.h).
+    void refuseLargerThan(uint64_t maxSize, const char* what) const;
     // Up to `length` bytes from `offset` (fewer at the end of the file): what format sniffing looks at.
     Bytes prefix(uint64_t length, std::vector<uint8_t>& buffer) const;
 

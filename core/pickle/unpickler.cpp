@@ -1,5 +1,7 @@
 #include "unpickler.h"
 
+#include "io/arriving_bytes.h"
+
 #include "util/error.h"
 #include "util/load_control.h"
 #include "util/utf8.h"
@@ -257,6 +259,27 @@ Unpickler::Unpickler(Bytes data, Arena& arena, Semantics& semantics, uint64_t ba
     m_workBudget = 4 * data.size() + (1u << 20);
 }
 
+Unpickler::Unpickler(const ArrivingBytes& input, Arena& arena, Semantics& semantics, uint64_t baseOffset)
+    : Unpickler(input.all(), arena, semantics, baseOffset)
+{
+    m_data = m_data.first(0);
+    m_arriving = &input;
+    m_extendAt = 0;
+}
+
+bool Unpickler::arrive(uint64_t need)
+{
+    if (!m_arriving || m_data.size() == m_arriving->size())
+        return false;
+    const size_t before = m_data.size();
+    const size_t ahead = m_arriving->ahead();
+    const size_t want = static_cast<size_t>(std::max<uint64_t>(need, m_pos + ahead)); // capped by waitFor
+    const size_t got = m_arriving->waitFor(want);
+    m_data = m_arriving->all().first(got);
+    m_extendAt = got == m_arriving->size() ? SIZE_MAX : got - std::min(got, ahead / 2);
+    return got > before;
+}
+
 std::optional<uint64_t> parseMemoIndexLine(std::string_view line)
 {
     line = line.substr(0, line.find('\0'));
@@ -346,8 +369,10 @@ SeqValue* Unpickler::popMarkedSeq(Kind k)
 
 std::string_view Unpickler::readBytes(uint64_t n)
 {
-    if (n > m_data.size() - m_pos) [[unlikely]]
-        failTruncated(n);
+    if (n > m_data.size() - m_pos) [[unlikely]] {
+        if (!arrive(m_pos + std::min<uint64_t>(n, SIZE_MAX - m_pos)) || n > m_data.size() - m_pos)
+            failTruncated(n);
+    }
     std::string_view s(reinterpret_cast<const char*>(m_data.data() + m_pos), static_cast<size_t>(n));
     m_pos += static_cast<size_t>(n);
     return s;
@@ -367,8 +392,12 @@ std::string_view Unpickler::readLine()
 {
     const uint8_t* start = m_data.data() + m_pos;
     const void* nl = std::memchr(start, '\n', m_data.size() - m_pos);
-    if (!nl)
-        fail("truncated: line without a newline");
+    while (!nl) {
+        const size_t searched = m_data.size();
+        if (!m_arriving || !arrive(searched + m_arriving->ahead()))
+            fail("truncated: line without a newline");
+        nl = std::memchr(m_data.data() + searched, '\n', m_data.size() - searched);
+    }
     size_t len = static_cast<size_t>(static_cast<const uint8_t*>(nl) - start);
     m_pos += len + 1;
     std::string_view line(reinterpret_cast<const char*>(start), len);
@@ -684,6 +713,8 @@ void Unpickler::setItem(Value* target, Value* key, Value* value)
 Value* Unpickler::load()
 {
     while (true) {
+        if (m_pos >= m_extendAt) [[unlikely]]
+            arrive(m_pos + 1);
         if (m_pos >= m_data.size()) {
             m_opStart = m_pos;
             m_op = 0;
@@ -707,6 +738,8 @@ Value* Unpickler::load()
         }
         case FRAME: {
             uint64_t len = readUInt(8);
+            if (len > m_data.size() - m_pos)
+                arrive(m_pos + std::min<uint64_t>(len, SIZE_MAX - m_pos));
             if (len > m_data.size() - m_pos)
                 fail("frame of " + std::to_string(len) + " bytes runs past the end");
             if (!m_frame.begin(m_pos, len, m_data.size()))

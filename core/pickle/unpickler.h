@@ -17,6 +17,7 @@
 #include "pickle/value.h"
 #include "io/bytes.h"
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -26,6 +27,7 @@
 #include <vector>
 
 namespace sl {
+class ArrivingBytes;
 class LoadControl;
 }
 
@@ -165,6 +167,10 @@ class Unpickler {
 public:
     // `baseOffset` is where `data` starts in its file, used in error messages.
     Unpickler(Bytes data, Arena& arena, Semantics& semantics, uint64_t baseOffset = 0);
+    // Bytes still being read on another thread (io/arriving_bytes.h): the unpickler keeps input.ahead()
+    // bytes arrived past where it reads, waiting where they have not arrived yet. The reader's error ends a
+    // wait.
+    Unpickler(const ArrivingBytes& input, Arena& arena, Semantics& semantics, uint64_t baseOffset = 0);
 
     // Checked every 65,536 opcodes: a cancelled load stops with LoadCancelled (util/load_control.h).
     void setControl(const LoadControl* control) { m_control = control; }
@@ -217,6 +223,9 @@ private:
     SeqValue* popMarkedSeq(Kind k);
     std::string_view readLine();
     std::string_view readBytes(uint64_t n);
+    // Arriving input: waits until at least `need` bytes (or all there are) have arrived, and ahead() past
+    // m_pos where there are that many. False when nothing more can come.
+    [[gnu::noinline]] bool arrive(uint64_t need);
     // readBytes' error, kept out of line so the hot reads stay small.
     [[noreturn, gnu::noinline, gnu::cold]] void failTruncated(uint64_t n) const;
     uint64_t readUInt(unsigned n);
@@ -244,7 +253,9 @@ private:
     void appendTo(Value* target, Value* item);
     void setItem(Value* target, Value* key, Value* value);
 
-    Bytes m_data;
+    Bytes m_data; // what has arrived of the input (all of it, unless m_arriving)
+    const ArrivingBytes* m_arriving = nullptr;
+    size_t m_extendAt = SIZE_MAX; // arriving input: the position from which arrive() is asked for more
     Arena& m_arena;
     Semantics& m_semantics;
     uint64_t m_base = 0;

@@ -11,6 +11,8 @@
 #include "formats/dcp_metadata.h"
 #include "formats/dcp_safetensors.h"
 #include "formats/dcp_source.h"
+#include "io/arriving_bytes.h"
+#include "io/input_file.h"
 
 #include <cstdint>
 #include <string>
@@ -68,8 +70,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
             return std::string("error: ") + e.what();
         }
     };
-    if (const std::string laned = metadataRead(true); laned != metadataRead(false))
+    const std::string laned = metadataRead(true);
+    if (laned != metadataRead(false))
         sl::fuzz::die("the dataclass lane changed what .metadata reads as", laned.substr(0, 200).c_str());
+    // Read as it arrives (io/arriving_bytes.h), in pieces of 1 to 64 bytes, the unpickler following 1 to 7
+    // bytes behind: the same.
+    {
+        const auto file = sl::InputFile::fromBuffer("fuzz/.metadata", std::vector<uint8_t>(md.begin(), md.end()));
+        sl::ArrivingBytes arriving(*file, 0, md.size(), 1 + size % 64, 1 + size % 7);
+        std::string streamed;
+        try {
+            streamed = sl::dcp::dumpMetadata(sl::dcp::parseMetadata(name, arriving));
+        } catch (const sl::LoadError& e) {
+            streamed = std::string("error: ") + e.what();
+        }
+        if (streamed != laned)
+            sl::fuzz::die("reading .metadata as it arrives changed what it reads as", streamed.substr(0, 200).c_str());
+    }
     // Source::files lists the data files by name; their sizes bound every range.
     auto sizesOf = [&](const sl::Source& s) {
         std::vector<uint64_t> sizes;

@@ -20,7 +20,9 @@
 #include "formats/dcp_reader.h"
 #include "formats/dcp_source.h"
 #include "formats/loader.h"
+#include "io/arriving_bytes.h"
 #include "io/file_trust.h"
+#include "io/input_file.h"
 #include "pickle/opcode_scan.h"
 #include "model/dtype.h"
 #include "model/source.h"
@@ -344,6 +346,7 @@ private slots:
     void laneMatchesOpcodes();
     void laneRestarts();
     void stringTableKeepsViews();
+    void readAsItArrives();
 };
 
 void TestDcp::fixture_data()
@@ -1320,6 +1323,11 @@ void TestDcp::laneRestarts()
         const dcp::MetadataFile on = parse(bytes, true);
         QVERIFY2(on.laneRecords == 0, c.what); // restarted without the lane
         QVERIFY2(dcp::dumpMetadata(on) == dcp::dumpMetadata(parse(bytes, false)), c.what);
+        // Read as it arrives, three bytes at a time: the restart waits for the rest, to the same result.
+        const auto file = InputFile::fromBuffer("hand-made", std::vector<uint8_t>(bytes.begin(), bytes.end()));
+        ArrivingBytes arriving(*file, 0, file->size(), 3, 1);
+        const dcp::MetadataFile streamed = dcp::parseMetadata("hand-made", arriving);
+        QVERIFY2(streamed.laneRecords == 0 && dcp::dumpMetadata(streamed) == dcp::dumpMetadata(on), c.what);
         const Bytes b(reinterpret_cast<const uint8_t*>(bytes.constData()), static_cast<size_t>(bytes.size()));
         QVERIFY2(scanned(b, true) == scanned(b, false), c.what);
     }
@@ -1372,6 +1380,82 @@ void TestDcp::stringTableKeepsViews()
         QVERIFY(distinct[i].empty() || moved[ids[i]].data() == views[i].data());
     }
     QCOMPARE(moved.intern("a key not seen before"), static_cast<uint32_t>(firstId.size()));
+}
+
+// .metadata read on the scan's thread while the unpickler follows (io/arriving_bytes.h), as `ls` of a DCP
+// folder reads it: every .metadata of the fixtures, damaged ones included, must read the same, or fail with
+// the same message, as from bytes read whole, with pieces down to one byte (the unpickler then waits inside
+// opcodes, strings and lane records). torch 2.6's own saves are held to the keys and storage_data entries
+// torch's read_metadata() listed. A file that shrinks while it is read ends the read with its error.
+void TestDcp::readAsItArrives()
+{
+    auto whole = [](const std::string& name, const std::vector<uint8_t>& bytes) {
+        try {
+            return dcp::dumpMetadata(dcp::parseMetadata(name, Bytes(bytes.data(), bytes.size())));
+        } catch (const LoadError& e) {
+            return std::string("error: ") + e.what();
+        }
+    };
+    auto arriving = [](const std::string& name, const std::vector<uint8_t>& bytes, size_t piece) {
+        const auto file = InputFile::fromBuffer(name, bytes);
+        ArrivingBytes in(*file, 0, file->size(), piece, piece == ArrivingBytes::kPiece ? ArrivingBytes::kAhead : 1);
+        try {
+            return dcp::dumpMetadata(dcp::parseMetadata(name, in));
+        } catch (const LoadError& e) {
+            return std::string("error: ") + e.what();
+        }
+    };
+    size_t files = 0, failing = 0;
+    QDirIterator it(test::fixturesDir(), { QStringLiteral(".metadata") }, QDir::Files | QDir::Hidden, QDirIterator::Subdirectories);
+    while (it.hasNext()) {
+        const QString path = it.next();
+        const QByteArray read = readAll(path);
+        const std::vector<uint8_t> bytes(read.begin(), read.end());
+        const std::string name = path.toStdString(), expected = whole(name, bytes);
+        failing += expected.starts_with("error: ");
+        ++files;
+        // One-byte pieces for the small files only: each piece is a wake-up of the unpickler.
+        for (size_t piece : { bytes.size() < 4096 ? size_t(1) : size_t(3), size_t(61), size_t(4096), ArrivingBytes::kPiece })
+            QVERIFY2(arriving(name, bytes, piece) == expected,
+                qPrintable(path + ": read in pieces of " + QString::number(piece) + " it differs"));
+        // Cut short at 24 places: the same error as the whole read of the cut bytes.
+        for (size_t cut = 0; cut < bytes.size(); cut += bytes.size() / 24 + 1) {
+            const std::vector<uint8_t> head(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(cut));
+            QVERIFY2(arriving(name, head, 5) == whole(name, head), qPrintable(path + ": cut at " + QString::number(cut)));
+        }
+    }
+    QVERIFY2(files >= 10 && failing < files, "tests/fixtures holds too few .metadata files");
+
+    for (const char* where : { "dcp/dcp_titan", "dcp/dcp_compiled", "float8/dcp_titan_float8" }) {
+        const QString dir = test::fixturesDir() + "/torch2/" + QString::fromLatin1(where);
+        const QJsonObject md = requireJson(dir + ".truth.json")["metadata"].toObject();
+        const QByteArray read = readAll(dir + "/.metadata");
+        const auto file = InputFile::fromBuffer(where, std::vector<uint8_t>(read.begin(), read.end()));
+        ArrivingBytes in(*file, 0, file->size(), 13, 100);
+        const dcp::MetadataFile f = dcp::parseMetadata(where, in);
+        QCOMPARE(f.items.size(), static_cast<size_t>(md["keys"].toObject().size()));
+        QCOMPARE(f.storage.size(), static_cast<size_t>(md["storage"].toArray().size()));
+        QVERIFY2(f.laneRecords > 0, where);
+    }
+
+    // On disk, a .metadata that loses its second half after it was opened: the reader's error, naming it.
+    QTemporaryDir tmp;
+    QVERIFY(tmp.isValid());
+    const QString copy = tmp.filePath(QStringLiteral(".metadata"));
+    QVERIFY(QFile::copy(test::fixturesDir() + "/torch2/dcp/dcp_titan/.metadata", copy));
+    QFile::setPermissions(copy, QFile::ReadOwner | QFile::WriteOwner);
+    const auto file = InputFile::open(copy.toStdString());
+    QVERIFY(file->size() > 1000);
+    QVERIFY(QFile::resize(copy, static_cast<qint64>(file->size() / 2)));
+    ArrivingBytes in(*file, 0, file->size(), 64, 64);
+    try {
+        (void)dcp::parseMetadata(copy.toStdString(), in);
+        QFAIL("a .metadata that shrank while read was read");
+    } catch (const LoadError& e) {
+        const std::string message = e.what();
+        QVERIFY2(message.find("changed while reading") != std::string::npos && message.find(".metadata") != std::string::npos,
+            message.c_str());
+    }
 }
 
 QTEST_GUILESS_MAIN(TestDcp)
@@ -1550,3 +1634,4 @@ void TestDcp::cancelledOpenStops()
     QVERIFY_THROWS_EXCEPTION(sl::LoadCancelled, sl::readDcp(dir, o));
     QVERIFY(!sl::readDcp(dir, {}).entries.empty());
 }
+
