@@ -644,7 +644,8 @@ MetadataFile parseMetadataOnce(
         throw LoadError(name, "the .metadata file is empty");
     // The opcode scan sees every import however it is reached, and an error that stops the unpickler still
     // names the dangers it saw. It is an independent pass over the same bytes (a fifth of the work on a
-    // 100 MB .metadata), so it runs on a second thread while the unpickler runs here.
+    // 100 MB .metadata), so it runs on a second thread while the unpickler runs here. Bytes still arriving
+    // are read there first: the unpickler follows the read, the scan starts once it is done.
     torch::LoadSafety safety;
     std::future<PickleScan> scan = std::async(std::launch::async, [pickle, arriving] {
         if (arriving) {

@@ -1,7 +1,6 @@
 #include "unpickler.h"
 
 #include "io/arriving_bytes.h"
-
 #include "util/error.h"
 #include "util/load_control.h"
 #include "util/utf8.h"
